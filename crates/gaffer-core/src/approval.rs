@@ -1,0 +1,104 @@
+use crate::{Actor, ApprovalId, StepId, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a human is asked to approve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// The planner's plan.
+    Plan,
+    /// A tool call an agent wants to make.
+    Tool,
+    /// Pushing the branch / opening the pull request.
+    Ship,
+    /// A non-idempotent step whose effect is unknown after a crash.
+    Manual,
+    /// The arbiter asks a human to settle it.
+    Escalation,
+}
+
+impl ApprovalKind {
+    /// The snake_case name used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalKind::Plan => "plan",
+            ApprovalKind::Tool => "tool",
+            ApprovalKind::Ship => "ship",
+            ApprovalKind::Manual => "manual",
+            ApprovalKind::Escalation => "escalation",
+        }
+    }
+}
+
+/// A human's (or a policy's) answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead.
+    Approve,
+    /// Do not.
+    Deny,
+}
+
+/// Where an approval is. Only `pending` can change, and only once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved (by a person or a policy rule).
+    Approved,
+    /// Denied.
+    Denied,
+    /// Nobody decided in time; treated as the expiry policy says (deny by default).
+    Expired,
+    /// The asker moved on (cancelled, or answered elsewhere); nothing to decide any more.
+    Withdrawn,
+}
+
+impl ApprovalState {
+    /// The snake_case name used on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Expired => "expired",
+            ApprovalState::Withdrawn => "withdrawn",
+        }
+    }
+}
+
+impl fmt::Display for ApprovalState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A question for a human, keyed by `(task, step, attempt)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Unique across the journal.
+    pub id: ApprovalId,
+    /// The step that waits for it.
+    pub step_id: StepId,
+    /// Which request of that step this is (1, 2, …); with the task and step, the unique key.
+    pub attempt: u32,
+    /// What is asked.
+    pub kind: ApprovalKind,
+    /// The question in words a human can judge.
+    pub summary: String,
+    /// Command, files, diff excerpt, reason: whatever helps decide.
+    pub details: serde_json::Value,
+    /// Where it is.
+    pub state: ApprovalState,
+    /// Who decided, once decided.
+    pub decided_by: Option<Actor>,
+    /// The decider's note, or why it expired or was withdrawn.
+    pub note: Option<String>,
+    /// When it was asked.
+    pub requested_at: Timestamp,
+    /// When it stopped being pending.
+    pub decided_at: Option<Timestamp>,
+}

@@ -1,0 +1,345 @@
+use crate::{
+    ApprovalId, ApprovalKind, Decision, Intent, ProjectId, Role, SessionId, Stage, StepId, TaskId,
+};
+use serde::{Deserialize, Serialize};
+
+/// Who did something.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Actor {
+    /// A person, a policy rule, or gaffer itself.
+    pub kind: ActorKind,
+    /// The person's name, the rule's description, or the component.
+    pub name: String,
+    /// Where it came from: `cli`, `api:<token name>`, `web`, `discord`, `engine`, …
+    pub via: String,
+}
+
+/// The kinds of [`Actor`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    /// A person.
+    User,
+    /// An auto-approve rule, evaluated once when the approval was created.
+    Policy,
+    /// gaffer itself (recovery, expiry, the engine).
+    System,
+}
+
+impl Actor {
+    /// gaffer acting on its own, from `via` (e.g. `engine`, `recovery`).
+    pub fn system(via: &str) -> Self {
+        Self {
+            kind: ActorKind::System,
+            name: "gaffer".into(),
+            via: via.into(),
+        }
+    }
+
+    /// A person.
+    pub fn user(name: &str, via: &str) -> Self {
+        Self {
+            kind: ActorKind::User,
+            name: name.into(),
+            via: via.into(),
+        }
+    }
+
+    /// An auto-approve rule.
+    pub fn policy(rule: &str) -> Self {
+        Self {
+            kind: ActorKind::Policy,
+            name: rule.into(),
+            via: "policy".into(),
+        }
+    }
+}
+
+/// Everything that can happen, as recorded in the journal. The first event of a
+/// stream creates it (`project_registered` or `task_created`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A git repository is registered as a project.
+    ProjectRegistered {
+        /// The project id, which is also its stream id.
+        project_id: ProjectId,
+        /// Short unique name.
+        name: String,
+        /// Canonical (physical) path of the repository.
+        path: String,
+        /// The command that checks the project (`cargo test`, …), if known.
+        check_command: Option<String>,
+    },
+    /// The project's check command changed.
+    ProjectCheckCommandSet {
+        /// The new command, or none.
+        check_command: Option<String>,
+    },
+    /// The project-wide auto-approve toggle changed.
+    ProjectAutoApproveSet {
+        /// On or off.
+        enabled: bool,
+        /// Who flipped it.
+        by: Actor,
+    },
+
+    /// A request became a task.
+    TaskCreated {
+        /// The task id, which is also its stream id.
+        task_id: TaskId,
+        /// The project it runs in.
+        project_id: ProjectId,
+        /// What was asked, in the requester's words.
+        request: String,
+        /// Who asked.
+        by: Actor,
+    },
+    /// The task moved to another working stage.
+    TaskStageEntered {
+        /// The new stage.
+        stage: Stage,
+    },
+    /// The task finished successfully.
+    TaskDone {
+        /// What was achieved: branch, commits, verdicts, cost.
+        summary: serde_json::Value,
+    },
+    /// The task finished unsuccessfully.
+    TaskFailed {
+        /// Why.
+        reason: String,
+    },
+    /// A person stopped the task.
+    TaskCancelled {
+        /// Who.
+        by: Actor,
+        /// Why, if they said.
+        reason: Option<String>,
+    },
+    /// The task cannot go on.
+    TaskBlocked {
+        /// Why.
+        reason: String,
+    },
+
+    /// A step's intent, recorded before its effect runs.
+    StepIntentRecorded {
+        /// Unique within the task.
+        step_id: StepId,
+        /// What it does, for people.
+        name: String,
+        /// What running it does to the world.
+        intent: Intent,
+        /// Steps that must be satisfied first.
+        #[serde(default)]
+        depends_on: Vec<StepId>,
+        /// What it is asked to do.
+        #[serde(default)]
+        input: serde_json::Value,
+    },
+    /// The step's effect began.
+    StepStarted {
+        /// The step.
+        step_id: StepId,
+    },
+    /// The step's effect finished, with a receipt.
+    StepCompleted {
+        /// The step.
+        step_id: StepId,
+        /// What it produced (commit id, PR number, verdict, …).
+        receipt: serde_json::Value,
+    },
+    /// The step's effect failed.
+    StepFailed {
+        /// The step.
+        step_id: StepId,
+        /// Why, already redacted.
+        error: String,
+    },
+    /// The process running the step died (found at recovery). The reducer decides what
+    /// follows from the intent: run again, or `effect_unknown`.
+    StepInterrupted {
+        /// The step.
+        step_id: StepId,
+    },
+    /// A read-only probe is checking whether an unknown effect happened.
+    StepReconcileStarted {
+        /// The step.
+        step_id: StepId,
+    },
+    /// The probe could not tell; a human must decide.
+    StepManualRequired {
+        /// The step.
+        step_id: StepId,
+        /// What the probe found.
+        reason: String,
+    },
+    /// The step will run again (a failed idempotent step, or a human said so).
+    StepRetried {
+        /// The step.
+        step_id: StepId,
+    },
+
+    /// A question for a human, keyed by `(task, step, attempt)`.
+    ApprovalRequested {
+        /// Unique across the journal.
+        approval_id: ApprovalId,
+        /// The step that waits.
+        step_id: StepId,
+        /// Which request of that step this is.
+        attempt: u32,
+        /// What is asked.
+        kind: ApprovalKind,
+        /// The question in words a human can judge.
+        summary: String,
+        /// Command, files, diff excerpt, reason.
+        #[serde(default)]
+        details: serde_json::Value,
+    },
+    /// The first (and only) decision.
+    ApprovalDecided {
+        /// The approval.
+        approval_id: ApprovalId,
+        /// Approve or deny.
+        decision: Decision,
+        /// Who decided, and from where.
+        by: Actor,
+        /// Their note.
+        note: Option<String>,
+    },
+    /// Nobody decided in time.
+    ApprovalExpired {
+        /// The approval.
+        approval_id: ApprovalId,
+        /// What the waiting agent is told.
+        reason: String,
+    },
+    /// The asker no longer waits (it moved on, or the task ended).
+    ApprovalWithdrawn {
+        /// The approval.
+        approval_id: ApprovalId,
+        /// Why.
+        reason: String,
+    },
+
+    /// An agent conversation began.
+    SessionStarted {
+        /// gaffer's id for it.
+        session_id: SessionId,
+        /// Backend name.
+        agent: String,
+        /// Role it plays.
+        role: Role,
+        /// Canonical workspace path.
+        workspace_key: String,
+        /// The agent's own id, if assigned up front.
+        agent_session_id: Option<String>,
+        /// The step that started it.
+        step_id: Option<StepId>,
+    },
+    /// The agent's own record confirmed the session id.
+    SessionVerified {
+        /// The session.
+        session_id: SessionId,
+        /// The agent's id as it reported it.
+        agent_session_id: String,
+    },
+    /// The conversation is over.
+    SessionEnded {
+        /// The session.
+        session_id: SessionId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Which projection rows an event changes, so a store updates only those.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched {
+    /// The project row.
+    Project,
+    /// The task row only.
+    Task,
+    /// The task row and one step.
+    Step(StepId),
+    /// The task row and one approval.
+    Approval(ApprovalId),
+    /// The task row and one session.
+    Session(SessionId),
+    /// The task row and every approval of the task (final events withdraw pending ones).
+    TaskAndApprovals,
+}
+
+impl Event {
+    /// The snake_case event type, as in the journal's `type` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::ProjectRegistered { .. } => "project_registered",
+            Event::ProjectCheckCommandSet { .. } => "project_check_command_set",
+            Event::ProjectAutoApproveSet { .. } => "project_auto_approve_set",
+            Event::TaskCreated { .. } => "task_created",
+            Event::TaskStageEntered { .. } => "task_stage_entered",
+            Event::TaskDone { .. } => "task_done",
+            Event::TaskFailed { .. } => "task_failed",
+            Event::TaskCancelled { .. } => "task_cancelled",
+            Event::TaskBlocked { .. } => "task_blocked",
+            Event::StepIntentRecorded { .. } => "step_intent_recorded",
+            Event::StepStarted { .. } => "step_started",
+            Event::StepCompleted { .. } => "step_completed",
+            Event::StepFailed { .. } => "step_failed",
+            Event::StepInterrupted { .. } => "step_interrupted",
+            Event::StepReconcileStarted { .. } => "step_reconcile_started",
+            Event::StepManualRequired { .. } => "step_manual_required",
+            Event::StepRetried { .. } => "step_retried",
+            Event::ApprovalRequested { .. } => "approval_requested",
+            Event::ApprovalDecided { .. } => "approval_decided",
+            Event::ApprovalExpired { .. } => "approval_expired",
+            Event::ApprovalWithdrawn { .. } => "approval_withdrawn",
+            Event::SessionStarted { .. } => "session_started",
+            Event::SessionVerified { .. } => "session_verified",
+            Event::SessionEnded { .. } => "session_ended",
+        }
+    }
+
+    /// Whether this event belongs to a project stream (otherwise a task stream).
+    pub fn is_project_event(&self) -> bool {
+        matches!(
+            self,
+            Event::ProjectRegistered { .. }
+                | Event::ProjectCheckCommandSet { .. }
+                | Event::ProjectAutoApproveSet { .. }
+        )
+    }
+
+    /// The projection rows this event changes.
+    pub fn touched(&self) -> Touched {
+        match self {
+            Event::ProjectRegistered { .. }
+            | Event::ProjectCheckCommandSet { .. }
+            | Event::ProjectAutoApproveSet { .. } => Touched::Project,
+            Event::TaskCreated { .. } | Event::TaskStageEntered { .. } => Touched::Task,
+            Event::TaskDone { .. }
+            | Event::TaskFailed { .. }
+            | Event::TaskCancelled { .. }
+            | Event::TaskBlocked { .. } => Touched::TaskAndApprovals,
+            Event::StepIntentRecorded { step_id, .. }
+            | Event::StepStarted { step_id }
+            | Event::StepCompleted { step_id, .. }
+            | Event::StepFailed { step_id, .. }
+            | Event::StepInterrupted { step_id }
+            | Event::StepReconcileStarted { step_id }
+            | Event::StepManualRequired { step_id, .. }
+            | Event::StepRetried { step_id } => Touched::Step(step_id.clone()),
+            Event::ApprovalRequested { approval_id, .. }
+            | Event::ApprovalDecided { approval_id, .. }
+            | Event::ApprovalExpired { approval_id, .. }
+            | Event::ApprovalWithdrawn { approval_id, .. } => {
+                Touched::Approval(approval_id.clone())
+            }
+            Event::SessionStarted { session_id, .. }
+            | Event::SessionVerified { session_id, .. }
+            | Event::SessionEnded { session_id, .. } => Touched::Session(session_id.clone()),
+        }
+    }
+}

@@ -1,0 +1,472 @@
+use crate::{
+    Actor, Approval, ApprovalId, ApprovalState, Decision, Event, Intent, ProjectId, Rejected,
+    Session, SessionId, Stage, Step, StepId, StepState, TaskId, Timestamp,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A task, as its events describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskState {
+    /// Its id and stream id.
+    pub id: TaskId,
+    /// The project it runs in.
+    pub project_id: ProjectId,
+    /// What was asked.
+    pub request: String,
+    /// Who asked.
+    pub created_by: Actor,
+    /// Where it is in its lifecycle.
+    pub stage: Stage,
+    /// The final summary (done) or reason (failed, cancelled, blocked).
+    pub outcome: Option<serde_json::Value>,
+    /// Its steps, by id.
+    pub steps: BTreeMap<StepId, Step>,
+    /// Its approvals, by id.
+    pub approvals: BTreeMap<ApprovalId, Approval>,
+    /// Its agent sessions, by id.
+    pub sessions: BTreeMap<SessionId, Session>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+impl TaskState {
+    /// Start a task stream from its first event.
+    pub fn create(at: Timestamp, event: &Event) -> Result<Self, Rejected> {
+        match event {
+            Event::TaskCreated {
+                task_id,
+                project_id,
+                request,
+                by,
+            } => {
+                if task_id.as_str().is_empty() {
+                    return Err(Rejected::Empty("task_id"));
+                }
+                if project_id.as_str().is_empty() {
+                    return Err(Rejected::Empty("project_id"));
+                }
+                if request.trim().is_empty() {
+                    return Err(Rejected::Empty("request"));
+                }
+                Ok(Self {
+                    id: task_id.clone(),
+                    project_id: project_id.clone(),
+                    request: request.clone(),
+                    created_by: by.clone(),
+                    stage: Stage::Queued,
+                    outcome: None,
+                    steps: BTreeMap::new(),
+                    approvals: BTreeMap::new(),
+                    sessions: BTreeMap::new(),
+                    created_at: at,
+                    updated_at: at,
+                })
+            }
+            other => Err(Rejected::NotACreation {
+                stream: "task",
+                expected: "task_created",
+                got: other.kind(),
+            }),
+        }
+    }
+
+    /// The reducer for one later event. Every check happens before any field
+    /// changes, so on `Err` the state is exactly as before.
+    pub fn apply(&mut self, at: Timestamp, event: &Event) -> Result<(), Rejected> {
+        if self.stage.is_final() {
+            return Err(Rejected::TaskFinished {
+                stage: self.stage,
+                got: event.kind(),
+            });
+        }
+        if event.is_project_event() {
+            return Err(Rejected::WrongStream {
+                stream: "task",
+                got: event.kind(),
+            });
+        }
+        match event {
+            Event::TaskCreated { .. } => {
+                return Err(Rejected::AlreadyCreated { got: event.kind() })
+            }
+            Event::TaskStageEntered { stage } => {
+                if !self.stage.may_enter(*stage) {
+                    return Err(Rejected::IllegalStage {
+                        from: self.stage,
+                        to: *stage,
+                    });
+                }
+                self.stage = *stage;
+            }
+            Event::TaskDone { summary } => {
+                if !self.stage.may_finish() {
+                    return Err(Rejected::IllegalStage {
+                        from: self.stage,
+                        to: Stage::Done,
+                    });
+                }
+                if let Some(step) = self.steps.values().find(|s| !s.is_settled()) {
+                    return Err(Rejected::NotSettled(format!(
+                        "step `{}` is {}",
+                        step.id, step.state
+                    )));
+                }
+                if let Some(a) = self.pending_approvals().next() {
+                    return Err(Rejected::NotSettled(format!(
+                        "approval `{}` is pending",
+                        a.id
+                    )));
+                }
+                self.finish(at, Stage::Done, summary.clone());
+            }
+            Event::TaskFailed { reason } => {
+                self.finish(at, Stage::Failed, serde_json::json!({ "reason": reason }));
+            }
+            Event::TaskBlocked { reason } => {
+                self.finish(at, Stage::Blocked, serde_json::json!({ "reason": reason }));
+            }
+            Event::TaskCancelled { by, reason } => {
+                let outcome = serde_json::json!({ "reason": reason, "by": by });
+                self.finish(at, Stage::Cancelled, outcome);
+            }
+            Event::StepIntentRecorded {
+                step_id,
+                name,
+                intent,
+                depends_on,
+                input,
+            } => {
+                if step_id.as_str().is_empty() {
+                    return Err(Rejected::Empty("step_id"));
+                }
+                if self.steps.contains_key(step_id) {
+                    return Err(Rejected::DuplicateStep(step_id.clone()));
+                }
+                if let Some(missing) = depends_on.iter().find(|d| !self.steps.contains_key(*d)) {
+                    return Err(Rejected::UnknownDependency {
+                        step: step_id.clone(),
+                        missing: missing.clone(),
+                    });
+                }
+                self.steps.insert(
+                    step_id.clone(),
+                    Step {
+                        id: step_id.clone(),
+                        name: name.clone(),
+                        intent: *intent,
+                        depends_on: depends_on.clone(),
+                        input: input.clone(),
+                        state: StepState::IntentRecorded,
+                        attempt: 1,
+                        receipt: None,
+                        error: None,
+                        recorded_at: at,
+                        updated_at: at,
+                    },
+                );
+            }
+            Event::StepStarted { step_id } => {
+                self.step_in(step_id, &[StepState::IntentRecorded], event)?;
+                if let Some(waiting_for) = self.unsatisfied_dependency(step_id) {
+                    return Err(Rejected::DependencyNotReady {
+                        step: step_id.clone(),
+                        waiting_for,
+                    });
+                }
+                self.set_step(at, step_id, |s| s.state = StepState::Started);
+            }
+            Event::StepCompleted { step_id, receipt } => {
+                self.step_in(step_id, AWAITING_OUTCOME, event)?;
+                self.set_step(at, step_id, |s| {
+                    s.state = StepState::Completed;
+                    s.receipt = Some(receipt.clone());
+                    s.error = None;
+                });
+            }
+            Event::StepFailed { step_id, error } => {
+                self.step_in(step_id, AWAITING_OUTCOME, event)?;
+                self.set_step(at, step_id, |s| {
+                    s.state = StepState::Failed;
+                    s.error = Some(error.clone());
+                });
+            }
+            Event::StepInterrupted { step_id } => {
+                self.step_in(step_id, &[StepState::Started], event)?;
+                self.set_step(at, step_id, |s| match s.intent {
+                    Intent::ReadOnly | Intent::Idempotent => {
+                        s.state = StepState::IntentRecorded;
+                        s.attempt += 1;
+                    }
+                    Intent::NonIdempotent => s.state = StepState::EffectUnknown,
+                });
+            }
+            Event::StepReconcileStarted { step_id } => {
+                self.step_in(step_id, &[StepState::EffectUnknown], event)?;
+                self.set_step(at, step_id, |s| s.state = StepState::Reconciling);
+            }
+            Event::StepManualRequired { step_id, reason } => {
+                self.step_in(
+                    step_id,
+                    &[StepState::EffectUnknown, StepState::Reconciling],
+                    event,
+                )?;
+                self.set_step(at, step_id, |s| {
+                    s.state = StepState::ManualRequired;
+                    s.error = Some(reason.clone());
+                });
+            }
+            Event::StepRetried { step_id } => {
+                self.step_in(
+                    step_id,
+                    &[StepState::Failed, StepState::ManualRequired],
+                    event,
+                )?;
+                self.set_step(at, step_id, |s| {
+                    s.state = StepState::IntentRecorded;
+                    s.attempt += 1;
+                    s.error = None;
+                    s.receipt = None;
+                });
+            }
+            Event::ApprovalRequested {
+                approval_id,
+                step_id,
+                attempt,
+                kind,
+                summary,
+                details,
+            } => {
+                if approval_id.as_str().is_empty() {
+                    return Err(Rejected::Empty("approval_id"));
+                }
+                if summary.trim().is_empty() {
+                    return Err(Rejected::Empty("summary"));
+                }
+                if self.approvals.contains_key(approval_id) {
+                    return Err(Rejected::DuplicateApproval(approval_id.clone()));
+                }
+                if !self.steps.contains_key(step_id) {
+                    return Err(Rejected::UnknownStep(step_id.clone()));
+                }
+                if let Some(existing) = self
+                    .approvals
+                    .values()
+                    .find(|a| a.step_id == *step_id && a.attempt == *attempt)
+                {
+                    return Err(Rejected::DuplicateApprovalKey {
+                        step: step_id.clone(),
+                        attempt: *attempt,
+                        existing: existing.id.clone(),
+                    });
+                }
+                self.approvals.insert(
+                    approval_id.clone(),
+                    Approval {
+                        id: approval_id.clone(),
+                        step_id: step_id.clone(),
+                        attempt: *attempt,
+                        kind: *kind,
+                        summary: summary.clone(),
+                        details: details.clone(),
+                        state: ApprovalState::Pending,
+                        decided_by: None,
+                        note: None,
+                        requested_at: at,
+                        decided_at: None,
+                    },
+                );
+            }
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                by,
+                note,
+            } => {
+                let state = match decision {
+                    Decision::Approve => ApprovalState::Approved,
+                    Decision::Deny => ApprovalState::Denied,
+                };
+                self.settle_approval(at, approval_id, state, Some(by.clone()), note.clone())?;
+            }
+            Event::ApprovalExpired {
+                approval_id,
+                reason,
+            } => {
+                let note = Some(reason.clone());
+                self.settle_approval(at, approval_id, ApprovalState::Expired, None, note)?;
+            }
+            Event::ApprovalWithdrawn {
+                approval_id,
+                reason,
+            } => {
+                let note = Some(reason.clone());
+                self.settle_approval(at, approval_id, ApprovalState::Withdrawn, None, note)?;
+            }
+            Event::SessionStarted {
+                session_id,
+                agent,
+                role,
+                workspace_key,
+                agent_session_id,
+                step_id,
+            } => {
+                if session_id.as_str().is_empty() {
+                    return Err(Rejected::Empty("session_id"));
+                }
+                if self.sessions.contains_key(session_id) {
+                    return Err(Rejected::DuplicateSession(session_id.clone()));
+                }
+                if let Some(step) = step_id {
+                    if !self.steps.contains_key(step) {
+                        return Err(Rejected::UnknownStep(step.clone()));
+                    }
+                }
+                self.sessions.insert(
+                    session_id.clone(),
+                    Session {
+                        id: session_id.clone(),
+                        agent: agent.clone(),
+                        role: *role,
+                        workspace_key: workspace_key.clone(),
+                        agent_session_id: agent_session_id.clone(),
+                        verified: false,
+                        step_id: step_id.clone(),
+                        ended: None,
+                        started_at: at,
+                    },
+                );
+            }
+            Event::SessionVerified {
+                session_id,
+                agent_session_id,
+            } => {
+                let session = self.live_session(session_id)?;
+                session.agent_session_id = Some(agent_session_id.clone());
+                session.verified = true;
+            }
+            Event::SessionEnded { session_id, reason } => {
+                let session = self.live_session(session_id)?;
+                session.ended = Some(reason.clone());
+            }
+            Event::ProjectRegistered { .. }
+            | Event::ProjectCheckCommandSet { .. }
+            | Event::ProjectAutoApproveSet { .. } => {
+                return Err(Rejected::WrongStream {
+                    stream: "task",
+                    got: event.kind(),
+                })
+            }
+        }
+        self.updated_at = at;
+        Ok(())
+    }
+
+    /// Approvals still waiting for a decision.
+    pub fn pending_approvals(&self) -> impl Iterator<Item = &Approval> {
+        self.approvals
+            .values()
+            .filter(|a| a.state == ApprovalState::Pending)
+    }
+
+    /// Whether every step is settled (completed, or a failed read-only observation).
+    pub fn all_steps_settled(&self) -> bool {
+        self.steps.values().all(Step::is_settled)
+    }
+
+    /// The first dependency of `step_id` that is not settled, if any.
+    pub(crate) fn unsatisfied_dependency(&self, step_id: &StepId) -> Option<StepId> {
+        let step = self.steps.get(step_id)?;
+        step.depends_on
+            .iter()
+            .find(|d| !self.steps.get(*d).is_some_and(Step::is_settled))
+            .cloned()
+    }
+
+    fn finish(&mut self, at: Timestamp, stage: Stage, outcome: serde_json::Value) {
+        // A final task waits for nothing: withdraw what is still pending, so no
+        // approval can stay open forever.
+        for approval in self.approvals.values_mut() {
+            if approval.state == ApprovalState::Pending {
+                approval.state = ApprovalState::Withdrawn;
+                approval.note = Some(format!("task {stage}"));
+                approval.decided_at = Some(at);
+            }
+        }
+        self.stage = stage;
+        self.outcome = Some(outcome);
+    }
+
+    fn step_in(
+        &self,
+        step_id: &StepId,
+        allowed: &[StepState],
+        event: &Event,
+    ) -> Result<(), Rejected> {
+        let step = self
+            .steps
+            .get(step_id)
+            .ok_or_else(|| Rejected::UnknownStep(step_id.clone()))?;
+        if allowed.contains(&step.state) {
+            Ok(())
+        } else {
+            Err(Rejected::StepState {
+                step: step_id.clone(),
+                state: step.state,
+                got: event.kind(),
+            })
+        }
+    }
+
+    fn set_step(&mut self, at: Timestamp, step_id: &StepId, change: impl FnOnce(&mut Step)) {
+        if let Some(step) = self.steps.get_mut(step_id) {
+            change(step);
+            step.updated_at = at;
+        }
+    }
+
+    fn settle_approval(
+        &mut self,
+        at: Timestamp,
+        approval_id: &ApprovalId,
+        state: ApprovalState,
+        by: Option<Actor>,
+        note: Option<String>,
+    ) -> Result<(), Rejected> {
+        let approval = self
+            .approvals
+            .get_mut(approval_id)
+            .ok_or_else(|| Rejected::UnknownApproval(approval_id.clone()))?;
+        if approval.state != ApprovalState::Pending {
+            return Err(Rejected::ApprovalSettled {
+                approval: approval_id.clone(),
+                state: approval.state,
+            });
+        }
+        approval.state = state;
+        approval.decided_by = by;
+        approval.note = note;
+        approval.decided_at = Some(at);
+        Ok(())
+    }
+
+    fn live_session(&mut self, session_id: &SessionId) -> Result<&mut Session, Rejected> {
+        let session = self
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| Rejected::UnknownSession(session_id.clone()))?;
+        if session.ended.is_some() {
+            return Err(Rejected::SessionEnded(session_id.clone()));
+        }
+        Ok(session)
+    }
+}
+
+/// States in which a running (or unknown) effect can still get its outcome.
+const AWAITING_OUTCOME: &[StepState] = &[
+    StepState::Started,
+    StepState::Reconciling,
+    StepState::ManualRequired,
+];

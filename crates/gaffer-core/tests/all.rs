@@ -1,0 +1,2 @@
+//! gaffer-core tests: given events, when an event, expect a state or a rejection.
+mod suite;

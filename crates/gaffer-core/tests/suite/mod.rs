@@ -1,0 +1,2 @@
+mod reducer;
+mod reducer_props;

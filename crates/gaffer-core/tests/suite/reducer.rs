@@ -1,0 +1,546 @@
+use gaffer_core::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn created() -> Event {
+    Event::TaskCreated {
+        task_id: "t-1".into(),
+        project_id: "p-1".into(),
+        request: "add a README section".into(),
+        by: Actor::user("ana", "cli"),
+    }
+}
+
+fn step(id: &str, intent: Intent, deps: &[&str]) -> Event {
+    Event::StepIntentRecorded {
+        step_id: id.into(),
+        name: id.into(),
+        intent,
+        depends_on: deps.iter().map(|d| StepId::from(*d)).collect(),
+        input: json!({}),
+    }
+}
+
+fn started(id: &str) -> Event {
+    Event::StepStarted { step_id: id.into() }
+}
+
+fn completed(id: &str) -> Event {
+    Event::StepCompleted {
+        step_id: id.into(),
+        receipt: json!({"ok": true}),
+    }
+}
+
+fn failed(id: &str) -> Event {
+    Event::StepFailed {
+        step_id: id.into(),
+        error: "boom".into(),
+    }
+}
+
+fn stage(s: Stage) -> Event {
+    Event::TaskStageEntered { stage: s }
+}
+
+fn ask(approval: &str, step: &str, attempt: u32) -> Event {
+    Event::ApprovalRequested {
+        approval_id: approval.into(),
+        step_id: step.into(),
+        attempt,
+        kind: ApprovalKind::Tool,
+        summary: "run `rm -rf build`".into(),
+        details: json!({"argv": ["rm", "-rf", "build"]}),
+    }
+}
+
+fn decide(approval: &str, decision: Decision, who: &str) -> Event {
+    Event::ApprovalDecided {
+        approval_id: approval.into(),
+        decision,
+        by: Actor::user(who, "web"),
+        note: None,
+    }
+}
+
+/// Given `events` (all must be accepted), return the task.
+fn given(events: &[Event]) -> TaskState {
+    let mut state: Option<StreamState> = None;
+    for (i, e) in events.iter().enumerate() {
+        state = Some(
+            StreamState::reduce(state.as_ref(), i as i64, e)
+                .unwrap_or_else(|r| panic!("given event {i} ({}) rejected: {r}", e.kind())),
+        );
+    }
+    match state {
+        Some(StreamState::Task(t)) => *t,
+        other => panic!("not a task: {other:?}"),
+    }
+}
+
+/// When `event` is offered to the task, expect a rejection, and the state unchanged.
+fn rejects(task: &TaskState, event: Event) -> Rejected {
+    let mut after = task.clone();
+    let err = after
+        .apply(999, &event)
+        .expect_err("event should be rejected");
+    assert_eq!(&after, task, "a rejected event changed the state");
+    err
+}
+
+fn to_testing() -> Vec<Event> {
+    vec![
+        created(),
+        stage(Stage::Planning),
+        stage(Stage::Coding),
+        stage(Stage::Testing),
+    ]
+}
+
+#[test]
+fn a_stream_must_start_with_its_creation() {
+    let err = StreamState::start(0, &started("x")).unwrap_err();
+    assert!(matches!(err, Rejected::NotACreation { .. }), "{err}");
+}
+
+#[test]
+fn a_task_is_created_queued_with_its_request() {
+    let t = given(&[created()]);
+    assert_eq!(t.stage, Stage::Queued);
+    assert_eq!(t.request, "add a README section");
+    assert_eq!(t.project_id, ProjectId::from("p-1"));
+}
+
+#[test]
+fn an_empty_request_is_refused() {
+    let e = Event::TaskCreated {
+        task_id: "t-1".into(),
+        project_id: "p-1".into(),
+        request: "   ".into(),
+        by: Actor::system("test"),
+    };
+    assert_eq!(
+        StreamState::start(0, &e).unwrap_err(),
+        Rejected::Empty("request")
+    );
+}
+
+#[test]
+fn the_lifecycle_refuses_skipping_stages() {
+    let t = given(&[created()]);
+    let err = rejects(&t, stage(Stage::Shipping));
+    assert_eq!(
+        err,
+        Rejected::IllegalStage {
+            from: Stage::Queued,
+            to: Stage::Shipping
+        }
+    );
+}
+
+#[test]
+fn coding_and_reviewing_alternate() {
+    let t = given(&[
+        created(),
+        stage(Stage::Planning),
+        stage(Stage::AwaitingPlanApproval),
+        stage(Stage::Coding),
+        stage(Stage::Reviewing),
+        stage(Stage::Coding),
+        stage(Stage::Reviewing),
+        stage(Stage::Arbitrating),
+        stage(Stage::Testing),
+        stage(Stage::Shipping),
+    ]);
+    assert_eq!(t.stage, Stage::Shipping);
+}
+
+#[test]
+fn completing_a_step_that_never_started_is_rejected() {
+    let t = given(&[created(), step("a", Intent::Idempotent, &[])]);
+    let err = rejects(&t, completed("a"));
+    assert!(
+        matches!(
+            err,
+            Rejected::StepState {
+                state: StepState::IntentRecorded,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn completing_an_unknown_step_is_rejected() {
+    let t = given(&[created()]);
+    assert_eq!(
+        rejects(&t, completed("ghost")),
+        Rejected::UnknownStep("ghost".into())
+    );
+}
+
+#[test]
+fn a_step_cannot_start_before_its_dependency_settles() {
+    let t = given(&[
+        created(),
+        step("a", Intent::Idempotent, &[]),
+        step("b", Intent::Idempotent, &["a"]),
+    ]);
+    assert_eq!(t.frontier().runnable, vec![StepId::from("a")]);
+    let err = rejects(&t, started("b"));
+    assert_eq!(
+        err,
+        Rejected::DependencyNotReady {
+            step: "b".into(),
+            waiting_for: "a".into()
+        }
+    );
+}
+
+#[test]
+fn a_dependency_must_exist() {
+    let t = given(&[created()]);
+    let err = rejects(&t, step("b", Intent::ReadOnly, &["nope"]));
+    assert!(matches!(err, Rejected::UnknownDependency { .. }), "{err}");
+}
+
+#[test]
+fn a_failed_read_only_step_is_settled_and_does_not_stop_the_task() {
+    let t = given(&[
+        created(),
+        stage(Stage::Planning),
+        stage(Stage::Coding),
+        step("read", Intent::ReadOnly, &[]),
+        started("read"),
+        failed("read"),
+        step("write", Intent::Idempotent, &["read"]),
+    ]);
+    let f = t.frontier();
+    assert_eq!(f.runnable, vec![StepId::from("write")]);
+    assert!(f.blocking.is_empty());
+    let t = given(
+        &[
+            to_testing(),
+            vec![
+                step("read", Intent::ReadOnly, &[]),
+                started("read"),
+                failed("read"),
+            ],
+        ]
+        .concat(),
+    );
+    assert!(t.all_steps_settled());
+    let mut done = t.clone();
+    done.apply(10, &Event::TaskDone { summary: json!({}) })
+        .expect("a failed read-only step does not hold the task back");
+    assert_eq!(done.stage, Stage::Done);
+}
+
+#[test]
+fn a_failed_write_blocks_its_dependants_and_the_task() {
+    let t = given(
+        &[
+            to_testing(),
+            vec![
+                step("write", Intent::Idempotent, &[]),
+                started("write"),
+                failed("write"),
+                step("next", Intent::ReadOnly, &["write"]),
+            ],
+        ]
+        .concat(),
+    );
+    let f = t.frontier();
+    assert!(f.runnable.is_empty(), "{f:?}");
+    assert_eq!(f.blocking, vec![StepId::from("write")]);
+    let err = rejects(&t, Event::TaskDone { summary: json!({}) });
+    assert!(matches!(err, Rejected::NotSettled(_)), "{err}");
+}
+
+#[test]
+fn a_task_completes_only_when_every_step_is_settled() {
+    let t = given(
+        &[
+            to_testing(),
+            vec![step("a", Intent::Idempotent, &[]), started("a")],
+        ]
+        .concat(),
+    );
+    let err = rejects(&t, Event::TaskDone { summary: json!({}) });
+    assert_eq!(err, Rejected::NotSettled("step `a` is started".into()));
+    let t = given(
+        &[
+            to_testing(),
+            vec![
+                step("a", Intent::Idempotent, &[]),
+                started("a"),
+                completed("a"),
+            ],
+        ]
+        .concat(),
+    );
+    let mut done = t.clone();
+    done.apply(
+        1,
+        &Event::TaskDone {
+            summary: json!({"branch": "gaffer/t-1"}),
+        },
+    )
+    .unwrap();
+    assert_eq!(done.stage, Stage::Done);
+}
+
+#[test]
+fn no_event_is_accepted_after_a_final_state() {
+    for end in [
+        Event::TaskFailed { reason: "x".into() },
+        Event::TaskBlocked { reason: "x".into() },
+        Event::TaskCancelled {
+            by: Actor::user("ana", "cli"),
+            reason: None,
+        },
+    ] {
+        let t = given(&[created(), step("a", Intent::ReadOnly, &[]), end]);
+        assert!(t.stage.is_final());
+        for e in [started("a"), stage(Stage::Planning), ask("ap", "a", 1)] {
+            let err = rejects(&t, e);
+            assert!(matches!(err, Rejected::TaskFinished { .. }), "{err}");
+        }
+        assert_eq!(t.frontier(), Frontier::default());
+    }
+}
+
+#[test]
+fn an_interrupted_read_or_idempotent_step_runs_again() {
+    for intent in [Intent::ReadOnly, Intent::Idempotent] {
+        let t = given(&[
+            created(),
+            step("a", intent, &[]),
+            started("a"),
+            Event::StepInterrupted {
+                step_id: "a".into(),
+            },
+        ]);
+        let s = &t.steps[&StepId::from("a")];
+        assert_eq!(s.state, StepState::IntentRecorded);
+        assert_eq!(s.attempt, 2);
+        assert_eq!(t.frontier().runnable, vec![StepId::from("a")]);
+    }
+}
+
+#[test]
+fn an_interrupted_non_idempotent_step_is_never_blindly_rerun() {
+    let t = given(&[
+        created(),
+        step("push", Intent::NonIdempotent, &[]),
+        started("push"),
+        Event::StepInterrupted {
+            step_id: "push".into(),
+        },
+    ]);
+    let f = t.frontier();
+    assert!(f.runnable.is_empty());
+    assert_eq!(f.to_reconcile, vec![StepId::from("push")]);
+    let err = rejects(&t, started("push"));
+    assert!(
+        matches!(
+            err,
+            Rejected::StepState {
+                state: StepState::EffectUnknown,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // Probe found the effect: completed with its receipt.
+    let mut found = t.clone();
+    found
+        .apply(
+            1,
+            &Event::StepReconcileStarted {
+                step_id: "push".into(),
+            },
+        )
+        .unwrap();
+    found.apply(2, &completed("push")).unwrap();
+    assert_eq!(
+        found.steps[&StepId::from("push")].state,
+        StepState::Completed
+    );
+
+    // Probe could not tell: manual, then a human says run it again.
+    let mut manual = t.clone();
+    manual
+        .apply(
+            1,
+            &Event::StepReconcileStarted {
+                step_id: "push".into(),
+            },
+        )
+        .unwrap();
+    manual
+        .apply(
+            2,
+            &Event::StepManualRequired {
+                step_id: "push".into(),
+                reason: "no PR found, push state unknown".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(manual.frontier().blocking, vec![StepId::from("push")]);
+    manual
+        .apply(
+            3,
+            &Event::StepRetried {
+                step_id: "push".into(),
+            },
+        )
+        .unwrap();
+    let s = &manual.steps[&StepId::from("push")];
+    assert_eq!((s.state, s.attempt), (StepState::IntentRecorded, 2));
+}
+
+#[test]
+fn approving_an_approval_that_does_not_exist_is_rejected() {
+    let t = given(&[created()]);
+    assert_eq!(
+        rejects(&t, decide("nope", Decision::Approve, "ana")),
+        Rejected::UnknownApproval("nope".into())
+    );
+}
+
+#[test]
+fn the_first_decision_wins_and_a_second_is_rejected() {
+    let t = given(&[
+        created(),
+        step("turn", Intent::NonIdempotent, &[]),
+        ask("ap-1", "turn", 1),
+        decide("ap-1", Decision::Approve, "ana"),
+    ]);
+    let a = &t.approvals[&ApprovalId::from("ap-1")];
+    assert_eq!(a.state, ApprovalState::Approved);
+    assert_eq!(a.decided_by.as_ref().map(|b| b.name.as_str()), Some("ana"));
+    let err = rejects(&t, decide("ap-1", Decision::Deny, "bob"));
+    assert_eq!(
+        err,
+        Rejected::ApprovalSettled {
+            approval: "ap-1".into(),
+            state: ApprovalState::Approved
+        }
+    );
+}
+
+#[test]
+fn one_approval_per_step_and_attempt() {
+    let t = given(&[
+        created(),
+        step("turn", Intent::NonIdempotent, &[]),
+        ask("ap-1", "turn", 1),
+    ]);
+    let err = rejects(&t, ask("ap-2", "turn", 1));
+    assert_eq!(
+        err,
+        Rejected::DuplicateApprovalKey {
+            step: "turn".into(),
+            attempt: 1,
+            existing: "ap-1".into()
+        }
+    );
+    assert_eq!(
+        rejects(&t, ask("ap-1", "turn", 2)),
+        Rejected::DuplicateApproval("ap-1".into())
+    );
+}
+
+#[test]
+fn a_final_task_withdraws_its_pending_approvals() {
+    let t = given(&[
+        created(),
+        step("turn", Intent::NonIdempotent, &[]),
+        ask("ap-1", "turn", 1),
+        Event::TaskCancelled {
+            by: Actor::user("ana", "cli"),
+            reason: Some("changed my mind".into()),
+        },
+    ]);
+    assert_eq!(
+        t.approvals[&ApprovalId::from("ap-1")].state,
+        ApprovalState::Withdrawn
+    );
+    assert_eq!(t.pending_approvals().count(), 0);
+}
+
+#[test]
+fn a_task_with_a_pending_approval_cannot_be_done() {
+    let t = given(
+        &[
+            to_testing(),
+            vec![
+                step("a", Intent::ReadOnly, &[]),
+                started("a"),
+                completed("a"),
+                ask("ap", "a", 1),
+            ],
+        ]
+        .concat(),
+    );
+    let err = rejects(&t, Event::TaskDone { summary: json!({}) });
+    assert_eq!(err, Rejected::NotSettled("approval `ap` is pending".into()));
+}
+
+#[test]
+fn sessions_are_verified_once_and_end_once() {
+    let t = given(&[
+        created(),
+        Event::SessionStarted {
+            session_id: "s-1".into(),
+            agent: "claude".into(),
+            role: Role::Owner,
+            workspace_key: "/work/repo".into(),
+            agent_session_id: Some("0b9a…".into()),
+            step_id: None,
+        },
+        Event::SessionVerified {
+            session_id: "s-1".into(),
+            agent_session_id: "0b9a…".into(),
+        },
+        Event::SessionEnded {
+            session_id: "s-1".into(),
+            reason: "turn done".into(),
+        },
+    ]);
+    assert!(t.sessions[&SessionId::from("s-1")].verified);
+    let err = rejects(
+        &t,
+        Event::SessionEnded {
+            session_id: "s-1".into(),
+            reason: "again".into(),
+        },
+    );
+    assert_eq!(err, Rejected::SessionEnded("s-1".into()));
+}
+
+#[test]
+fn project_events_do_not_land_on_a_task() {
+    let t = given(&[created()]);
+    let err = rejects(
+        &t,
+        Event::ProjectAutoApproveSet {
+            enabled: true,
+            by: Actor::user("ana", "cli"),
+        },
+    );
+    assert!(matches!(err, Rejected::WrongStream { .. }), "{err}");
+}
+
+#[test]
+fn events_round_trip_through_json_with_a_type_tag() {
+    let e = ask("ap-1", "turn", 1);
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["type"], "approval_requested");
+    assert_eq!(json["kind"], "tool");
+    let back: Event = serde_json::from_value(json).unwrap();
+    assert_eq!(back, e);
+}
