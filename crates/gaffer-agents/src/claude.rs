@@ -1,0 +1,558 @@
+//! Claude Code backend: `claude -p` with the stream-json control protocol.
+//!
+//! gaffer assigns the session id (`--session-id=<uuid>`); resume uses `--resume=<id>` only
+//! when Claude's transcript `<config>/projects/<key>/<id>.jsonl` still exists, otherwise
+//! [`AgentError::SessionGone`]. Tool permission arrives as `control_request` /
+//! `can_use_tool` and is answered with `control_response` after the [`ApprovalGate`] decided.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::error::{AgentError, Result};
+use crate::process::{find_executable, AgentProcess};
+use crate::redact::Redactor;
+use crate::session::{
+    driver_channels, set_verified, AgentBackend, AgentSession, ApprovalGate, Command,
+    DriverSession, Emitter, Offer, PermissionBroker,
+};
+use crate::types::{
+    AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
+    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
+};
+use crate::workspace::{canonical_workspace, claude_project_key, workspace_key};
+
+const AGENT: &str = "claude";
+
+/// Tools denied to read-only sessions (on top of `--permission-mode`).
+pub const READ_ONLY_DENIED_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit";
+
+/// Configuration of the Claude Code backend.
+#[derive(Debug, Clone, Default)]
+pub struct ClaudeConfig {
+    /// Executable; default: `GAFFER_CLAUDE_BIN`, then `claude` on PATH.
+    pub bin: Option<PathBuf>,
+    /// Extra arguments appended to the command line.
+    pub extra_args: Vec<String>,
+    /// Redactor applied to every event.
+    pub redactor: Arc<Redactor>,
+}
+
+/// The Claude Code backend.
+#[derive(Debug, Clone, Default)]
+pub struct ClaudeBackend {
+    cfg: ClaudeConfig,
+}
+
+impl ClaudeBackend {
+    /// A backend with this configuration.
+    pub fn new(cfg: ClaudeConfig) -> Self {
+        ClaudeBackend { cfg }
+    }
+
+    fn bin(&self) -> Result<PathBuf> {
+        match &self.cfg.bin {
+            Some(b) => Ok(b.clone()),
+            None => find_executable("GAFFER_CLAUDE_BIN", "claude"),
+        }
+    }
+
+    async fn launch(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+        session_id: String,
+        resume: bool,
+    ) -> Result<Box<dyn AgentSession>> {
+        let ws = canonical_workspace(&opts.workspace)?;
+        let env = opts.agent_env();
+        if resume {
+            let path = claude_transcript_path(&claude_config_dir(&env), &ws, &session_id);
+            if !path.is_file() {
+                return Err(AgentError::SessionGone {
+                    agent: AGENT.into(),
+                    session_id,
+                    detail: format!("no transcript at {}", path.display()),
+                });
+            }
+        }
+        let args = claude_args(&opts, &session_id, resume, &self.cfg.extra_args);
+        let bin = self.bin()?;
+        let mut proc = AgentProcess::spawn(AGENT, &bin, &args, &ws, &env)?;
+        proc.send(&json!({
+            "type": "control_request",
+            "request_id": format!("req_init_{}", uuid::Uuid::new_v4().simple()),
+            "request": {"subtype": "initialize", "hooks": null}
+        }))
+        .await?;
+        let record = SessionRecord {
+            agent: AgentKind::ClaudeCode,
+            role: opts.role.clone(),
+            workspace_key: workspace_key(&ws),
+            session_id: session_id.clone(),
+            verified: false,
+        };
+        let (record, cmd_tx, cmd_rx, em, events_rx) =
+            driver_channels(record, self.cfg.redactor.clone());
+        let rec2 = record.clone();
+        let task = tokio::spawn(async move {
+            drive(proc, cmd_rx, em, rec2, gate, session_id).await;
+        });
+        Ok(Box::new(DriverSession {
+            record,
+            cmd_tx,
+            events_rx,
+            task: Some(task),
+        }))
+    }
+}
+
+/// The command line for a session (without the executable).
+pub fn claude_args(
+    opts: &StartOptions,
+    session_id: &str,
+    resume: bool,
+    extra: &[String],
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--input-format",
+        "stream-json",
+        "--verbose",
+        "--permission-prompt-tool=stdio",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if resume {
+        a.push(format!("--resume={session_id}"));
+    } else {
+        a.push(format!("--session-id={session_id}"));
+    }
+    a.push("--permission-mode=default".into());
+    if opts.mode == Mode::ReadOnly {
+        a.push(format!("--disallowedTools={READ_ONLY_DENIED_TOOLS}"));
+    }
+    if !opts.role_prompt.is_empty() {
+        a.push(format!("--append-system-prompt={}", opts.role_prompt));
+    }
+    if let Some(m) = &opts.model {
+        a.push(format!("--model={m}"));
+    }
+    a.extend(extra.iter().cloned());
+    a
+}
+
+/// Claude's config directory: `CLAUDE_CONFIG_DIR` (from the session env, then this
+/// process), else `~/.claude`.
+pub fn claude_config_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    if let Some(d) = env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Ok(d) = std::env::var("CLAUDE_CONFIG_DIR") {
+        if !d.is_empty() {
+            return PathBuf::from(d);
+        }
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    home.join(".claude")
+}
+
+/// Where Claude keeps the transcript of `session_id` for a canonical workspace.
+pub fn claude_transcript_path(config_dir: &Path, canonical_ws: &Path, session_id: &str) -> PathBuf {
+    config_dir
+        .join("projects")
+        .join(claude_project_key(canonical_ws))
+        .join(format!("{session_id}.jsonl"))
+}
+
+#[async_trait]
+impl AgentBackend for ClaudeBackend {
+    fn kind(&self) -> AgentKind {
+        AgentKind::ClaudeCode
+    }
+    async fn start(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.launch(opts, gate, id, false).await
+    }
+    async fn resume(
+        &self,
+        opts: StartOptions,
+        session_id: &str,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
+        self.launch(opts, gate, session_id.to_string(), true).await
+    }
+}
+
+struct State {
+    in_turn: bool,
+    expected: String,
+    inputs: HashMap<String, Value>,
+    tools: HashMap<String, (String, Value)>,
+    last_text: String,
+    cancelled: bool,
+}
+
+async fn drive(
+    mut p: AgentProcess,
+    mut cmd_rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    em: Emitter,
+    record: Arc<Mutex<SessionRecord>>,
+    gate: Arc<dyn ApprovalGate>,
+    expected: String,
+) {
+    let (mut broker, mut decided_rx) = PermissionBroker::<String>::new(gate);
+    let mut st = State {
+        in_turn: false,
+        expected,
+        inputs: HashMap::new(),
+        tools: HashMap::new(),
+        last_text: String::new(),
+        cancelled: false,
+    };
+    loop {
+        tokio::select! {
+            line = p.lines.next_line() => match line {
+                Ok(Some(line)) => {
+                    p.line_no += 1;
+                    if line.trim().is_empty() { continue; }
+                    let r = handle_line(&mut p, &line, &em, &record, &mut broker, &mut st).await;
+                    if let Err(e) = r {
+                        em.error(e).await;
+                        p.kill().await;
+                        return;
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    let status = p.exit_status().await;
+                    if st.in_turn {
+                        let stderr = em.redactor().redact(&p.stderr_tail());
+                        em.error(AgentError::ExitedMidTurn { agent: AGENT.into(), status, stderr }).await;
+                    }
+                    return;
+                }
+            },
+            cmd = cmd_rx.recv() => match cmd {
+                Some(Command::Turn(text)) => {
+                    st.in_turn = true;
+                    st.cancelled = false;
+                    st.last_text.clear();
+                    let msg = json!({
+                        "type": "user",
+                        "message": {"role": "user", "content": text},
+                        "parent_tool_use_id": null,
+                        "session_id": st.expected,
+                    });
+                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                }
+                Some(Command::Cancel) => {
+                    st.cancelled = true;
+                    let msg = json!({
+                        "type": "control_request",
+                        "request_id": format!("req_int_{}", uuid::Uuid::new_v4().simple()),
+                        "request": {"subtype": "interrupt"}
+                    });
+                    let _ = p.send(&msg).await;
+                }
+                Some(Command::Answer(key, d)) => {
+                    if relay(&mut p, &em, &mut broker, &st, &key, d).await.is_err() { return; }
+                }
+                Some(Command::Shutdown) | None => { p.kill().await; return; }
+            },
+            Some((key, d)) = decided_rx.recv() => {
+                if relay(&mut p, &em, &mut broker, &st, &key, d).await.is_err() { return; }
+            }
+        }
+    }
+}
+
+fn control_response(request_id: &str, d: &PermissionDecision, original: &Value) -> Value {
+    let resp = match d {
+        PermissionDecision::Allow { updated_input } => json!({
+            "behavior": "allow",
+            "updatedInput": updated_input.clone().unwrap_or_else(|| original.clone()),
+        }),
+        PermissionDecision::Deny { message } => json!({"behavior": "deny", "message": message}),
+    };
+    json!({
+        "type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": resp}
+    })
+}
+
+async fn relay(
+    p: &mut AgentProcess,
+    em: &Emitter,
+    broker: &mut PermissionBroker<String>,
+    st: &State,
+    key: &str,
+    d: PermissionDecision,
+) -> Result<()> {
+    let Some(wires) = broker.resolve(key, &d) else {
+        return Ok(());
+    };
+    let original = st.inputs.get(key).cloned().unwrap_or(Value::Null);
+    for w in wires {
+        p.send(&control_response(&w, &d, &original)).await?;
+    }
+    em.emit(AgentEvent::PermissionResolved {
+        request_id: key.to_string(),
+        decision: d,
+    })
+    .await;
+    Ok(())
+}
+
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn parse_usage(v: &Value, cost: Option<f64>) -> Usage {
+    Usage {
+        input_tokens: u(v, "input_tokens") + u(v, "cache_creation_input_tokens"),
+        output_tokens: u(v, "output_tokens"),
+        cached_input_tokens: u(v, "cache_read_input_tokens"),
+        cost_usd: cost,
+    }
+}
+
+/// `Claude AI usage limit reached|<unix seconds>` → the reset time.
+fn usage_limit_until(text: &str) -> Option<std::time::SystemTime> {
+    let idx = text.find("usage limit reached|")?;
+    let rest = &text[idx + "usage limit reached|".len()..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let secs: u64 = digits.parse().ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+fn check_session(
+    st: &State,
+    record: &Arc<Mutex<SessionRecord>>,
+    reported: Option<&str>,
+) -> Result<Option<bool>> {
+    let Some(rep) = reported.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if rep != st.expected {
+        return Err(AgentError::SessionMismatch {
+            agent: AGENT.into(),
+            expected: st.expected.clone(),
+            reported: rep.into(),
+        });
+    }
+    set_verified(record, true);
+    Ok(Some(true))
+}
+
+async fn handle_line(
+    p: &mut AgentProcess,
+    line: &str,
+    em: &Emitter,
+    record: &Arc<Mutex<SessionRecord>>,
+    broker: &mut PermissionBroker<String>,
+    st: &mut State,
+) -> Result<()> {
+    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
+    let Some(ty) = v.get("type").and_then(Value::as_str) else {
+        return Err(p.malformed(line, "message has no string `type` field"));
+    };
+    match ty {
+        "system" => {
+            if v.get("subtype").and_then(Value::as_str) == Some("init") {
+                let sid = v.get("session_id").and_then(Value::as_str);
+                if check_session(st, record, sid)?.is_some() {
+                    em.emit(AgentEvent::SessionStarted {
+                        session_id: st.expected.clone(),
+                        verified: true,
+                    })
+                    .await;
+                }
+            }
+        }
+        "assistant" => {
+            let content = v
+                .pointer("/message/content")
+                .and_then(Value::as_array)
+                .ok_or_else(|| p.malformed(line, "assistant message without message.content[]"))?;
+            for block in content {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let t = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        st.last_text = t.to_string();
+                        em.emit(AgentEvent::AssistantText { text: t.into() }).await;
+                    }
+                    Some("tool_use") => {
+                        let id = block.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+                        let name = block.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                        let input = block.get("input").cloned().unwrap_or(Value::Null);
+                        st.tools.insert(id.clone(), (name.clone(), input.clone()));
+                        em.emit(AgentEvent::ToolCall { call_id: id, name, input }).await;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        "user" => {
+            if let Some(content) = v.pointer("/message/content").and_then(Value::as_array) {
+                for block in content {
+                    if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                        continue;
+                    }
+                    let id = block.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string();
+                    let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                    let output = text_of(block.get("content").unwrap_or(&Value::Null));
+                    em.emit(AgentEvent::ToolResult { call_id: id.clone(), output, is_error }).await;
+                    if !is_error {
+                        if let Some((name, input)) = st.tools.get(&id) {
+                            if matches!(name.as_str(), "Write" | "Edit" | "MultiEdit" | "NotebookEdit") {
+                                let path = input
+                                    .get("file_path")
+                                    .or_else(|| input.get("notebook_path"))
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("")
+                                    .to_string();
+                                let kind = if name == "Write" { "write" } else { "edit" };
+                                em.emit(AgentEvent::FileChange { path, kind: kind.into(), diff: None }).await;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        "result" => {
+            check_session(st, record, v.get("session_id").and_then(Value::as_str))?;
+            let cost = v.get("total_cost_usd").and_then(Value::as_f64);
+            let usage = parse_usage(v.get("usage").unwrap_or(&Value::Null), cost);
+            let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
+            let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            let text = v
+                .get("result")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| st.last_text.clone());
+            if let Some(until) = usage_limit_until(&text) {
+                em.emit(AgentEvent::RateLimited {
+                    until: humantime::format_rfc3339_seconds(until).to_string(),
+                    provider: AGENT.into(),
+                    reason: "usage limit".into(),
+                })
+                .await;
+            }
+            let status = if subtype == "success" && !is_error {
+                TurnStatus::Completed
+            } else if st.cancelled {
+                TurnStatus::Interrupted
+            } else {
+                TurnStatus::Failed
+            };
+            st.in_turn = false;
+            em.emit(AgentEvent::Usage { usage }).await;
+            em.emit(AgentEvent::TurnCompleted {
+                result: TurnResult {
+                    status,
+                    text,
+                    usage,
+                    session_id: st.expected.clone(),
+                    reason: (status != TurnStatus::Completed).then(|| subtype.to_string()),
+                },
+            })
+            .await;
+        }
+        "control_request" => {
+            let request_id = v
+                .get("request_id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| p.malformed(line, "control_request without request_id"))?
+                .to_string();
+            let req = v.get("request").cloned().unwrap_or(Value::Null);
+            match req.get("subtype").and_then(Value::as_str) {
+                Some("can_use_tool") => {
+                    let tool = req.get("tool_name").and_then(Value::as_str).unwrap_or("").to_string();
+                    let input = req.get("input").cloned().unwrap_or(Value::Null);
+                    let underlying = req
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or(&request_id)
+                        .to_string();
+                    let kind = match tool.as_str() {
+                        "Bash" => PermissionKind::Command,
+                        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => PermissionKind::FileChange,
+                        _ => PermissionKind::Tool,
+                    };
+                    let pr = PermissionRequest {
+                        id: format!("{}:{}:{}", AgentKind::ClaudeCode.as_str(), st.expected, underlying),
+                        agent: AgentKind::ClaudeCode,
+                        session_id: st.expected.clone(),
+                        tool_name: tool,
+                        input: input.clone(),
+                        kind,
+                        reason: req
+                            .get("decision_reason")
+                            .and_then(Value::as_str)
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string),
+                    };
+                    let pr = em.redactor().redact_serde(pr);
+                    st.inputs.insert(pr.id.clone(), input);
+                    match broker.offer(request_id.clone(), &pr) {
+                        Offer::Asked => {
+                            em.emit(AgentEvent::PermissionRequested { request: pr }).await;
+                        }
+                        Offer::Joined => {}
+                        Offer::Decided(d) => {
+                            let original = st.inputs.get(&pr.id).cloned().unwrap_or(Value::Null);
+                            p.send(&control_response(&request_id, &d, &original)).await?;
+                        }
+                    }
+                }
+                other => {
+                    // We register no hooks or MCP servers: answer unknown requests with an error.
+                    let msg = json!({
+                        "type": "control_response",
+                        "response": {"subtype": "error", "request_id": request_id,
+                                     "error": format!("gaffer does not handle control request {other:?}")}
+                    });
+                    p.send(&msg).await?;
+                }
+            }
+        }
+        "control_cancel_request" => {
+            if let Some(rid) = v.get("request_id").and_then(Value::as_str) {
+                broker.withdraw(&rid.to_string());
+            }
+        }
+        "control_response" => {
+            if v.pointer("/response/subtype").and_then(Value::as_str) == Some("error") {
+                let msg = v.pointer("/response/error").and_then(Value::as_str).unwrap_or("").to_string();
+                tracing::warn!(agent = AGENT, error = %em.redactor().redact(&msg), "control request failed");
+            }
+        }
+        _ => {
+            // stream_event, rate_limit_event and future message types: not needed.
+        }
+    }
+    Ok(())
+}

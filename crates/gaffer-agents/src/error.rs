@@ -1,0 +1,125 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Errors of agent backends. None of them is retried automatically by this crate
+/// except [`AgentError::RateLimited`] inside the built-in loop (bounded retries).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The agent executable was not found (env var / PATH). Not retried.
+    #[error("agent executable `{name}` not found: set {env_var} or put `{name}` on PATH")]
+    ExecutableNotFound {
+        /// Executable name.
+        name: String,
+        /// Env var that overrides it.
+        env_var: String,
+    },
+    /// Spawning the process failed.
+    #[error("could not start {agent}: {source}")]
+    Spawn {
+        /// Agent.
+        agent: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The workspace path does not resolve to a directory.
+    #[error("workspace `{path}` is not usable: {reason}")]
+    Workspace {
+        /// Path given.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Resume was asked for a session the agent no longer has. gaffer never silently
+    /// starts a new conversation instead: the user must be told.
+    #[error("{agent} session `{session_id}` is gone ({detail}); it was not resumed and no new conversation was started")]
+    SessionGone {
+        /// Agent.
+        agent: String,
+        /// Session id.
+        session_id: String,
+        /// What was checked.
+        detail: String,
+    },
+    /// The agent reported a different session id than the one gaffer assigned.
+    #[error("{agent} reported session `{reported}` but gaffer expected `{expected}`")]
+    SessionMismatch {
+        /// Agent.
+        agent: String,
+        /// Expected id.
+        expected: String,
+        /// Reported id.
+        reported: String,
+    },
+    /// The agent wrote a line that is not valid protocol. The session is stopped.
+    #[error("{agent} sent a malformed line {line_no}: {reason}; line starts with: {snippet:?}")]
+    MalformedOutput {
+        /// Agent.
+        agent: String,
+        /// 1-based line number on stdout.
+        line_no: u64,
+        /// Parse error.
+        reason: String,
+        /// First bytes of the line (redacted).
+        snippet: String,
+    },
+    /// The agent process ended while a turn was in progress.
+    #[error("{agent} exited in the middle of a turn ({status}); stderr tail: {stderr:?}")]
+    ExitedMidTurn {
+        /// Agent.
+        agent: String,
+        /// Exit status description.
+        status: String,
+        /// Last bytes of stderr (redacted).
+        stderr: String,
+    },
+    /// The agent answered a request with a protocol error.
+    #[error("{agent} rejected `{method}`: {message}")]
+    Rejected {
+        /// Agent.
+        agent: String,
+        /// Method / request.
+        method: String,
+        /// Error message.
+        message: String,
+    },
+    /// The session is closed; no more turns.
+    #[error("session is closed")]
+    Closed,
+    /// A turn is already running.
+    #[error("a turn is already in progress")]
+    TurnInProgress,
+    /// LLM HTTP API error (not 429).
+    #[error("{provider} API error: {message}")]
+    Http {
+        /// Provider.
+        provider: String,
+        /// Message (redacted).
+        message: String,
+    },
+    /// Rate limit retries exhausted.
+    #[error("{provider} kept answering 429 after {attempts} attempts")]
+    RateLimited {
+        /// Provider.
+        provider: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// Persisted counter store failure.
+    #[error("counter store: {0}")]
+    Counters(String),
+    /// IO error talking to the agent.
+    #[error("io error talking to {agent}: {source}")]
+    Io {
+        /// Agent.
+        agent: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`AgentError`].
+pub type Result<T, E = AgentError> = std::result::Result<T, E>;

@@ -1,0 +1,162 @@
+//! Spawning agent executables: lookup on PATH or via `GAFFER_*_BIN`, environment, stdio
+//! pipes, a bounded stderr tail, and newline-delimited stdout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::error::{AgentError, Result};
+
+/// Find an executable: the env var (if set and non-empty) wins, then `PATH`.
+pub fn find_executable(env_var: &str, name: &str) -> Result<PathBuf> {
+    if let Ok(v) = std::env::var(env_var) {
+        if !v.is_empty() {
+            return Ok(PathBuf::from(v));
+        }
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    Err(AgentError::ExecutableNotFound {
+        name: name.into(),
+        env_var: env_var.into(),
+    })
+}
+
+const STDERR_TAIL: usize = 4096;
+
+/// A spawned agent process with piped stdio.
+pub(crate) struct AgentProcess {
+    pub(crate) agent: String,
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) lines: Lines<BufReader<ChildStdout>>,
+    pub(crate) line_no: u64,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+}
+
+impl AgentProcess {
+    pub(crate) fn spawn(
+        agent: &str,
+        program: &Path,
+        args: &[String],
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Self> {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(cwd)
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| AgentError::Spawn {
+            agent: agent.into(),
+            source,
+        })?;
+        let io_err = |what: &str| AgentError::Spawn {
+            agent: agent.into(),
+            source: std::io::Error::other(format!("no {what} pipe")),
+        };
+        let stdin = child.stdin.take().ok_or_else(|| io_err("stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| io_err("stdout"))?;
+        let mut stderr = child.stderr.take().ok_or_else(|| io_err("stderr"))?;
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        let tail = stderr_tail.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            loop {
+                match stderr.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if let Ok(mut t) = tail.lock() {
+                            t.extend_from_slice(&buf[..n]);
+                            if t.len() > STDERR_TAIL {
+                                let cut = t.len() - STDERR_TAIL;
+                                t.drain(..cut);
+                            }
+                        }
+                    }
+                }
+            }
+        });
+        Ok(AgentProcess {
+            agent: agent.into(),
+            child,
+            stdin,
+            lines: BufReader::with_capacity(64 * 1024, stdout).lines(),
+            line_no: 0,
+            stderr_tail,
+        })
+    }
+
+    /// Write one JSON value as a line.
+    pub(crate) async fn send(&mut self, v: &serde_json::Value) -> Result<()> {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|source| AgentError::Io {
+                agent: self.agent.clone(),
+                source,
+            })?;
+        self.stdin.flush().await.map_err(|source| AgentError::Io {
+            agent: self.agent.clone(),
+            source,
+        })
+    }
+
+    /// The last bytes the agent wrote to stderr.
+    pub(crate) fn stderr_tail(&self) -> String {
+        match self.stderr_tail.lock() {
+            Ok(t) => String::from_utf8_lossy(&t).trim().to_string(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Wait briefly for the process to end and describe its status; also gives the stderr
+    /// reader a moment to drain.
+    pub(crate) async fn exit_status(&mut self) -> String {
+        let st = tokio::time::timeout(std::time::Duration::from_secs(3), self.child.wait()).await;
+        // let the stderr reader catch up
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        match st {
+            Ok(Ok(s)) => match s.code() {
+                Some(c) => format!("exit code {c}"),
+                None => "killed by a signal".into(),
+            },
+            Ok(Err(e)) => format!("unknown ({e})"),
+            Err(_) => {
+                let _ = self.child.start_kill();
+                "stdout closed but the process kept running; killed".into()
+            }
+        }
+    }
+
+    /// A malformed-output error for a line.
+    pub(crate) fn malformed(&self, line: &str, reason: impl std::fmt::Display) -> AgentError {
+        let snippet: String = line.chars().take(120).collect();
+        AgentError::MalformedOutput {
+            agent: self.agent.clone(),
+            line_no: self.line_no,
+            reason: reason.to_string(),
+            snippet,
+        }
+    }
+
+    pub(crate) async fn kill(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), self.child.wait()).await;
+    }
+}

@@ -1,0 +1,296 @@
+//! Serde types shared by every backend: the normalized event stream, permission
+//! requests and decisions, usage, start options and session records.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which kind of agent a session talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentKind {
+    /// Claude Code (`claude -p` stream-json control protocol).
+    ClaudeCode,
+    /// Codex (`codex app-server`, JSON-RPC over stdio).
+    Codex,
+    /// Any Agent Client Protocol agent (Gemini CLI `--acp`, configured commands).
+    Acp,
+    /// gaffer's own tool loop over an LLM HTTP API.
+    Builtin,
+}
+
+impl AgentKind {
+    /// Stable lowercase name, used in keys and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::ClaudeCode => "claude_code",
+            AgentKind::Codex => "codex",
+            AgentKind::Acp => "acp",
+            AgentKind::Builtin => "builtin",
+        }
+    }
+}
+
+/// Whether the agent may change the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Owner: may edit files and run commands (each risky action still goes through the gate).
+    #[default]
+    ReadWrite,
+    /// Reviewer / arbiter: may only read.
+    ReadOnly,
+}
+
+/// Everything a backend needs to start (or resume) a session.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// The task's worktree. Canonicalised with [`crate::canonical_workspace`] by the backend.
+    pub workspace: PathBuf,
+    /// Role name (`owner`, `reviewer`, `arbiter`, `planner`, ...). Exported as `GAFFER_ROLE`.
+    pub role: String,
+    /// Role prompt (system / developer instructions).
+    pub role_prompt: String,
+    /// Read-write or read-only.
+    pub mode: Mode,
+    /// Extra environment variables for the agent process (on top of the inherited environment).
+    pub env: BTreeMap<String, String>,
+    /// Exported as `GAFFER_TASK_ID`.
+    pub task_id: String,
+    /// Exported as `GAFFER_PROJECT`.
+    pub project: String,
+    /// Model override, if any.
+    pub model: Option<String>,
+}
+
+impl StartOptions {
+    /// Environment given to every agent process: `opts.env` plus the three `GAFFER_*` variables.
+    pub fn agent_env(&self) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        env.insert("GAFFER_ROLE".into(), self.role.clone());
+        env.insert("GAFFER_TASK_ID".into(), self.task_id.clone());
+        env.insert("GAFFER_PROJECT".into(), self.project.clone());
+        env
+    }
+}
+
+/// What the engine stores about a session so it can resume it later.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Which agent.
+    pub agent: AgentKind,
+    /// Role the session was started for.
+    pub role: String,
+    /// Canonical workspace key ([`crate::workspace_key`]).
+    pub workspace_key: String,
+    /// The agent's session / thread id (assigned by gaffer where the agent allows it).
+    pub session_id: String,
+    /// True once the agent itself reported this id back (first reply).
+    pub verified: bool,
+}
+
+/// Token counts and cost of one turn (or a roll-up).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens not served from cache.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from cache.
+    pub cached_input_tokens: u64,
+    /// Cost in US dollars, when known.
+    pub cost_usd: Option<f64>,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, o: Usage) {
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cached_input_tokens += o.cached_input_tokens;
+        self.cost_usd = match (self.cost_usd, o.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// What kind of action a permission request is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionKind {
+    /// Running a command.
+    Command,
+    /// Changing files.
+    FileChange,
+    /// Any other tool.
+    Tool,
+}
+
+/// One permission request raised by an agent, normalized.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionRequest {
+    /// Stable key: `<agent>:<session id>:<underlying request id>`. A repeated request for the
+    /// same underlying id has the same key and never produces a second decision request.
+    pub id: String,
+    /// Agent kind.
+    pub agent: AgentKind,
+    /// Session the request belongs to.
+    pub session_id: String,
+    /// Tool name as the agent calls it (`Bash`, `commandExecution`, `run`, ...).
+    pub tool_name: String,
+    /// Tool input (redacted).
+    pub input: Value,
+    /// Kind of action.
+    pub kind: PermissionKind,
+    /// Why the agent asks, when it says.
+    pub reason: Option<String>,
+}
+
+/// The engine's answer to a [`PermissionRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum PermissionDecision {
+    /// Go ahead; `updated_input` replaces the tool input when given.
+    Allow {
+        /// Replacement input (Claude `updatedInput`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        updated_input: Option<Value>,
+    },
+    /// Refuse, with a message the agent sees.
+    Deny {
+        /// Why.
+        message: String,
+    },
+}
+
+impl PermissionDecision {
+    /// Allow without changing the input.
+    pub fn allow() -> Self {
+        PermissionDecision::Allow {
+            updated_input: None,
+        }
+    }
+    /// Deny with a message.
+    pub fn deny(message: impl Into<String>) -> Self {
+        PermissionDecision::Deny {
+            message: message.into(),
+        }
+    }
+    /// True for `Allow`.
+    pub fn is_allow(&self) -> bool {
+        matches!(self, PermissionDecision::Allow { .. })
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// The agent finished normally.
+    Completed,
+    /// Cancelled by gaffer.
+    Interrupted,
+    /// The agent reported a failure.
+    Failed,
+    /// The built-in loop stopped because the same failing call kept repeating.
+    RepeatedFailure,
+    /// The built-in loop ran out of steps.
+    StepLimit,
+}
+
+/// The final result of one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnResult {
+    /// How it ended.
+    pub status: TurnStatus,
+    /// Final assistant text (Claude `result`, last agent message, `finish.summary`).
+    pub text: String,
+    /// Usage of this turn.
+    pub usage: Usage,
+    /// Session id reported by the agent.
+    pub session_id: String,
+    /// Extra reason (failure message, stop reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One normalized event of an agent session. Every backend produces these.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// The agent reported its session id.
+    SessionStarted {
+        /// Id reported.
+        session_id: String,
+        /// Whether it matches the id gaffer assigned / asked to resume.
+        verified: bool,
+    },
+    /// Assistant text (a whole message or a chunk).
+    AssistantText {
+        /// Text.
+        text: String,
+    },
+    /// The agent calls a tool.
+    ToolCall {
+        /// Call id.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// A tool call finished.
+    ToolResult {
+        /// Call id.
+        call_id: String,
+        /// Output (possibly truncated).
+        output: String,
+        /// True when the tool failed or was refused.
+        is_error: bool,
+    },
+    /// A file was changed.
+    FileChange {
+        /// Path (as the agent reported it).
+        path: String,
+        /// `add`, `update`, `delete`, `write`, `edit`, ...
+        kind: String,
+        /// Unified diff when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
+    },
+    /// The agent asks for permission; the gate has been asked exactly once for this `request.id`.
+    PermissionRequested {
+        /// The request.
+        request: PermissionRequest,
+    },
+    /// The decision was relayed to the agent.
+    PermissionResolved {
+        /// `PermissionRequest::id`.
+        request_id: String,
+        /// The decision.
+        decision: PermissionDecision,
+    },
+    /// Token usage / cost reported.
+    Usage {
+        /// Usage.
+        usage: Usage,
+    },
+    /// Waiting because of a rate limit.
+    RateLimited {
+        /// RFC 3339 time the wait ends.
+        until: String,
+        /// Provider / agent.
+        provider: String,
+        /// Why (`429`, `rpm`, `rpd`, `usage limit`).
+        reason: String,
+    },
+    /// The turn ended.
+    TurnCompleted {
+        /// Result.
+        result: TurnResult,
+    },
+}

@@ -1,0 +1,278 @@
+use std::sync::Arc;
+
+use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
+use gaffer_agents::{
+    AgentBackend, AgentError, AgentEvent, AllowAll, Mode, PermissionDecision, TurnStatus,
+};
+use gaffer_testkit::bins::fake_bin;
+use serde_json::json;
+
+use super::support::*;
+
+fn backend() -> ClaudeBackend {
+    ClaudeBackend::new(ClaudeConfig {
+        bin: Some(fake_bin("fake-claude")),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn tool_call_allowed_then_denied_goes_through_the_gate_once_each() {
+    let env = Env::new(&scenario(json!({"turns": [{
+        "steps": [
+            {"say": "I will run the tests."},
+            {"tool": {"name": "Bash", "input": {"command": "make test"}, "output": "all passed"}},
+            {"tool": {"name": "Write", "input": {"file_path": "secret.txt", "content": "x"},
+                      "write": {"path": "secret.txt", "content": "x"}}},
+            {"say": "Done."}
+        ],
+        "result": "finished",
+        "usage": {"input_tokens": 100, "output_tokens": 20, "cached_input_tokens": 7},
+        "cost_usd": 0.0123
+    }]})));
+    let gate = RecordingGate::new(vec![
+        PermissionDecision::allow(),
+        PermissionDecision::deny("not on my watch"),
+    ]);
+    let mut s = backend().start(env.opts(Mode::ReadWrite), gate.clone()).await.unwrap();
+    let (events, res) = turn(s.as_mut(), "do it").await;
+    let res = res.unwrap();
+    assert_eq!(res.status, TurnStatus::Completed);
+    assert_eq!(res.text, "finished");
+    assert_eq!(res.usage.input_tokens, 100);
+    assert_eq!(res.usage.cached_input_tokens, 7);
+    assert_eq!(res.usage.cost_usd, Some(0.0123));
+
+    let seen = gate.seen();
+    assert_eq!(seen.len(), 2, "one gate call per request");
+    assert_eq!(seen[0].tool_name, "Bash");
+    assert_eq!(seen[0].input, json!({"command": "make test"}));
+    assert_eq!(seen[1].tool_name, "Write");
+
+    let results: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { output, is_error, .. } => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![("all passed".to_string(), false), ("not on my watch".to_string(), true)]
+    );
+    let resolved: Vec<bool> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::PermissionResolved { decision, .. } => Some(decision.is_allow()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, vec![true, false]);
+    // Effects: the allowed command ran once; the denied write never happened.
+    assert_eq!(env.log_count("fake-claude tool Bash"), 1);
+    assert_eq!(env.log_count("write secret.txt"), 0);
+    assert!(!env.ws.join("secret.txt").exists());
+    assert!(s.record().verified);
+    s.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn repeated_identical_request_asks_the_gate_once() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"tool": {"name": "Bash", "input": {"command": "ls"}, "repeat_request": true}}
+    ]}]})));
+    let gate = RecordingGate::new(vec![PermissionDecision::allow(), PermissionDecision::allow()]);
+    let mut s = backend().start(env.opts(Mode::ReadWrite), gate.clone()).await.unwrap();
+    let (events, res) = turn(s.as_mut(), "go").await;
+    res.unwrap();
+    assert_eq!(gate.seen().len(), 1);
+    let asked = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::PermissionRequested { .. }))
+        .count();
+    assert_eq!(asked, 1);
+    assert_eq!(env.log_count("fake-claude tool Bash"), 1);
+}
+
+#[tokio::test]
+async fn flags_env_and_assigned_session_id() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "hi"}]}]})));
+    let mut s = backend().start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let (events, res) = turn(s.as_mut(), "hello").await;
+    res.unwrap();
+    let rec = s.record();
+    assert!(uuid::Uuid::parse_str(&rec.session_id).is_ok());
+    assert!(rec.verified);
+    assert_eq!(rec.workspace_key, env.ws.display().to_string());
+    assert!(events.contains(&AgentEvent::SessionStarted {
+        session_id: rec.session_id.clone(),
+        verified: true
+    }));
+    let spawn = env.log().into_iter().find(|l| l.contains("spawn")).unwrap();
+    assert!(spawn.contains("role=owner task=task-42 project=demo"), "{spawn}");
+    for flag in [
+        "\"-p\"",
+        "\"--output-format\",\"stream-json\"",
+        "\"--input-format\",\"stream-json\"",
+        "\"--verbose\"",
+        "\"--permission-prompt-tool=stdio\"",
+        "--disallowedTools=Edit,Write,MultiEdit,NotebookEdit",
+    ] {
+        assert!(spawn.contains(flag), "missing {flag} in {spawn}");
+    }
+    assert!(spawn.contains(&format!("--session-id={}", rec.session_id)));
+}
+
+#[tokio::test]
+async fn resume_existing_session_continues_the_conversation() {
+    let env = Env::new(&scenario(json!({"turns": [
+        {"steps": [{"say": "first"}]},
+        {"expect_prompt_contains": "second prompt", "steps": [{"say": "second"}]}
+    ]})));
+    let b = backend();
+    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (_, r) = turn(s.as_mut(), "first prompt").await;
+    r.unwrap();
+    let rec = s.record();
+    s.shutdown().await.unwrap();
+    drop(s);
+
+    let mut s = b
+        .resume(env.opts(Mode::ReadWrite), &rec.session_id, Arc::new(AllowAll))
+        .await
+        .unwrap();
+    let (events, r) = turn(s.as_mut(), "second prompt").await;
+    r.unwrap();
+    assert_eq!(texts(&events), vec!["second".to_string()]);
+    assert_eq!(s.record().session_id, rec.session_id);
+    assert!(s.record().verified);
+    let spawns: Vec<String> = env.log().into_iter().filter(|l| l.contains("spawn")).collect();
+    assert_eq!(spawns.len(), 2);
+    assert!(spawns[1].contains(&format!("--resume={}", rec.session_id)), "{}", spawns[1]);
+    assert!(!spawns[1].contains("--session-id"));
+}
+
+#[tokio::test]
+async fn resume_of_vanished_session_is_a_clear_error_and_starts_nothing() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "never"}]}]})));
+    let gone = uuid::Uuid::new_v4().to_string();
+    let err = backend()
+        .resume(env.opts(Mode::ReadWrite), &gone, Arc::new(AllowAll))
+        .await
+        .err()
+        .unwrap();
+    match &err {
+        AgentError::SessionGone { session_id, .. } => assert_eq!(session_id, &gone),
+        other => panic!("expected SessionGone, got {other:?}"),
+    }
+    assert!(err.to_string().contains("no new conversation"));
+    assert_eq!(env.log_count("spawn"), 0, "no process may be started");
+}
+
+#[tokio::test]
+async fn transcript_of_another_workspace_does_not_count() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "a"}]}]})));
+    let b = backend();
+    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    turn(s.as_mut(), "x").await.1.unwrap();
+    let id = s.record().session_id;
+    s.shutdown().await.unwrap();
+    let other = env.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut opts = env.opts(Mode::ReadWrite);
+    opts.workspace = other;
+    let err = b.resume(opts, &id, Arc::new(AllowAll)).await.err().unwrap();
+    assert!(matches!(err, AgentError::SessionGone { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn malformed_line_is_a_typed_error() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"say": "ok so far"}, {"raw": "{\"type\": \"assistant\", oops"}, {"say": "never seen"}
+    ]}]})));
+    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (events, r) = turn(s.as_mut(), "go").await;
+    match r {
+        Err(AgentError::MalformedOutput { line_no, snippet, .. }) => {
+            assert!(line_no >= 2);
+            assert!(snippet.contains("oops"));
+        }
+        other => panic!("expected MalformedOutput, got {other:?}"),
+    }
+    assert_eq!(texts(&events), vec!["ok so far".to_string()]);
+}
+
+#[tokio::test]
+async fn agent_exiting_mid_turn_is_a_typed_error() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "working"}, {"exit": 3}]}]})));
+    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (_, r) = turn(s.as_mut(), "go").await;
+    match r {
+        Err(AgentError::ExitedMidTurn { status, .. }) => assert!(status.contains('3'), "{status}"),
+        other => panic!("expected ExitedMidTurn, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn session_id_mismatch_is_detected() {
+    let env = Env::new(&scenario(json!({
+        "report_session_id": "11111111-1111-4111-8111-111111111111",
+        "turns": [{"steps": [{"say": "hi"}]}]
+    })));
+    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (_, r) = turn(s.as_mut(), "go").await;
+    assert!(matches!(r, Err(AgentError::SessionMismatch { .. })), "{r:?}");
+    assert!(!s.record().verified);
+}
+
+#[tokio::test]
+async fn secrets_in_agent_output_are_redacted() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"say": "the key is sk-ant-api03-abcdefghijklmnop and hunter2secret"}
+    ]}]})));
+    let b = ClaudeBackend::new(ClaudeConfig {
+        bin: Some(fake_bin("fake-claude")),
+        redactor: Arc::new(gaffer_agents::Redactor::new(["hunter2secret"])),
+        ..Default::default()
+    });
+    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (events, r) = turn(s.as_mut(), "go").await;
+    r.unwrap();
+    let t = texts(&events).join("");
+    assert!(!t.contains("sk-ant"), "{t}");
+    assert!(!t.contains("hunter2secret"), "{t}");
+    assert!(t.contains("[REDACTED]"));
+}
+
+#[tokio::test]
+async fn cancel_interrupts_a_pending_permission() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"tool": {"name": "Bash", "input": {"command": "sleep 100"}}}
+    ]}]})));
+    // A gate that never answers.
+    let (gate, mut rx) = gaffer_agents::ChannelGate::new();
+    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(gate)).await.unwrap();
+    s.send_turn("go").await.unwrap();
+    let _pending = rx.recv().await.unwrap();
+    s.cancel().await.unwrap();
+    let (_, r) = turn_rest(s.as_mut()).await;
+    assert_eq!(r.status, TurnStatus::Interrupted);
+    assert_eq!(env.log_count("fake-claude tool"), 0);
+}
+
+async fn turn_rest(
+    s: &mut dyn gaffer_agents::AgentSession,
+) -> (Vec<AgentEvent>, gaffer_agents::TurnResult) {
+    let mut evs = Vec::new();
+    loop {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let AgentEvent::TurnCompleted { result } = &ev {
+            return (evs, result.clone());
+        }
+        evs.push(ev);
+    }
+}

@@ -1,0 +1,3 @@
+mod claude;
+mod support;
+mod workspace;

@@ -1,0 +1,44 @@
+use gaffer_agents::{canonical_workspace_from, claude_project_key, workspace_key};
+use std::path::Path;
+
+/// All six spellings of one workspace give one key (`cd -P && pwd -P` semantics).
+#[test]
+fn six_forms_one_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let real = root.join("wsprobe").join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = root.join("wsprobe").join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let expected = workspace_key(&real);
+
+    let forms: Vec<(&str, std::path::PathBuf, std::path::PathBuf)> = vec![
+        (".", real.clone(), ".".into()),
+        ("./", real.clone(), "./".into()),
+        ("absolute", root.clone(), real.clone()),
+        ("trailing slash", root.clone(), format!("{}/", real.display()).into()),
+        ("dotdot", root.clone(), root.join("wsprobe/../wsprobe/real")),
+        ("symlink", root.clone(), link.clone()),
+    ];
+    for (name, base, input) in forms {
+        let got = canonical_workspace_from(&base, &input).unwrap();
+        assert_eq!(workspace_key(&got), expected, "form {name}");
+    }
+    // The symlink's own name must not leak into the key (logical-path bug of `pwd`).
+    assert!(!expected.contains("link"));
+}
+
+#[test]
+fn claude_key_replaces_every_non_alphanumeric() {
+    assert_eq!(
+        claude_project_key(Path::new("/home/u/my_proj.v2/a-b")),
+        "-home-u-my-proj-v2-a-b"
+    );
+}
+
+#[test]
+fn missing_workspace_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = canonical_workspace_from(tmp.path(), Path::new("nope")).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+}

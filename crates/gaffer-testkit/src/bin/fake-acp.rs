@@ -1,0 +1,4 @@
+//! Fake `acp` agent executable for tests.
+fn main() {
+
+}

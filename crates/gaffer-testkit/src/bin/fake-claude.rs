@@ -1,0 +1,4 @@
+//! Fake `claude` agent executable for tests.
+fn main() {
+    gaffer_testkit::fakes::claude::main();
+}

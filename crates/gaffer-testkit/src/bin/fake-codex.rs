@@ -1,0 +1,4 @@
+//! Fake `codex` agent executable for tests.
+fn main() {
+
+}

@@ -1,0 +1,16 @@
+//! Fakes that speak the real protocols of the services gaffer talks to, for tests.
+//!
+//! * `fake-claude`, `fake-codex`, `fake-acp`: agent executables driven by a
+//!   [`scenario::Scenario`] file named by `GAFFER_FAKE_SCENARIO`; each appends one line per
+//!   side-effecting action to the file named by `GAFFER_FAKE_LOG`. Find them with
+//!   [`bins::fake_bin`].
+//! * [`llm::FakeLlmServer`]: an OpenAI-compatible Chat Completions + Anthropic Messages
+//!   server on loopback, driven by the same scenario format.
+//!
+//! Never shipped in the binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod bins;
+pub mod fakes;
+pub mod llm;
+pub mod scenario;

@@ -1,0 +1,239 @@
+//! The scenario format shared by every fake (JSON). One file drives a fake agent or the
+//! fake LLM server: what to say, which tools to call, which permissions to ask, which files
+//! to write, when to misbehave.
+//!
+//! ```json
+//! {"turns": [
+//!   {"expect_prompt_contains": "plan",
+//!    "steps": [
+//!      {"say": "Here is the plan:\n```json\n{\"steps\": []}\n```"},
+//!      {"tool": {"name": "Bash", "input": {"command": "make test"}, "permission": true,
+//!                "output": "ok"}},
+//!      {"tool": {"name": "Write", "input": {"file_path": "a.txt", "content": "x"},
+//!                "write": {"path": "a.txt", "content": "x"}}},
+//!      {"write_file": {"path": "b.txt", "content": "y"}},
+//!      {"raw": "this is not json"},
+//!      {"exit": 3}
+//!    ],
+//!    "result": "done", "usage": {"input_tokens": 10, "output_tokens": 5}, "cost_usd": 0.01}
+//! ]}
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Env var naming the scenario file.
+pub const SCENARIO_ENV: &str = "GAFFER_FAKE_SCENARIO";
+/// Env var naming the effect log (one line per side-effecting action).
+pub const LOG_ENV: &str = "GAFFER_FAKE_LOG";
+/// Env var naming a directory where fakes without their own store keep session state.
+pub const STATE_ENV: &str = "GAFFER_FAKE_STATE_DIR";
+
+/// A whole scenario.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Turns, in order. A resumed session continues with the next unplayed turn.
+    #[serde(default)]
+    pub turns: Vec<Turn>,
+    /// ACP: advertise `loadSession`.
+    #[serde(default)]
+    pub load_session: bool,
+    /// Claude: report this session id instead of the assigned one (to test verification).
+    #[serde(default)]
+    pub report_session_id: Option<String>,
+    /// LLM server: responses in order (see [`LlmReply`]).
+    #[serde(default)]
+    pub llm: Vec<LlmReply>,
+}
+
+/// One turn of a fake agent.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Turn {
+    /// The fake refuses (exit 2, message on stderr) a prompt that does not contain this.
+    #[serde(default)]
+    pub expect_prompt_contains: Option<String>,
+    /// What happens, in order.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// Final result text (default: the last `say`).
+    #[serde(default)]
+    pub result: Option<String>,
+    /// Usage reported at the end of the turn.
+    #[serde(default)]
+    pub usage: Option<FakeUsage>,
+    /// Cost reported at the end of the turn.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// Token counts a fake reports.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct FakeUsage {
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cached input tokens.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+}
+
+/// One step of a turn.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Assistant text.
+    Say(String),
+    /// A tool call, optionally asking permission first.
+    Tool(ToolStep),
+    /// Write a file (relative to the agent's cwd) without asking.
+    WriteFile(FileWrite),
+    /// Print this raw line on stdout (malformed output).
+    Raw(String),
+    /// Exit now with this code (mid-turn).
+    Exit(i32),
+    /// Sleep.
+    SleepMs(u64),
+    /// Emit `count` assistant text messages as fast as possible (benchmarks).
+    Flood {
+        /// How many.
+        count: u64,
+        /// Text of each.
+        text: String,
+    },
+}
+
+/// A tool call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolStep {
+    /// Tool name (`Bash`, `Write`; codex: `command` or `file_change`; ACP: a title).
+    pub name: String,
+    /// Tool input.
+    #[serde(default)]
+    pub input: Value,
+    /// Ask permission first (default true).
+    #[serde(default = "yes")]
+    pub permission: bool,
+    /// Ask a second time for the same underlying tool call (tests dedup).
+    #[serde(default)]
+    pub repeat_request: bool,
+    /// File written when the call is allowed.
+    #[serde(default)]
+    pub write: Option<FileWrite>,
+    /// Tool output when allowed (default `ok`).
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A file to write.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileWrite {
+    /// Path relative to the agent's cwd.
+    pub path: String,
+    /// Content.
+    pub content: String,
+}
+
+/// One scripted reply of the fake LLM server.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LlmReply {
+    /// Answer with this HTTP status instead (e.g. 429).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// `Retry-After` header (seconds) with `status`.
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+    /// Assistant text.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Tool calls: `{"name": "read_file", "arguments": {...}}`.
+    #[serde(default)]
+    pub tool_calls: Vec<LlmToolCall>,
+    /// Usage to report.
+    #[serde(default)]
+    pub usage: Option<FakeUsage>,
+    /// The request must contain this text somewhere (else the server answers 400).
+    #[serde(default)]
+    pub expect_request_contains: Option<String>,
+}
+
+/// A tool call the fake model makes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LlmToolCall {
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    #[serde(default)]
+    pub arguments: Value,
+}
+
+impl Scenario {
+    /// Load the scenario named by `GAFFER_FAKE_SCENARIO` (empty scenario when unset).
+    pub fn from_env() -> anyhow::Result<Self> {
+        match std::env::var(SCENARIO_ENV) {
+            Ok(p) if !p.is_empty() => Self::load(Path::new(&p)),
+            _ => Ok(Scenario::default()),
+        }
+    }
+    /// Load a scenario file.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading scenario {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("parsing scenario {}: {e}", path.display()))
+    }
+    /// Write a scenario to a file (for tests).
+    pub fn write_to(&self, path: &Path) -> anyhow::Result<()> {
+        std::fs::write(path, serde_json::to_vec_pretty(self)?)?;
+        Ok(())
+    }
+}
+
+/// Append one line to the effect log named by `GAFFER_FAKE_LOG` (if set).
+pub fn log_effect(line: &str) {
+    if let Ok(p) = std::env::var(LOG_ENV) {
+        if p.is_empty() {
+            return;
+        }
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+            let _ = writeln!(f, "{}", line.replace('\n', "\\n"));
+        }
+    }
+}
+
+/// Read an effect log into lines.
+pub fn read_log(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Where fakes without their own session store keep state.
+pub fn state_dir() -> PathBuf {
+    match std::env::var(STATE_ENV) {
+        Ok(p) if !p.is_empty() => PathBuf::from(p),
+        _ => std::env::temp_dir().join("gaffer-fake-state"),
+    }
+}
+
+/// Write `content` to `path` relative to the current directory and log it.
+pub fn do_write(who: &str, w: &FileWrite) -> std::io::Result<()> {
+    let p = Path::new(&w.path);
+    if let Some(parent) = p.parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent)?;
+        }
+    }
+    std::fs::write(p, &w.content)?;
+    log_effect(&format!("{who} write {}", w.path));
+    Ok(())
+}
