@@ -1,0 +1,225 @@
+//! The `gaffer index` and `gaffer context` commands as library pieces: clap `Args` and run
+//! functions writing to any `Write`. The `gaffer` binary wires them in; `examples/gaffer_dev.rs`
+//! is a stand-alone main over the same pieces.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::cache::IndexCache;
+use crate::error::{Error, Result};
+use crate::graph::FileGraph;
+use crate::index::{build_index, IndexOptions};
+use crate::pack::{fit, Mode, PackOptions, Tokenizer, TokenizerKind};
+use crate::rank::{rank, Weights};
+
+/// `gaffer index [PATH] [--stats] [--json]`: index a repository (incrementally).
+#[derive(Clone, Debug, clap::Args)]
+pub struct IndexArgs {
+    /// Repository root.
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Print per-language counts and every skipped file with its reason.
+    #[arg(long)]
+    pub stats: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip files larger than this many bytes.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_file_bytes: u64,
+}
+
+/// `gaffer context TEXT [--repo PATH] [--budget N] [--json] [--pack]`: choose the files a task
+/// needs within a token budget.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ContextArgs {
+    /// The task text (an issue, a request, a review finding); `-` reads it from stdin.
+    pub text: String,
+    /// Repository root.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Token budget of the selection (never exceeded).
+    #[arg(long, default_value_t = 8000)]
+    pub budget: usize,
+    /// Print `{"budget","used","files":[{"path","tokens","mode","score","reasons"}]}`.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the pack an agent would get (full files and skeletons) instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    pub pack: bool,
+    /// Tokenizer used to count tokens.
+    #[arg(long, value_enum, default_value_t = TokenizerKind::Cl100k)]
+    pub tokenizer: TokenizerKind,
+    /// Share of the budget full files may take (the rest goes to skeletons).
+    #[arg(long, default_value_t = 0.8)]
+    pub full_share: f32,
+    /// Consider at most this many ranked files.
+    #[arg(long, default_value_t = 200)]
+    pub max_files: usize,
+    /// Skip files larger than this many bytes when indexing.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_file_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct JsonFile<'a> {
+    path: &'a str,
+    tokens: usize,
+    mode: Mode,
+    score: f32,
+    reasons: &'a [String],
+}
+
+#[derive(Serialize)]
+struct JsonSelection<'a> {
+    budget: usize,
+    used: usize,
+    files: Vec<JsonFile<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonIndex<'a> {
+    root: String,
+    files: usize,
+    symbols: usize,
+    languages: BTreeMap<&'static str, usize>,
+    parsed: usize,
+    reused: usize,
+    elapsed_ms: u128,
+    skipped: &'a [crate::index::Skipped],
+}
+
+/// Runs `gaffer index`.
+pub fn run_index(args: &IndexArgs, cache: &dyn IndexCache, out: &mut dyn Write) -> Result<()> {
+    let opts = IndexOptions { max_file_bytes: args.max_file_bytes, ..IndexOptions::default() };
+    let index = build_index(&args.path, cache, &opts)?;
+    let symbols: usize = index.files.iter().map(|f| f.facts.defs.len()).sum();
+    let mut languages: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for f in &index.files {
+        *languages.entry(f.lang.tag()).or_insert(0) += 1;
+    }
+    let r = &index.report;
+    if args.json {
+        let j = JsonIndex {
+            root: index.root.display().to_string(),
+            files: index.files.len(),
+            symbols,
+            languages,
+            parsed: r.parsed,
+            reused: r.reused,
+            elapsed_ms: r.elapsed.as_millis(),
+            skipped: &index.skipped,
+        };
+        serde_json::to_writer_pretty(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "indexed {} files ({} parsed, {} from cache), {} symbols, {} skipped, in {} ms",
+        index.files.len(),
+        r.parsed,
+        r.reused,
+        symbols,
+        index.skipped.len(),
+        r.elapsed.as_millis()
+    )?;
+    if args.stats {
+        writeln!(out, "languages:")?;
+        for (l, c) in &languages {
+            writeln!(out, "  {l:<12} {c}")?;
+        }
+        let noted: Vec<_> = index.files.iter().filter(|f| !f.facts.notes.is_empty()).collect();
+        if !noted.is_empty() {
+            writeln!(out, "indexed with notes:")?;
+            for f in noted {
+                writeln!(out, "  {}: {}", f.path, f.facts.notes.join("; "))?;
+            }
+        }
+        if !index.skipped.is_empty() {
+            writeln!(out, "skipped:")?;
+            for s in &index.skipped {
+                writeln!(out, "  {}: {}", s.path, s.reason)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `gaffer context`.
+pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Write) -> Result<()> {
+    let started = Instant::now();
+    let text = if args.text == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s)?;
+        s
+    } else {
+        args.text.clone()
+    };
+    if text.trim().is_empty() {
+        return Err(Error::EmptyText);
+    }
+    if args.budget == 0 {
+        return Err(Error::BudgetTooSmall { got: args.budget, min: 1 });
+    }
+    // Load the tokenizer while the index is built.
+    let (tok, index) = rayon::join(
+        || Tokenizer::load(args.tokenizer),
+        || build_index(&args.repo, cache, &IndexOptions { max_file_bytes: args.max_file_bytes, ..IndexOptions::default() }),
+    );
+    let (tok, index) = (tok?, index?);
+    let graph = FileGraph::build(&index);
+    let ranked = rank(&index, &graph, &text, &Weights::default());
+    let opts = PackOptions { budget: args.budget, full_share: args.full_share, max_candidates: args.max_files };
+    let mut sel = fit(&index, &ranked, &opts, &tok);
+    if args.pack {
+        // Entries are counted one by one; make sure their concatenation fits as well.
+        let mut pack = sel.pack();
+        while tok.count(&pack) > sel.budget && !sel.files.is_empty() {
+            if let Some(e) = sel.files.pop() {
+                sel.used -= e.tokens;
+            }
+            pack = sel.pack();
+        }
+        out.write_all(pack.as_bytes())?;
+        return Ok(());
+    }
+    if args.json {
+        let j = JsonSelection {
+            budget: sel.budget,
+            used: sel.used,
+            files: sel
+                .files
+                .iter()
+                .map(|e| JsonFile { path: &e.path, tokens: e.tokens, mode: e.mode, score: e.score, reasons: &e.reasons })
+                .collect(),
+        };
+        serde_json::to_writer(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{} files, {} of {} tokens, from {} indexed files in {} ms",
+        sel.files.len(),
+        sel.used,
+        sel.budget,
+        index.files.len(),
+        started.elapsed().as_millis()
+    )?;
+    for (k, e) in sel.files.iter().enumerate() {
+        let mode = match e.mode {
+            Mode::Full => "full",
+            Mode::Skeleton => "skeleton",
+        };
+        writeln!(out, "{:>3}. {:<60} {:>7} tok  {:<8} {:.3}", k + 1, e.path, e.tokens, mode, e.score)?;
+        for r in &e.reasons {
+            writeln!(out, "       - {r}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! Per-file facts: definitions, references, imports and terms, extracted from one file's text.
+//! These are what the cache stores, keyed by content hash.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use tree_sitter::{Node, Parser, QueryCursor, StreamingIterator};
+
+use crate::lang::{grammar, Lang};
+
+/// One definition (tree-sitter tags `@definition.*`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Def {
+    /// The defined name.
+    pub name: String,
+    /// Kind from the tags query: function, method, class, interface, module, constant, type, macro…
+    pub kind: String,
+    /// First line of the definition (1-based).
+    pub line: u32,
+    /// Last line of the definition.
+    pub end_line: u32,
+    /// The header up to the body, whitespace collapsed (`def update(self, other) -> Dataset:`).
+    pub signature: String,
+    /// First paragraph of the doc comment or docstring, if any.
+    pub doc: Option<String>,
+    /// Index (in the same file's `defs`) of the enclosing definition.
+    pub parent: Option<u32>,
+}
+
+/// An import statement as written; resolved to files when the whole index is known.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Import {
+    /// The module / path as written (`os.path`, `./util`, `fmt`, `a/b.h`, `crate::x`).
+    pub module: String,
+    /// Names imported from it (Python `from m import a, b`).
+    pub names: Vec<String>,
+    /// Leading dots of a relative Python import.
+    pub level: u8,
+}
+
+/// What one file contributes to the index.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileFacts {
+    /// Line count.
+    pub lines: u32,
+    /// Definitions in source order.
+    pub defs: Vec<Def>,
+    /// Referenced names with their counts.
+    pub refs: Vec<(String, u32)>,
+    /// Import statements.
+    pub imports: Vec<Import>,
+    /// Lower-cased terms (identifier parts and whole identifiers) with counts, sorted.
+    pub terms: Vec<(String, u32)>,
+    /// Sum of term counts (BM25 document length).
+    pub term_total: u32,
+    /// Something the extractor noticed: invalid UTF-8, syntax errors, no grammar.
+    pub notes: Vec<String>,
+}
+
+thread_local! {
+    static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+}
+
+/// Extracts facts from `bytes` of a file in `lang`. Never fails: what cannot be understood is
+/// noted in [`FileFacts::notes`] and the rest is kept.
+pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
+    let mut facts = FileFacts::default();
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(e) => {
+            facts.notes.push(format!("invalid UTF-8 at byte {}: decoded lossily", e.valid_up_to()));
+            String::from_utf8_lossy(bytes)
+        }
+    };
+    let text: &str = &text;
+    facts.lines = text.lines().count() as u32;
+    let mut terms: HashMap<String, u32> = HashMap::new();
+    facts.term_total = add_terms(text, &mut terms, 1);
+    let mut terms: Vec<(String, u32)> = terms.into_iter().collect();
+    terms.sort_unstable();
+    facts.terms = terms;
+    facts.imports = imports(lang, text);
+    if lang.is_code() {
+        match grammar(lang) {
+            Some(g) => tags(g, text, lang, &mut facts),
+            None => facts.notes.push(format!("no grammar for {}: words only", lang.tag())),
+        }
+    }
+    facts
+}
+
+fn tags(g: &crate::lang::Grammar, text: &str, lang: Lang, facts: &mut FileFacts) {
+    let tree = PARSER.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.set_language(&g.language).is_err() {
+            return None;
+        }
+        p.parse(text, None)
+    });
+    let Some(tree) = tree else {
+        facts.notes.push("tree-sitter could not parse the file: words only".into());
+        return;
+    };
+    let root = tree.root_node();
+    if root.has_error() {
+        let line = first_error_line(root).unwrap_or(0);
+        facts.notes.push(format!("syntax errors (first near line {line}): partial symbols"));
+    }
+    let names = g.tags.capture_names();
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(&g.tags, root, text.as_bytes());
+    let mut defs: Vec<(usize, usize, Def)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut refs: HashMap<String, u32> = HashMap::new();
+    while let Some(m) = matches.next() {
+        let mut name_node = None;
+        let mut role: Option<(&str, Node)> = None;
+        for c in m.captures {
+            let cname = names[c.index as usize];
+            if cname == "name" {
+                name_node = Some(c.node);
+            } else if cname.starts_with("definition.") || cname.starts_with("reference.") {
+                role = Some((cname, c.node));
+            }
+        }
+        let (Some(name_node), Some((cname, node))) = (name_node, role) else { continue };
+        let Ok(name) = name_node.utf8_text(text.as_bytes()) else { continue };
+        if name.is_empty() || name.len() > 200 {
+            continue;
+        }
+        if let Some(kind) = cname.strip_prefix("definition.") {
+            if !seen.insert((node.start_byte(), name.to_string())) {
+                continue;
+            }
+            defs.push((
+                node.start_byte(),
+                node.end_byte(),
+                Def {
+                    name: name.to_string(),
+                    kind: kind.to_string(),
+                    line: node.start_position().row as u32 + 1,
+                    end_line: node.end_position().row as u32 + 1,
+                    signature: signature(node, text),
+                    doc: doc(node, text, lang),
+                    parent: None,
+                },
+            ));
+        } else {
+            *refs.entry(name.to_string()).or_insert(0) += 1;
+        }
+    }
+    defs.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut stack: Vec<(usize, u32)> = Vec::new();
+    for (i, (start, end, def)) in defs.iter_mut().enumerate() {
+        while let Some(&(top_end, _)) = stack.last() {
+            if top_end <= *start {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        def.parent = stack.last().map(|&(_, idx)| idx);
+        stack.push((*end, i as u32));
+    }
+    facts.defs = defs.into_iter().map(|(_, _, d)| d).collect();
+    let mut refs: Vec<(String, u32)> = refs.into_iter().collect();
+    refs.sort_unstable();
+    facts.refs = refs;
+}
+
+fn first_error_line(node: Node) -> Option<usize> {
+    let mut cursor = node.walk();
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if n.is_error() || n.is_missing() {
+            return Some(n.start_position().row + 1);
+        }
+        if n.has_error() {
+            let children: Vec<Node> = n.children(&mut cursor).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    None
+}
+
+fn collapse(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max + 3));
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+        if out.len() > max {
+            let mut cut = max;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+fn signature(node: Node, text: &str) -> String {
+    let start = node.start_byte();
+    let end = match node.child_by_field_name("body") {
+        Some(body) => body.start_byte(),
+        None => {
+            let rest = &text[start..node.end_byte()];
+            start + rest.find('\n').unwrap_or(rest.len())
+        }
+    };
+    let head = text.get(start..end).unwrap_or("");
+    let head = head.trim_end().trim_end_matches('{').trim_end();
+    collapse(head, 240)
+}
+
+fn doc(node: Node, text: &str, lang: Lang) -> Option<String> {
+    if lang == Lang::Python {
+        let body = node.child_by_field_name("body")?;
+        let first = body.named_child(0)?;
+        if first.kind() != "expression_statement" {
+            return None;
+        }
+        let s = first.named_child(0)?;
+        if s.kind() != "string" {
+            return None;
+        }
+        let raw = s.utf8_text(text.as_bytes()).ok()?;
+        let inner = raw.trim_start_matches(['r', 'u', 'b', 'R', 'U', 'B']).trim_matches(['"', '\'']);
+        let para = inner.trim().split("\n\n").next().unwrap_or("");
+        let d = collapse(para, 300);
+        return (!d.is_empty()).then_some(d);
+    }
+    let mut lines = Vec::new();
+    let mut cur = node;
+    let mut row = node.start_position().row;
+    while let Some(prev) = cur.prev_sibling() {
+        if !prev.kind().contains("comment") || prev.end_position().row + 1 < row {
+            break;
+        }
+        lines.push(prev.utf8_text(text.as_bytes()).unwrap_or(""));
+        row = prev.start_position().row;
+        cur = prev;
+        if lines.len() > 20 {
+            break;
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    lines.reverse();
+    let joined: String = lines
+        .iter()
+        .map(|l| l.trim().trim_start_matches(['/', '*', '!', '#']).trim_end_matches(['*', '/']).trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let d = collapse(&joined, 300);
+    (!d.is_empty()).then_some(d)
+}
+
+/// Splits an identifier into lower-cased parts on `_`, case changes and digits
+/// (`parseHTTPResponse_v2` → `parse`, `http`, `response`, `v2`).
+pub fn split_identifier(ident: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    for chunk in ident.split(|c: char| c == '_' || c == '-' || c == '.') {
+        let chars: Vec<char> = chunk.chars().collect();
+        let mut start = 0;
+        for i in 1..chars.len() {
+            let (p, c) = (chars[i - 1], chars[i]);
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = (p.is_lowercase() && c.is_uppercase())
+                || (p.is_uppercase() && c.is_uppercase() && next_lower);
+            if boundary {
+                parts.push(chars[start..i].iter().collect::<String>().to_lowercase());
+                start = i;
+            }
+        }
+        if start < chars.len() {
+            parts.push(chars[start..].iter().collect::<String>().to_lowercase());
+        }
+    }
+    parts.retain(|p| p.len() >= 2 && !p.chars().all(|c| c.is_ascii_digit()));
+    parts
+}
+
+/// Adds the terms of `text` (identifier parts, plus whole identifiers that have parts) to
+/// `terms` with weight `w`; returns the number of term occurrences added.
+pub fn add_terms(text: &str, terms: &mut HashMap<String, u32>, w: u32) -> u32 {
+    let mut total = 0;
+    for ident in identifiers(text) {
+        if ident.len() > 60 {
+            continue;
+        }
+        let parts = split_identifier(ident);
+        if parts.len() > 1 {
+            *terms.entry(ident.to_lowercase()).or_insert(0) += w;
+            total += w;
+        }
+        for p in parts {
+            *terms.entry(p).or_insert(0) += w;
+            total += w;
+        }
+    }
+    total
+}
+
+/// ASCII identifiers in `text` (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii_alphabetic() || b == b'_' {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                return Some(&text[start..i]);
+            } else if b.is_ascii_digit() {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        None
+    })
+}
+
+struct ImportRes {
+    py_import: Regex,
+    py_from: Regex,
+    js: Regex,
+    go_single: Regex,
+    go_block: Regex,
+    go_path: Regex,
+    java: Regex,
+    c_include: Regex,
+    rust_mod: Regex,
+    rust_use: Regex,
+}
+
+fn import_res() -> Option<&'static ImportRes> {
+    static RES: OnceLock<Option<ImportRes>> = OnceLock::new();
+    RES.get_or_init(|| {
+        Some(ImportRes {
+            py_import: Regex::new(r"(?m)^[ \t]*import[ \t]+([\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+(?:[ \t]+as[ \t]+\w+)?)*)").ok()?,
+            py_from: Regex::new(r"(?m)^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)").ok()?,
+            js: Regex::new(r#"(?:\bfrom|\bimport|\brequire\s*\(|\bimport\s*\()\s*['"]([^'"\n]+)['"]"#).ok()?,
+            go_single: Regex::new(r#"(?m)^import[ \t]+(?:\w+[ \t]+)?"([^"]+)""#).ok()?,
+            go_block: Regex::new(r"(?ms)^import[ \t]*\((.*?)\)").ok()?,
+            go_path: Regex::new(r#""([^"]+)""#).ok()?,
+            java: Regex::new(r"(?m)^[ \t]*import[ \t]+(?:static[ \t]+)?([\w.]+(?:\.\*)?)[ \t]*;").ok()?,
+            c_include: Regex::new(r#"(?m)^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]"#).ok()?,
+            rust_mod: Regex::new(r"(?m)^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?mod[ \t]+(\w+)[ \t]*;").ok()?,
+            rust_use: Regex::new(r"(?m)^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?use[ \t]+((?:crate|super|self)(?:::\w+)+)").ok()?,
+        })
+    })
+    .as_ref()
+}
+
+fn imports(lang: Lang, text: &str) -> Vec<Import> {
+    let Some(re) = import_res() else { return Vec::new() };
+    let mut out = Vec::new();
+    let plain = |m: &str| Import { module: m.to_string(), names: Vec::new(), level: 0 };
+    match lang {
+        Lang::Python => {
+            for c in re.py_import.captures_iter(text) {
+                for part in c[1].split(',') {
+                    let m = part.split_whitespace().next().unwrap_or("");
+                    if !m.is_empty() {
+                        out.push(plain(m));
+                    }
+                }
+            }
+            for c in re.py_from.captures_iter(text) {
+                let names = c[3]
+                    .trim_matches(['(', ')'])
+                    .split(',')
+                    .filter_map(|n| n.split_whitespace().next())
+                    .filter(|n| *n != "*" && *n != "\\")
+                    .map(str::to_string)
+                    .collect();
+                out.push(Import { module: c[2].to_string(), names, level: c[1].len() as u8 });
+            }
+        }
+        Lang::JavaScript | Lang::TypeScript | Lang::Tsx => {
+            out.extend(re.js.captures_iter(text).map(|c| plain(&c[1])));
+        }
+        Lang::Go => {
+            out.extend(re.go_single.captures_iter(text).map(|c| plain(&c[1])));
+            for b in re.go_block.captures_iter(text) {
+                out.extend(re.go_path.captures_iter(&b[1]).map(|c| plain(&c[1])));
+            }
+        }
+        Lang::Java => out.extend(re.java.captures_iter(text).map(|c| plain(&c[1]))),
+        Lang::C | Lang::Cpp => out.extend(re.c_include.captures_iter(text).map(|c| plain(&c[1]))),
+        Lang::Rust => {
+            out.extend(re.rust_mod.captures_iter(text).map(|c| Import {
+                module: c[1].to_string(),
+                names: Vec::new(),
+                level: 1,
+            }));
+            out.extend(re.rust_use.captures_iter(text).map(|c| plain(&c[1])));
+        }
+        Lang::Text => {}
+    }
+    out
+}

@@ -1,0 +1,313 @@
+//! Building the index: an ignore-aware walk, a manifest of (size, mtime, hash) per path so that
+//! unchanged files are not even read, and facts from the cache or from parsing changed files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{ContentKey, IndexCache};
+use crate::error::{Error, Result};
+use crate::facts::{extract, FileFacts};
+use crate::lang::Lang;
+
+/// How to build an index.
+#[derive(Clone, Debug)]
+pub struct IndexOptions {
+    /// Files larger than this are skipped ("too large").
+    pub max_file_bytes: u64,
+    /// Include hidden files and directories.
+    pub hidden: bool,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self { max_file_bytes: 1024 * 1024, hidden: false }
+    }
+}
+
+/// One indexed file.
+#[derive(Clone, Debug)]
+pub struct IndexedFile {
+    /// Path relative to the root, `/`-separated.
+    pub path: String,
+    /// Language.
+    pub lang: Lang,
+    /// Size in bytes.
+    pub size: u64,
+    /// blake3 of the content.
+    pub hash: [u8; 32],
+    /// Extracted facts.
+    pub facts: FileFacts,
+}
+
+/// A file left out of the index, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// Path relative to the root.
+    pub path: String,
+    /// Why (binary, too large, broken symlink, unreadable…).
+    pub reason: String,
+}
+
+/// What building the index did.
+#[derive(Clone, Debug, Default)]
+pub struct IndexReport {
+    /// Files read and hashed (their size or mtime changed, or they are new).
+    pub hashed: usize,
+    /// Files parsed (content not in the cache).
+    pub parsed: usize,
+    /// Files whose facts came from the cache.
+    pub reused: usize,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// The index of one repository.
+#[derive(Clone, Debug)]
+pub struct Index {
+    /// Canonical root.
+    pub root: PathBuf,
+    /// Indexed files, sorted by path.
+    pub files: Vec<IndexedFile>,
+    /// Files skipped with a reason.
+    pub skipped: Vec<Skipped>,
+    /// What this build did.
+    pub report: IndexReport,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ManifestEntry {
+    path: String,
+    size: u64,
+    mtime_ns: u128,
+    hash: [u8; 32],
+    lang: Lang,
+}
+
+struct Walked {
+    rel: String,
+    abs: PathBuf,
+    size: u64,
+    mtime_ns: u128,
+    lang: Lang,
+}
+
+fn rel_path(root: &Path, p: &Path) -> String {
+    let rel = p.strip_prefix(root).unwrap_or(p);
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
+    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Walked> {
+    let mut out = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(!opts.hidden)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .ignore(true)
+        .parents(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                skipped.push(Skipped { path: String::new(), reason: format!("walk error: {e}") });
+                continue;
+            }
+        };
+        let Some(ft) = entry.file_type() else { continue };
+        let abs = entry.path().to_path_buf();
+        let rel = rel_path(root, &abs);
+        if ft.is_dir() {
+            continue;
+        }
+        let meta = if ft.is_symlink() {
+            match std::fs::metadata(&abs) {
+                Err(_) => {
+                    skipped.push(Skipped { path: rel, reason: "broken symlink".into() });
+                    continue;
+                }
+                Ok(m) => {
+                    let inside = std::fs::canonicalize(&abs).map(|t| t.starts_with(root)).unwrap_or(false);
+                    if !inside {
+                        skipped.push(Skipped { path: rel, reason: "symlink points outside the repository".into() });
+                        continue;
+                    }
+                    if !m.is_file() {
+                        continue;
+                    }
+                    m
+                }
+            }
+        } else if ft.is_file() {
+            match entry.metadata() {
+                Ok(m) => m,
+                Err(e) => {
+                    skipped.push(Skipped { path: rel, reason: format!("unreadable: {e}") });
+                    continue;
+                }
+            }
+        } else {
+            continue;
+        };
+        let Some(lang) = Lang::detect(&abs) else {
+            skipped.push(Skipped { path: rel, reason: "binary file type".into() });
+            continue;
+        };
+        if meta.len() > opts.max_file_bytes {
+            skipped.push(Skipped {
+                path: rel,
+                reason: format!("too large ({} bytes > {} max)", meta.len(), opts.max_file_bytes),
+            });
+            continue;
+        }
+        out.push(Walked { rel, abs, size: meta.len(), mtime_ns: mtime_ns(&meta), lang });
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out
+}
+
+fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8000)].contains(&0)
+}
+
+enum Hashed {
+    Ok([u8; 32]),
+    Skip(String),
+}
+
+fn hash_file(w: &Walked) -> Hashed {
+    match std::fs::read(&w.abs) {
+        Ok(bytes) => {
+            if looks_binary(&bytes) {
+                Hashed::Skip("binary content (NUL bytes)".into())
+            } else {
+                Hashed::Ok(*blake3::hash(&bytes).as_bytes())
+            }
+        }
+        Err(e) => Hashed::Skip(format!("unreadable: {e}")),
+    }
+}
+
+/// Indexes the repository at `root`, reusing facts from `cache` for unchanged content and
+/// parsing only files whose content is new. Unreadable, binary, huge files and broken symlinks
+/// are skipped with a reason; a file tree-sitter cannot fully parse keeps what could be read.
+pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<Index> {
+    let started = Instant::now();
+    let meta = std::fs::metadata(root).map_err(|source| Error::Repo { path: root.to_path_buf(), source })?;
+    if !meta.is_dir() {
+        return Err(Error::NotADirectory { path: root.to_path_buf() });
+    }
+    let root = std::fs::canonicalize(root).map_err(|source| Error::Repo { path: root.to_path_buf(), source })?;
+    let mut skipped = Vec::new();
+    let walked = walk(&root, opts, &mut skipped);
+
+    let manifest_key = ContentKey::for_manifest(&root);
+    let old: HashMap<String, ManifestEntry> = cache
+        .get_many(&[manifest_key])?
+        .into_iter()
+        .next()
+        .flatten()
+        .and_then(|bytes| postcard::from_bytes::<Vec<ManifestEntry>>(&bytes).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.path.clone(), e))
+        .collect();
+
+    // A file modified in the last two seconds may change again within the same mtime tick:
+    // such entries are stored with mtime 0 so that they are hashed again next time.
+    let now_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let racy = |m: u128| now_ns.saturating_sub(m) < 2_000_000_000;
+
+    let hashes: Vec<(usize, Hashed, bool)> = walked
+        .par_iter()
+        .enumerate()
+        .map(|(i, w)| match old.get(&w.rel) {
+            Some(e) if e.size == w.size && e.mtime_ns == w.mtime_ns && e.mtime_ns != 0 && e.lang == w.lang => {
+                (i, Hashed::Ok(e.hash), false)
+            }
+            _ => (i, hash_file(w), true),
+        })
+        .collect();
+    let mut report = IndexReport::default();
+    let mut kept: Vec<(usize, [u8; 32])> = Vec::with_capacity(hashes.len());
+    for (i, h, fresh) in hashes {
+        report.hashed += fresh as usize;
+        match h {
+            Hashed::Ok(hash) => kept.push((i, hash)),
+            Hashed::Skip(reason) => skipped.push(Skipped { path: walked[i].rel.clone(), reason }),
+        }
+    }
+
+    let keys: Vec<ContentKey> =
+        kept.iter().map(|(i, h)| ContentKey::for_file(h, walked[*i].lang.tag())).collect();
+    let cached = cache.get_many(&keys)?;
+    let mut facts: Vec<Option<FileFacts>> =
+        cached.into_iter().map(|v| v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok())).collect();
+    let missing: Vec<usize> = (0..kept.len()).filter(|&k| facts[k].is_none()).collect();
+    report.reused = kept.len() - missing.len();
+    let parsed: Vec<(usize, std::result::Result<FileFacts, String>)> = missing
+        .par_iter()
+        .map(|&k| {
+            let w = &walked[kept[k].0];
+            let r = std::fs::read(&w.abs).map(|bytes| extract(w.lang, &bytes)).map_err(|e| format!("unreadable: {e}"));
+            (k, r)
+        })
+        .collect();
+    let mut puts = Vec::with_capacity(parsed.len());
+    let mut unreadable = std::collections::HashSet::new();
+    for (k, r) in parsed {
+        match r {
+            Ok(f) => {
+                report.parsed += 1;
+                if let Ok(bytes) = postcard::to_allocvec(&f) {
+                    puts.push((keys[k], bytes));
+                }
+                facts[k] = Some(f);
+            }
+            Err(reason) => {
+                unreadable.insert(k);
+                skipped.push(Skipped { path: walked[kept[k].0].rel.clone(), reason });
+            }
+        }
+    }
+    if !puts.is_empty() {
+        cache.put_many(&puts)?;
+    }
+
+    let mut files = Vec::with_capacity(kept.len());
+    let mut manifest = Vec::with_capacity(kept.len());
+    let mut changed = kept.len() != old.len();
+    for (k, ((i, hash), f)) in kept.into_iter().zip(facts).enumerate() {
+        if unreadable.contains(&k) {
+            continue;
+        }
+        let Some(f) = f else { continue };
+        let w = &walked[i];
+        let mtime = if racy(w.mtime_ns) { 0 } else { w.mtime_ns };
+        match old.get(&w.rel) {
+            Some(e) if e.hash == hash && e.mtime_ns == mtime && e.size == w.size && e.lang == w.lang => {}
+            _ => changed = true,
+        }
+        manifest.push(ManifestEntry { path: w.rel.clone(), size: w.size, mtime_ns: mtime, hash, lang: w.lang });
+        files.push(IndexedFile { path: w.rel.clone(), lang: w.lang, size: w.size, hash, facts: f });
+    }
+    if changed {
+        if let Ok(bytes) = postcard::to_allocvec(&manifest) {
+            cache.put_many(&[(manifest_key, bytes)])?;
+        }
+    }
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    report.elapsed = started.elapsed();
+    Ok(Index { root, files, skipped, report })
+}

@@ -1,0 +1,224 @@
+//! Budget fit: the top files in full, then signature skeletons (a repo map) of the next ones,
+//! counted with a real tokenizer; never over budget.
+
+use std::sync::OnceLock;
+
+use serde::Serialize;
+use tiktoken_rs::CoreBPE;
+
+use crate::error::{Error, Result};
+use crate::index::{Index, IndexedFile};
+use crate::rank::Ranked;
+
+/// Which BPE counts tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TokenizerKind {
+    /// OpenAI cl100k_base (GPT-4, GPT-3.5).
+    #[default]
+    Cl100k,
+    /// OpenAI o200k_base (GPT-4o and later).
+    O200k,
+}
+
+/// A loaded tokenizer.
+pub struct Tokenizer {
+    bpe: &'static CoreBPE,
+}
+
+impl Tokenizer {
+    /// Loads `kind` (once per process).
+    pub fn load(kind: TokenizerKind) -> Result<Self> {
+        static CL: OnceLock<std::result::Result<CoreBPE, String>> = OnceLock::new();
+        static O2: OnceLock<std::result::Result<CoreBPE, String>> = OnceLock::new();
+        let (cell, name, f): (_, _, fn() -> std::result::Result<CoreBPE, String>) = match kind {
+            TokenizerKind::Cl100k => (&CL, "cl100k", || tiktoken_rs::cl100k_base().map_err(|e| e.to_string())),
+            TokenizerKind::O200k => (&O2, "o200k", || tiktoken_rs::o200k_base().map_err(|e| e.to_string())),
+        };
+        match cell.get_or_init(f) {
+            Ok(bpe) => Ok(Self { bpe }),
+            Err(message) => Err(Error::Tokenizer { name: name.into(), message: message.clone() }),
+        }
+    }
+
+    /// Number of tokens in `text`.
+    pub fn count(&self, text: &str) -> usize {
+        self.bpe.encode_ordinary(text).len()
+    }
+}
+
+/// How a file is included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The whole file.
+    Full,
+    /// Signatures only.
+    Skeleton,
+}
+
+/// One selected file.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Path relative to the repository root.
+    pub path: String,
+    /// Tokens of `text`.
+    pub tokens: usize,
+    /// Full or skeleton.
+    pub mode: Mode,
+    /// Ranking score.
+    pub score: f32,
+    /// Why it was chosen.
+    pub reasons: Vec<String>,
+    /// What the agent gets for this file.
+    pub text: String,
+}
+
+/// A selection within a budget.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// The budget asked for.
+    pub budget: usize,
+    /// Tokens used (sum over entries), never above `budget`.
+    pub used: usize,
+    /// Entries in rank order.
+    pub files: Vec<Entry>,
+}
+
+impl Selection {
+    /// The pack an agent gets: the entries' texts in rank order.
+    pub fn pack(&self) -> String {
+        self.files.iter().map(|e| e.text.as_str()).collect()
+    }
+}
+
+/// Options of the fit.
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    /// Token budget.
+    pub budget: usize,
+    /// Share of the budget that full files may take; the rest is for skeletons.
+    pub full_share: f32,
+    /// How many ranked files are considered at most.
+    pub max_candidates: usize,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        Self { budget: 8000, full_share: 0.8, max_candidates: 200 }
+    }
+}
+
+fn render_full(f: &IndexedFile, content: &str) -> String {
+    let mut s = format!("----- {} (full) -----\n{content}", f.path);
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+/// Skeleton lines of a file: each definition's signature, indented by nesting, with its lines.
+pub fn skeleton_lines(f: &IndexedFile) -> Vec<String> {
+    let defs = &f.facts.defs;
+    let mut depth = vec![0usize; defs.len()];
+    let mut lines = Vec::with_capacity(defs.len());
+    for (i, d) in defs.iter().enumerate() {
+        if let Some(p) = d.parent {
+            depth[i] = depth.get(p as usize).map(|x| x + 1).unwrap_or(0);
+        }
+        lines.push(format!("{}{}  # L{}-{}", "  ".repeat(depth[i]), d.signature, d.line, d.end_line));
+    }
+    lines
+}
+
+fn render_skeleton(f: &IndexedFile, lines: &[String], omitted: usize) -> String {
+    let mut s = format!("----- {} (skeleton) -----\n", f.path);
+    for l in lines {
+        s.push_str(l);
+        s.push('\n');
+    }
+    if omitted > 0 {
+        s.push_str(&format!("… {omitted} more definitions\n"));
+    }
+    s
+}
+
+/// Fits `ranked` into `opts.budget` tokens. Reads full files from the working tree; a file that
+/// can no longer be read is left out.
+pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer) -> Selection {
+    let budget = opts.budget;
+    let full_cap = ((budget as f32) * opts.full_share.clamp(0.0, 1.0)) as usize;
+    let cands: Vec<&Ranked> = ranked.iter().take(opts.max_candidates).collect();
+    let mut chosen: Vec<Option<(Mode, String, usize)>> = vec![None; cands.len()];
+    let mut used = 0usize;
+    for (k, r) in cands.iter().enumerate() {
+        let f = &index.files[r.file];
+        let remaining = full_cap.saturating_sub(used);
+        // Code averages 3–4 bytes a token; a file estimated at twice the room left is not counted.
+        if remaining < 20 || (f.size as usize) / 4 > remaining * 2 {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(index.root.join(&f.path)) else { continue };
+        let content = String::from_utf8_lossy(&bytes);
+        let text = render_full(f, &content);
+        let t = tok.count(&text);
+        if used + t <= full_cap {
+            used += t;
+            chosen[k] = Some((Mode::Full, text, t));
+        }
+    }
+    for (k, r) in cands.iter().enumerate() {
+        if chosen[k].is_some() {
+            continue;
+        }
+        let remaining = budget.saturating_sub(used);
+        if remaining < 24 {
+            break;
+        }
+        let f = &index.files[r.file];
+        let lines = skeleton_lines(f);
+        let text = render_skeleton(f, &lines, 0);
+        let t = tok.count(&text);
+        if t <= remaining {
+            used += t;
+            chosen[k] = Some((Mode::Skeleton, text, t));
+            continue;
+        }
+        // Too big: keep as many leading definitions as fit (binary search on the count).
+        if remaining < 64 || lines.is_empty() {
+            continue;
+        }
+        let (mut lo, mut hi) = (0usize, lines.len());
+        let mut best: Option<(String, usize)> = None;
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            let text = render_skeleton(f, &lines[..mid], lines.len() - mid);
+            let t = tok.count(&text);
+            if t <= remaining {
+                best = Some((text, t));
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        if let Some((text, t)) = best.filter(|_| lo > 0) {
+            used += t;
+            chosen[k] = Some((Mode::Skeleton, text, t));
+        }
+    }
+    let files = cands
+        .iter()
+        .zip(chosen)
+        .filter_map(|(r, c)| {
+            let (mode, text, tokens) = c?;
+            Some(Entry {
+                path: index.files[r.file].path.clone(),
+                tokens,
+                mode,
+                score: r.score,
+                reasons: r.reasons.clone(),
+                text,
+            })
+        })
+        .collect();
+    Selection { budget, used, files }
+}

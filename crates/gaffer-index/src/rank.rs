@@ -1,0 +1,534 @@
+//! Ranking files for a task text.
+//!
+//! Signals, each normalised to [0, 1] over the repository before weighting (weights: [`Weights`]):
+//! * **lexical**: BM25 of the text's terms (identifiers split on case and `_`) over file content;
+//! * **path**: the text's terms found in the file's path (file stem counts double);
+//! * **symbols**: names the text mentions that the file defines (IDF-weighted, more when written
+//!   as code: in backticks, a code block, `dotted.names`, `calls(`), plus `Class.method` pairs;
+//! * **named**: a path, file name, dotted module or stack-trace frame in the text resolves to the file;
+//! * **graph**: personalised PageRank over the import + reference graph, restarting at the files
+//!   the signals above chose;
+//! * **neighbours**: files linked to the strongest files (imports, importers, their tests).
+//!
+//! Priors multiply the sum: tests and non-code files are less likely to be what a task needs
+//! first, unless the text names them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::facts::{identifiers, split_identifier};
+use crate::graph::{is_test_path, EdgeKind, FileGraph};
+use crate::index::Index;
+
+/// All ranking weights, in one place. `Default` holds the tuned values.
+#[derive(Clone, Debug)]
+pub struct Weights {
+    /// BM25 `k1` (term-frequency saturation).
+    pub bm25_k1: f32,
+    /// BM25 `b` (length normalisation).
+    pub bm25_b: f32,
+    /// Weight of content BM25.
+    pub lexical: f32,
+    /// Weight of terms found in the path.
+    pub path: f32,
+    /// Weight of mentioned symbols defined in the file.
+    pub symbol: f32,
+    /// Weight of a file named outright (path, file name, module, stack frame).
+    pub named: f32,
+    /// Weight of personalised PageRank.
+    pub pagerank: f32,
+    /// Weight given to neighbours of the strongest files.
+    pub neighbour: f32,
+    /// How many of the strongest files lend weight to their neighbours.
+    pub neighbour_sources: usize,
+    /// Multiplier for test files not named in the text.
+    pub test_prior: f32,
+    /// Multiplier for non-code files not named in the text.
+    pub text_prior: f32,
+    /// Weight of a mention outside code (plain prose) relative to one in code.
+    pub prose_mention: f32,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            bm25_k1: 1.2,
+            bm25_b: 0.75,
+            lexical: 1.0,
+            path: 0.6,
+            symbol: 1.0,
+            named: 1.5,
+            pagerank: 0.4,
+            neighbour: 0.2,
+            neighbour_sources: 3,
+            test_prior: 0.4,
+            text_prior: 0.25,
+            prose_mention: 0.35,
+        }
+    }
+}
+
+/// One ranked file.
+#[derive(Clone, Debug)]
+pub struct Ranked {
+    /// Index into `Index::files`.
+    pub file: usize,
+    /// Final score.
+    pub score: f32,
+    /// Why, in words.
+    pub reasons: Vec<String>,
+}
+
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "that", "this", "with", "from", "are", "was", "were", "but", "not", "you", "your", "have",
+    "has", "had", "can", "will", "would", "should", "could", "when", "what", "which", "there", "their", "then",
+    "than", "them", "they", "been", "being", "into", "also", "some", "any", "all", "only", "just", "like", "about",
+    "use", "using", "used", "does", "did", "doing", "how", "why", "where", "who", "its", "our", "out", "get", "got",
+    "one", "two", "more", "most", "other", "such", "very", "same", "see", "seems", "seem", "way", "want", "need",
+    "here", "these", "those", "because", "while", "after", "before", "over", "under", "between", "both", "each",
+    "few", "many", "much", "own", "so", "if", "is", "it", "in", "on", "of", "to", "as", "at", "be", "by", "or", "an",
+    "we", "my", "me", "do", "no", "up", "self", "none", "true", "false", "def", "return", "import", "class", "print",
+    "py", "line", "file", "lib", "site", "packages", "python", "version", "expected", "error", "issue", "example",
+    "following", "output", "code", "problem", "bug", "work", "works", "working", "instead", "still", "now", "new",
+    "make", "think", "thanks", "please", "would", "happen", "happened", "what", "actual", "behavior", "behaviour",
+    "traceback", "recent", "call", "last", "most", "http", "https", "www", "com", "github",
+];
+
+fn stopword(t: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect()).contains(t)
+}
+
+/// What the text names or mentions.
+struct Query {
+    /// Lower-cased terms with weights.
+    terms: HashMap<String, f32>,
+    /// Path-like mentions: (text, weight, is stack frame, line).
+    paths: Vec<(String, f32, Option<u32>)>,
+    /// Identifier mentions: name → best context weight (1 in code, `prose_mention` in prose).
+    idents: HashMap<String, f32>,
+    /// `Outer.inner` pairs.
+    pairs: HashSet<(String, String)>,
+    /// Dotted chains (for module mentions).
+    dotted: HashSet<String>,
+}
+
+fn res() -> Option<&'static (Regex, Regex, Regex)> {
+    static R: OnceLock<Option<(Regex, Regex, Regex)>> = OnceLock::new();
+    R.get_or_init(|| {
+        Some((
+            Regex::new(r#"File "([^"]+)", line (\d+)"#).ok()?,
+            Regex::new(r"(?:[A-Za-z0-9_.\-]*/)*[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*\.(?:py|pyi|rs|js|jsx|mjs|ts|tsx|go|java|c|h|cc|cpp|hpp|cxx|rb|toml|cfg|ini|yaml|yml|json|md|rst|txt)(?::(\d+))?\b").ok()?,
+            Regex::new(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(\s*\()?").ok()?,
+        ))
+    })
+    .as_ref()
+}
+
+/// Byte mask of `text` that lies in code: backtick spans, fenced blocks, `>>>` and indented lines.
+fn code_mask(text: &str) -> Vec<bool> {
+    let mut mask = vec![false; text.len()];
+    let mut pos = 0;
+    let mut in_fence = false;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let fence = t.starts_with("```") || t.starts_with("~~~");
+        let code_line = in_fence || fence || t.starts_with(">>>") || line.starts_with("    ") || line.starts_with('\t');
+        if code_line {
+            mask[pos..pos + line.len()].iter_mut().for_each(|m| *m = true);
+        } else {
+            let mut inside = false;
+            for (i, b) in line.bytes().enumerate() {
+                if b == b'`' {
+                    inside = !inside;
+                }
+                if inside {
+                    mask[pos + i] = true;
+                }
+            }
+        }
+        if fence {
+            in_fence = !in_fence;
+        }
+        pos += line.len();
+    }
+    mask
+}
+
+fn looks_like_code(ident: &str) -> bool {
+    let b = ident.as_bytes();
+    ident.contains('_') || b.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+}
+
+fn parse_query(text: &str, w: &Weights) -> Query {
+    let mut q = Query {
+        terms: HashMap::new(),
+        paths: Vec::new(),
+        idents: HashMap::new(),
+        pairs: HashSet::new(),
+        dotted: HashSet::new(),
+    };
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    for ident in identifiers(text) {
+        if ident.len() > 60 {
+            continue;
+        }
+        let parts = split_identifier(ident);
+        if parts.len() > 1 {
+            *counts.entry(ident.to_lowercase()).or_insert(0) += 1;
+        }
+        for p in parts {
+            *counts.entry(p).or_insert(0) += 1;
+        }
+    }
+    for (t, c) in counts {
+        if t.len() >= 2 && !stopword(&t) {
+            q.terms.insert(t, 1.0 + (c as f32).ln());
+        }
+    }
+    let Some((frame_re, path_re, ident_re)) = res() else { return q };
+    for c in frame_re.captures_iter(text) {
+        q.paths.push((c[1].replace('\\', "/"), 1.0, c[2].parse().ok()));
+    }
+    for c in path_re.captures_iter(text) {
+        let m = c.get(0).map(|m| m.as_str()).unwrap_or("");
+        let path = m.split(':').next().unwrap_or(m).to_string();
+        let line = c.get(1).and_then(|l| l.as_str().parse().ok());
+        if !q.paths.iter().any(|(p, _, _)| p.ends_with(&path)) {
+            q.paths.push((path, 1.0, line));
+        }
+    }
+    let mask = code_mask(text);
+    for c in ident_re.captures_iter(text) {
+        let Some(m) = c.get(0) else { continue };
+        let called = c.get(1).is_some();
+        let chain = m.as_str().trim_end_matches('(').trim_end();
+        let in_code = mask.get(m.start()).copied().unwrap_or(false);
+        let comps: Vec<&str> = chain.split('.').collect();
+        if comps.len() > 1 {
+            q.dotted.insert(chain.to_string());
+            for pair in comps.windows(2) {
+                q.pairs.insert((pair[0].to_string(), pair[1].to_string()));
+            }
+        }
+        for (k, comp) in comps.iter().enumerate() {
+            if comp.len() < 3 {
+                continue;
+            }
+            let codey = in_code || comps.len() > 1 || looks_like_code(comp) || (called && k + 1 == comps.len());
+            let weight = if codey { 1.0 } else { w.prose_mention };
+            let e = q.idents.entry(comp.to_string()).or_insert(0.0);
+            *e = e.max(weight);
+        }
+    }
+    q
+}
+
+fn normalise(v: &mut [f32]) {
+    let max = v.iter().copied().fold(0.0f32, f32::max);
+    if max > 0.0 {
+        v.iter_mut().for_each(|x| *x /= max);
+    }
+}
+
+/// Files whose path ends with `mention` (component-wise), trying shorter suffixes of absolute
+/// or foreign paths (`/usr/lib/python3/site-packages/pkg/mod.py` → `pkg/mod.py`).
+fn match_path(index: &Index, by_name: &HashMap<&str, Vec<usize>>, mention: &str) -> Vec<usize> {
+    let mention = mention.trim_start_matches("./");
+    let comps: Vec<&str> = mention.split('/').filter(|c| !c.is_empty()).collect();
+    let Some(name) = comps.last() else { return Vec::new() };
+    let Some(cands) = by_name.get(name) else { return Vec::new() };
+    for k in 0..comps.len() {
+        let suffix = comps[k..].join("/");
+        let hits: Vec<usize> = cands
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let p = &index.files[i].path;
+                *p == suffix || p.ends_with(&format!("/{suffix}"))
+            })
+            .collect();
+        if !hits.is_empty() {
+            return hits;
+        }
+    }
+    Vec::new()
+}
+
+/// Ranks the files of `index` for `text`; highest first, ties by path. Files with no signal at
+/// all are left out.
+pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ranked> {
+    let n = index.files.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let q = parse_query(text, w);
+    let mut reasons: Vec<Vec<String>> = vec![Vec::new(); n];
+
+    // (a) lexical: BM25 over content, and path terms.
+    let mut tf: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
+    let qterms: Vec<(&String, &f32)> = q.terms.iter().collect();
+    let qidx: HashMap<&str, usize> = qterms.iter().enumerate().map(|(i, (t, _))| (t.as_str(), i)).collect();
+    let mut df = vec![0u32; qterms.len()];
+    let mut total_len = 0f64;
+    for (i, f) in index.files.iter().enumerate() {
+        total_len += f.facts.term_total as f64;
+        for (t, c) in &f.facts.terms {
+            if let Some(&k) = qidx.get(t.as_str()) {
+                tf[i].push((k, *c));
+                df[k] += 1;
+            }
+        }
+    }
+    let avgdl = (total_len / n as f64).max(1.0) as f32;
+    let idf: Vec<f32> =
+        df.iter().map(|&d| ((n as f32 - d as f32 + 0.5) / (d as f32 + 0.5) + 1.0).ln()).collect();
+    let mut lex = vec![0f32; n];
+    for i in 0..n {
+        let dl = index.files[i].facts.term_total as f32;
+        let norm = w.bm25_k1 * (1.0 - w.bm25_b + w.bm25_b * dl / avgdl);
+        let mut contrib: Vec<(f32, usize)> = tf[i]
+            .iter()
+            .map(|&(k, c)| {
+                let c = c as f32;
+                (idf[k] * qterms[k].1 * c * (w.bm25_k1 + 1.0) / (c + norm), k)
+            })
+            .collect();
+        lex[i] = contrib.iter().map(|c| c.0).sum();
+        contrib.sort_by(|a, b| b.0.total_cmp(&a.0));
+        if !contrib.is_empty() {
+            let top: Vec<&str> = contrib.iter().take(6).map(|c| qterms[c.1].0.as_str()).collect();
+            reasons[i].push(format!("matched terms: {}", top.join(", ")));
+        }
+    }
+    normalise(&mut lex);
+
+    let mut path_df: HashMap<String, u32> = HashMap::new();
+    let path_terms: Vec<Vec<(String, bool)>> = index
+        .files
+        .iter()
+        .map(|f| {
+            let comps: Vec<&str> = f.path.split('/').collect();
+            let mut ts = Vec::new();
+            for (k, c) in comps.iter().enumerate() {
+                let is_stem = k + 1 == comps.len();
+                let c = if is_stem { c.split('.').next().unwrap_or(c) } else { c };
+                let mut parts = split_identifier(c);
+                if parts.len() > 1 {
+                    parts.push(c.to_lowercase());
+                }
+                for p in parts {
+                    if !ts.iter().any(|(t, _)| *t == p) {
+                        ts.push((p, is_stem));
+                    }
+                }
+            }
+            for (t, _) in &ts {
+                *path_df.entry(t.clone()).or_insert(0) += 1;
+            }
+            ts
+        })
+        .collect();
+    let mut path = vec![0f32; n];
+    for i in 0..n {
+        let mut hit = Vec::new();
+        for (t, is_stem) in &path_terms[i] {
+            if let Some(qw) = q.terms.get(t) {
+                let d = path_df.get(t).copied().unwrap_or(1) as f32;
+                path[i] += (1.0 + n as f32 / d).ln() * qw.min(2.0) * if *is_stem { 1.0 } else { 0.4 };
+                hit.push(t.as_str());
+            }
+        }
+        if !hit.is_empty() {
+            reasons[i].push(format!("path matches: {}", hit.join(", ")));
+        }
+    }
+    normalise(&mut path);
+
+    // (b) symbols the text mentions that a file defines.
+    let mut sym = vec![0f32; n];
+    let mut sym_hits: Vec<Vec<String>> = vec![Vec::new(); n];
+    let mut lower_definers: HashMap<String, Vec<usize>> = HashMap::new();
+    for (name, files) in &graph.definers {
+        lower_definers.entry(name.to_lowercase()).or_default().extend(files.iter().copied());
+    }
+    for (name, ctx) in &q.idents {
+        let (files, exact) = match graph.definers.get(name) {
+            Some(f) => (f.clone(), 1.0),
+            None => match lower_definers.get(&name.to_lowercase()) {
+                Some(f) if looks_like_code(name) || name.chars().next().is_some_and(char::is_uppercase) => {
+                    (f.clone(), 0.6)
+                }
+                _ => continue,
+            },
+        };
+        if files.len() > 40 {
+            continue;
+        }
+        let idf = (1.0 + n as f32 / files.len() as f32).ln();
+        for f in files {
+            sym[f] += idf * ctx * exact;
+            sym_hits[f].push(format!("`{name}`"));
+        }
+    }
+    for (outer, inner) in &q.pairs {
+        let Some(files) = graph.definers.get(inner) else { continue };
+        if files.len() > 40 {
+            continue;
+        }
+        let idf = (1.0 + n as f32 / files.len() as f32).ln();
+        for &f in files {
+            let defs = &index.files[f].facts.defs;
+            let nested = defs.iter().any(|d| {
+                d.name == *inner
+                    && d.parent.and_then(|p| defs.get(p as usize)).is_some_and(|p| p.name.eq_ignore_ascii_case(outer))
+            });
+            if nested {
+                sym[f] += 2.0 * idf;
+                sym_hits[f].push(format!("`{outer}.{inner}`"));
+            }
+        }
+    }
+    for i in 0..n {
+        if !sym_hits[i].is_empty() {
+            sym_hits[i].sort();
+            sym_hits[i].dedup();
+            let shown: Vec<&str> = sym_hits[i].iter().take(6).map(String::as_str).collect();
+            reasons[i].push(format!("defines {}", shown.join(", ")));
+        }
+    }
+    normalise(&mut sym);
+
+    // (b) paths, modules and frames named outright.
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut modules: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, f) in index.files.iter().enumerate() {
+        by_name.entry(f.path.rsplit('/').next().unwrap_or(&f.path)).or_default().push(i);
+        if let Some(stem) = f.path.strip_suffix(".py") {
+            let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+            let comps: Vec<&str> = stem.split('/').collect();
+            for k in 0..comps.len().saturating_sub(1) {
+                modules.entry(comps[k..].join(".")).or_default().push(i);
+            }
+        }
+    }
+    let mut named = vec![0f32; n];
+    let mut is_named = vec![false; n];
+    for (mention, weight, line) in &q.paths {
+        let hits = match_path(index, &by_name, mention);
+        if hits.is_empty() || hits.len() > 5 {
+            continue;
+        }
+        for &h in &hits {
+            named[h] += weight / hits.len() as f32;
+            is_named[h] = true;
+            reasons[h].push(match line {
+                Some(l) => format!("named in text: {mention}:{l}"),
+                None => format!("named in text: {mention}"),
+            });
+        }
+    }
+    for chain in &q.dotted {
+        let comps: Vec<&str> = chain.split('.').collect();
+        for end in (2..=comps.len()).rev() {
+            let key = comps[..end].join(".");
+            if let Some(hits) = modules.get(&key) {
+                if hits.len() <= 3 {
+                    for &h in hits {
+                        named[h] += 0.7 / hits.len() as f32;
+                        is_named[h] = true;
+                        reasons[h].push(format!("module named in text: {key}"));
+                    }
+                }
+                break;
+            }
+        }
+    }
+    for x in named.iter_mut() {
+        *x = if *x > 0.0 { 1.0 + x.ln().max(0.0) * 0.3 } else { 0.0 };
+    }
+
+    // Combine, apply priors.
+    let mut s0 = vec![0f32; n];
+    for i in 0..n {
+        let f = &index.files[i];
+        let mut s = w.lexical * lex[i] + w.path * path[i] + w.symbol * sym[i] + w.named * named[i];
+        if !is_named[i] {
+            if is_test_path(&f.path) {
+                s *= w.test_prior;
+            }
+            if !f.lang.is_code() {
+                s *= w.text_prior;
+            }
+        }
+        s0[i] = s;
+    }
+
+    // (c) personalised PageRank.
+    let teleport: Vec<f32> = s0.iter().map(|s| s * s).collect();
+    let mut pr = graph.pagerank(&teleport, 0.85, 25);
+    normalise(&mut pr);
+    let mut s1: Vec<f32> = (0..n)
+        .map(|i| {
+            let prior = if is_test_path(&index.files[i].path) && !is_named[i] { w.test_prior } else { 1.0 };
+            s0[i] + w.pagerank * pr[i] * prior
+        })
+        .collect();
+    for i in 0..n {
+        if pr[i] > 0.3 {
+            reasons[i].push(format!("graph centrality {:.2}", pr[i]));
+        }
+    }
+
+    // (d) neighbours of the strongest files.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| s1[b].total_cmp(&s1[a]));
+    let top = s1[order[0]].max(1e-6);
+    let mut bonus = vec![0f32; n];
+    let mut bonus_reason: Vec<Option<String>> = vec![None; n];
+    for &src in order.iter().take(w.neighbour_sources) {
+        if s1[src] <= 0.0 {
+            break;
+        }
+        let strength = s1[src] / top;
+        let src_path = &index.files[src].path;
+        let mut give = |to: usize, how: &str, scale: f32| {
+            let b = w.neighbour * strength * scale;
+            if b > bonus[to] {
+                bonus[to] = b;
+                bonus_reason[to] = Some(format!("{how} {src_path}"));
+            }
+        };
+        for e in &graph.out[src] {
+            match e.kind {
+                EdgeKind::Import => give(e.to, "imported by", 1.0),
+                EdgeKind::Reference => give(e.to, "defines names used by", 0.5),
+            }
+        }
+        for e in &graph.inc[src] {
+            let test = is_test_path(&index.files[e.to].path);
+            match (e.kind, test) {
+                (_, true) => give(e.to, "test of", 0.6),
+                (EdgeKind::Import, false) => give(e.to, "imports", 0.7),
+                (EdgeKind::Reference, false) => give(e.to, "uses names from", 0.4),
+            }
+        }
+    }
+    for i in 0..n {
+        if bonus[i] > 0.0 {
+            s1[i] += bonus[i];
+            if let Some(r) = bonus_reason[i].take() {
+                reasons[i].push(format!("graph neighbour: {r}"));
+            }
+        }
+    }
+
+    let mut out: Vec<Ranked> = (0..n)
+        .filter(|&i| s1[i] > 0.0)
+        .map(|i| Ranked { file: i, score: s1[i], reasons: std::mem::take(&mut reasons[i]) })
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| index.files[a.file].path.cmp(&index.files[b.file].path)));
+    out
+}
