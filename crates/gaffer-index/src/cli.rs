@@ -174,7 +174,12 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
     let (tok, index) = (tok?, index?);
     let graph = FileGraph::build(&index);
     let ranked = rank(&index, &graph, &text, &Weights::default());
-    let opts = PackOptions { budget: args.budget, full_share: args.full_share, max_candidates: args.max_files };
+    let opts = PackOptions {
+        budget: args.budget,
+        full_share: args.full_share,
+        max_candidates: args.max_files,
+        ..PackOptions::default()
+    };
     let mut sel = fit(&index, &ranked, &opts, &tok);
     if args.pack {
         // Entries are counted one by one; make sure their concatenation fits as well.

@@ -56,6 +56,9 @@ pub struct FileFacts {
     pub terms: Vec<(String, u32)>,
     /// Sum of term counts (BM25 document length).
     pub term_total: u32,
+    /// Message-like fragments of string literals (`Data variables:`, `No module named`), for
+    /// matching error messages and output quoted in a task text.
+    pub literals: Vec<String>,
     /// Something the extractor noticed: invalid UTF-8, syntax errors, no grammar.
     pub notes: Vec<String>,
 }
@@ -83,6 +86,9 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     terms.sort_unstable();
     facts.terms = terms;
     facts.imports = imports(lang, text);
+    if lang.is_code() {
+        facts.literals = literals(text);
+    }
     if lang.is_code() {
         match grammar(lang) {
             Some(g) => tags(g, text, lang, &mut facts),
@@ -333,6 +339,41 @@ pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
         }
         None
     })
+}
+
+fn literal_re() -> Option<&'static (Regex, Regex)> {
+    static RE: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Some((
+            Regex::new(r#""((?:[^"\\\n]|\\.){8,300})"|'((?:[^'\\\n]|\\.){8,300})'"#).ok()?,
+            Regex::new(r"\{[^{}]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxgeEXc]|\\[ntr]").ok()?,
+        ))
+    })
+    .as_ref()
+}
+
+/// Message-like fragments of string literals: split on format placeholders and escapes, at
+/// least 8 characters, with a space or `:` in them (so not bare identifiers), at most 200 a file.
+fn literals(text: &str) -> Vec<String> {
+    let Some((lit, placeholder)) = literal_re() else { return Vec::new() };
+    let mut out: Vec<String> = Vec::new();
+    for c in lit.captures_iter(text) {
+        let Some(m) = c.get(1).or_else(|| c.get(2)) else { continue };
+        for frag in placeholder.split(m.as_str()) {
+            let frag = frag.trim();
+            if frag.len() >= 8
+                && frag.chars().filter(|c| c.is_alphabetic()).count() >= 5
+                && (frag.contains(' ') || frag.ends_with(':'))
+                && !out.iter().any(|o| o == frag)
+            {
+                out.push(frag.to_string());
+            }
+        }
+        if out.len() >= 200 {
+            break;
+        }
+    }
+    out
 }
 
 struct ImportRes {

@@ -98,13 +98,17 @@ pub struct PackOptions {
     pub budget: usize,
     /// Share of the budget that full files may take; the rest is for skeletons.
     pub full_share: f32,
+    /// Share of the budget one full file may take (a larger one goes in as a skeleton).
+    pub file_share: f32,
+    /// Share of the budget one skeleton may take (a larger one is cut).
+    pub skeleton_share: f32,
     /// How many ranked files are considered at most.
     pub max_candidates: usize,
 }
 
 impl Default for PackOptions {
     fn default() -> Self {
-        Self { budget: 8000, full_share: 0.8, max_candidates: 200 }
+        Self { budget: 8000, full_share: 0.8, file_share: 0.5, skeleton_share: 0.15, max_candidates: 200 }
     }
 }
 
@@ -142,83 +146,71 @@ fn render_skeleton(f: &IndexedFile, lines: &[String], omitted: usize) -> String 
     s
 }
 
-/// Fits `ranked` into `opts.budget` tokens. Reads full files from the working tree; a file that
-/// can no longer be read is left out.
+/// Fits `ranked` into `opts.budget` tokens, in rank order: a file goes in full if it fits the
+/// room left for full files (and its own cap), else as a skeleton (cut to its cap). Reads full
+/// files from the working tree; a file that can no longer be read goes in as a skeleton.
 pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer) -> Selection {
     let budget = opts.budget;
-    let full_cap = ((budget as f32) * opts.full_share.clamp(0.0, 1.0)) as usize;
-    let cands: Vec<&Ranked> = ranked.iter().take(opts.max_candidates).collect();
-    let mut chosen: Vec<Option<(Mode, String, usize)>> = vec![None; cands.len()];
+    let share = |x: f32| ((budget as f32) * x.clamp(0.0, 1.0)) as usize;
+    let full_cap = share(opts.full_share);
+    let file_cap = share(opts.file_share);
+    let skeleton_cap = share(opts.skeleton_share).max(400);
     let mut used = 0usize;
-    for (k, r) in cands.iter().enumerate() {
-        let f = &index.files[r.file];
-        let remaining = full_cap.saturating_sub(used);
-        // Code averages 3–4 bytes a token; a file estimated at twice the room left is not counted.
-        if remaining < 20 || (f.size as usize) / 4 > remaining * 2 {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(index.root.join(&f.path)) else { continue };
-        let content = String::from_utf8_lossy(&bytes);
-        let text = render_full(f, &content);
-        let t = tok.count(&text);
-        if used + t <= full_cap {
-            used += t;
-            chosen[k] = Some((Mode::Full, text, t));
-        }
-    }
-    for (k, r) in cands.iter().enumerate() {
-        if chosen[k].is_some() {
-            continue;
-        }
+    let mut files = Vec::new();
+    for r in ranked.iter().take(opts.max_candidates) {
         let remaining = budget.saturating_sub(used);
         if remaining < 24 {
             break;
         }
         let f = &index.files[r.file];
-        let lines = skeleton_lines(f);
-        let text = render_skeleton(f, &lines, 0);
-        let t = tok.count(&text);
-        if t <= remaining {
-            used += t;
-            chosen[k] = Some((Mode::Skeleton, text, t));
-            continue;
-        }
-        // Too big: keep as many leading definitions as fit (binary search on the count).
-        if remaining < 64 || lines.is_empty() {
-            continue;
-        }
-        let (mut lo, mut hi) = (0usize, lines.len());
-        let mut best: Option<(String, usize)> = None;
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            let text = render_skeleton(f, &lines[..mid], lines.len() - mid);
-            let t = tok.count(&text);
-            if t <= remaining {
-                best = Some((text, t));
-                lo = mid;
-            } else {
-                hi = mid - 1;
+        let room = full_cap.saturating_sub(used).min(file_cap);
+        let mut chosen: Option<(Mode, String, usize)> = None;
+        // Code averages 3–4 bytes a token; a file estimated at twice the room left is not counted.
+        if room >= 20 && (f.size as usize) / 4 <= room * 2 {
+            if let Ok(bytes) = std::fs::read(index.root.join(&f.path)) {
+                let text = render_full(f, &String::from_utf8_lossy(&bytes));
+                let t = tok.count(&text);
+                if t <= room {
+                    chosen = Some((Mode::Full, text, t));
+                }
             }
         }
-        if let Some((text, t)) = best.filter(|_| lo > 0) {
-            used += t;
-            chosen[k] = Some((Mode::Skeleton, text, t));
+        if chosen.is_none() {
+            let room = remaining.min(skeleton_cap);
+            let lines = skeleton_lines(f);
+            let text = render_skeleton(f, &lines, 0);
+            let t = tok.count(&text);
+            if t <= room {
+                chosen = Some((Mode::Skeleton, text, t));
+            } else if room >= 64 && !lines.is_empty() {
+                // Too big: keep as many leading definitions as fit (binary search on the count).
+                let (mut lo, mut hi) = (0usize, lines.len());
+                let mut best = None;
+                while lo < hi {
+                    let mid = (lo + hi).div_ceil(2);
+                    let text = render_skeleton(f, &lines[..mid], lines.len() - mid);
+                    let t = tok.count(&text);
+                    if t <= room {
+                        best = Some((Mode::Skeleton, text, t));
+                        lo = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                chosen = best;
+            }
         }
-    }
-    let files = cands
-        .iter()
-        .zip(chosen)
-        .filter_map(|(r, c)| {
-            let (mode, text, tokens) = c?;
-            Some(Entry {
-                path: index.files[r.file].path.clone(),
+        if let Some((mode, text, tokens)) = chosen {
+            used += tokens;
+            files.push(Entry {
+                path: f.path.clone(),
                 tokens,
                 mode,
                 score: r.score,
                 reasons: r.reasons.clone(),
                 text,
-            })
-        })
-        .collect();
+            });
+        }
+    }
     Selection { budget, used, files }
 }

@@ -35,6 +35,10 @@ pub struct Weights {
     pub path: f32,
     /// Weight of mentioned symbols defined in the file.
     pub symbol: f32,
+    /// Weight of message fragments (string literals of the file) quoted in the text.
+    pub literal: f32,
+    /// Weight of terms inside `<details>` blocks (environment dumps, logs) relative to others.
+    pub details_terms: f32,
     /// Weight of a file named outright (path, file name, module, stack frame).
     pub named: f32,
     /// Weight of personalised PageRank.
@@ -60,6 +64,8 @@ impl Default for Weights {
             path: 0.6,
             symbol: 1.0,
             named: 1.5,
+            literal: 0.8,
+            details_terms: 0.2,
             pagerank: 0.4,
             neighbour: 0.2,
             neighbour_sources: 3,
@@ -157,6 +163,18 @@ fn code_mask(text: &str) -> Vec<bool> {
     mask
 }
 
+/// Byte mask of `text` inside `<details>` … `</details>` (GitHub's fold for environment dumps).
+fn details_mask(text: &str) -> Vec<bool> {
+    let mut mask = vec![false; text.len()];
+    let mut from = 0;
+    while let Some(start) = text[from..].find("<details").map(|i| i + from) {
+        let end = text[start..].find("</details>").map(|i| start + i + 10).unwrap_or(text.len());
+        mask[start..end].iter_mut().for_each(|m| *m = true);
+        from = end;
+    }
+    mask
+}
+
 fn looks_like_code(ident: &str) -> bool {
     let b = ident.as_bytes();
     ident.contains('_') || b.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
@@ -170,22 +188,25 @@ fn parse_query(text: &str, w: &Weights) -> Query {
         pairs: HashSet::new(),
         dotted: HashSet::new(),
     };
-    let mut counts: HashMap<String, u32> = HashMap::new();
+    let details = details_mask(text);
+    let mut counts: HashMap<String, f32> = HashMap::new();
     for ident in identifiers(text) {
         if ident.len() > 60 {
             continue;
         }
+        let at = ident.as_ptr() as usize - text.as_ptr() as usize;
+        let wt = if details.get(at).copied().unwrap_or(false) { w.details_terms } else { 1.0 };
         let parts = split_identifier(ident);
         if parts.len() > 1 {
-            *counts.entry(ident.to_lowercase()).or_insert(0) += 1;
+            *counts.entry(ident.to_lowercase()).or_insert(0.0) += wt;
         }
         for p in parts {
-            *counts.entry(p).or_insert(0) += 1;
+            *counts.entry(p).or_insert(0.0) += wt;
         }
     }
     for (t, c) in counts {
         if t.len() >= 2 && !stopword(&t) {
-            q.terms.insert(t, 1.0 + (c as f32).ln());
+            q.terms.insert(t, if c >= 1.0 { 1.0 + c.ln() } else { c });
         }
     }
     let Some((frame_re, path_re, ident_re)) = res() else { return q };
@@ -237,10 +258,28 @@ fn normalise(v: &mut [f32]) {
 /// or foreign paths (`/usr/lib/python3/site-packages/pkg/mod.py` → `pkg/mod.py`).
 fn match_path(index: &Index, by_name: &HashMap<&str, Vec<usize>>, mention: &str) -> Vec<usize> {
     let mention = mention.trim_start_matches("./");
+    let foreign = mention.starts_with('/')
+        || mention.starts_with('~')
+        || mention.get(1..3) == Some(":/")
+        || mention.contains("site-packages/")
+        || mention.contains("dist-packages/");
     let comps: Vec<&str> = mention.split('/').filter(|c| !c.is_empty()).collect();
     let Some(name) = comps.last() else { return Vec::new() };
     let Some(cands) = by_name.get(name) else { return Vec::new() };
-    for k in 0..comps.len() {
+    // A relative mention must match whole; a foreign (absolute, installed) path may lose its
+    // leading directories, down to `dir/file`, or the file alone if its name is distinctive.
+    let shortest = if !foreign {
+        0
+    } else if name.len() >= 8 {
+        comps.len() - 1
+    } else {
+        comps.len().saturating_sub(2)
+    };
+    let last_try = if foreign { shortest } else { 0 };
+    for k in 0..=last_try {
+        if k >= comps.len() {
+            break;
+        }
         let suffix = comps[k..].join("/");
         let hits: Vec<usize> = cands
             .iter()
@@ -255,6 +294,39 @@ fn match_path(index: &Index, by_name: &HashMap<&str, Vec<usize>>, mention: &str)
         }
     }
     Vec::new()
+}
+
+/// Message fragments of each file quoted in `text`: score per file, and what matched.
+fn literal_hits(index: &Index, text: &str) -> (Vec<f32>, Vec<Vec<String>>) {
+    let n = index.files.len();
+    let mut owners: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, f) in index.files.iter().enumerate() {
+        for l in &f.facts.literals {
+            owners.entry(l.as_str()).or_default().push(i);
+        }
+    }
+    let patterns: Vec<&str> = owners.keys().copied().collect();
+    let mut score = vec![0f32; n];
+    let mut hits: Vec<Vec<String>> = vec![Vec::new(); n];
+    let Ok(ac) = aho_corasick::AhoCorasick::new(&patterns) else { return (score, hits) };
+    let mut seen = HashSet::new();
+    for m in ac.find_overlapping_iter(text) {
+        let p = patterns[m.pattern().as_usize()];
+        if !seen.insert(p) {
+            continue;
+        }
+        let files = &owners[p];
+        if files.len() > 10 {
+            continue;
+        }
+        for &f in files {
+            score[f] += (p.len() as f32).sqrt() / files.len() as f32;
+            if hits[f].len() < 3 {
+                hits[f].push(format!("\"{p}\""));
+            }
+        }
+    }
+    (score, hits)
 }
 
 /// Ranks the files of `index` for `text`; highest first, ties by path. Files with no signal at
@@ -446,6 +518,13 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
             }
         }
     }
+    let (mut lit, lit_hits) = literal_hits(index, text);
+    for (i, h) in lit_hits.into_iter().enumerate() {
+        if !h.is_empty() {
+            reasons[i].push(format!("contains text quoted in the task: {}", h.join(", ")));
+        }
+    }
+    normalise(&mut lit);
     for x in named.iter_mut() {
         *x = if *x > 0.0 { 1.0 + x.ln().max(0.0) * 0.3 } else { 0.0 };
     }
@@ -454,14 +533,13 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut s0 = vec![0f32; n];
     for i in 0..n {
         let f = &index.files[i];
-        let mut s = w.lexical * lex[i] + w.path * path[i] + w.symbol * sym[i] + w.named * named[i];
-        if !is_named[i] {
-            if is_test_path(&f.path) {
-                s *= w.test_prior;
-            }
-            if !f.lang.is_code() {
-                s *= w.text_prior;
-            }
+        let mut s = w.lexical * lex[i] + w.path * path[i] + w.symbol * sym[i] + w.literal * lit[i] + w.named * named[i];
+        if !is_named[i] && is_test_path(&f.path) {
+            s *= w.test_prior;
+        }
+        if !f.lang.is_code() {
+            // Config and docs a text names are usually the user's own copies.
+            s *= if is_named[i] { w.text_prior.sqrt() } else { w.text_prior };
         }
         s0[i] = s;
     }
