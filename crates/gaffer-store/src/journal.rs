@@ -1,0 +1,160 @@
+//! The journal trait: what the engine, server and CLI may ask of a store.
+//! Backends (SQLite now, PostgreSQL later) implement it with the same meaning.
+
+use crate::projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
+use crate::Result;
+use gaffer_core::{Event, StreamId, StreamState, Timestamp};
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// An event to append, with the time the edge observed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// When (ms since the epoch).
+    pub at: Timestamp,
+    /// What.
+    pub event: Event,
+}
+
+impl NewEvent {
+    /// An event observed now.
+    pub fn now(event: Event) -> Self {
+        Self {
+            at: now_ms(),
+            event,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, from the system clock.
+pub fn now_ms() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// An event as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordedEvent {
+    /// Global position: strictly increasing across the journal.
+    pub pos: i64,
+    /// The stream.
+    pub stream_id: String,
+    /// Position in the stream, from 1.
+    pub seq: i64,
+    /// When (ms).
+    pub at: Timestamp,
+    /// The event.
+    pub event: Event,
+    /// Hash of this event (chained).
+    pub hash: String,
+}
+
+/// The head of a stream after an append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The new head seq.
+    pub head_seq: i64,
+    /// The new head hash.
+    pub head_hash: String,
+}
+
+/// Filters for listing tasks.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only this project.
+    pub project_id: Option<String>,
+    /// Only this stage.
+    pub stage: Option<String>,
+    /// At most this many (newest first).
+    pub limit: Option<i64>,
+    /// Skip this many.
+    pub offset: Option<i64>,
+}
+
+/// A task with everything that hangs off it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskView {
+    /// The task row.
+    pub task: TaskRow,
+    /// Its steps, in recording order.
+    pub steps: Vec<StepRow>,
+    /// Its approvals, oldest first.
+    pub approvals: Vec<ApprovalRow>,
+    /// Its sessions, oldest first.
+    pub sessions: Vec<SessionRow>,
+    /// Head seq of its stream.
+    pub head_seq: i64,
+}
+
+/// The first broken link found by [`Journal::verify`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Broken {
+    /// The stream (task or project id), or `projections`.
+    pub stream: String,
+    /// The seq of the first bad event (0 for projection mismatches).
+    pub seq: i64,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// What [`Journal::verify`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Streams checked.
+    pub streams: usize,
+    /// Events checked.
+    pub events: usize,
+    /// The first problem, if any.
+    pub broken: Option<Broken>,
+}
+
+/// The journal. Appends are the only writes; everything else is derived.
+#[async_trait::async_trait]
+pub trait Journal: Send + Sync {
+    /// Append `events` to `stream` if its head is still `expected_head` (0 for a new
+    /// stream). The reducer checks every event; projections change in the same
+    /// transaction. A stale head is [`crate::StoreError::Conflict`], never a fork.
+    async fn append(
+        &self,
+        stream: &StreamId,
+        expected_head: i64,
+        events: Vec<NewEvent>,
+    ) -> Result<Appended>;
+
+    /// The head seq of a stream (0 if it does not exist).
+    async fn head(&self, stream: &StreamId) -> Result<i64>;
+
+    /// A stream's state, replayed by the reducer (None if it does not exist).
+    async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>>;
+
+    /// A stream's events after `after_seq`.
+    async fn stream_events(&self, stream: &StreamId, after_seq: i64) -> Result<Vec<RecordedEvent>>;
+
+    /// Events across the journal after global position `after_pos`, at most `limit`.
+    async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>>;
+
+    /// Wakes on every committed event of this process's appends.
+    fn subscribe(&self) -> broadcast::Receiver<RecordedEvent>;
+
+    /// One task with its steps, approvals and sessions.
+    async fn task(&self, id: &str) -> Result<Option<TaskView>>;
+
+    /// Tasks, newest first.
+    async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
+
+    /// Every project, by name.
+    async fn projects(&self) -> Result<Vec<ProjectRow>>;
+
+    /// Every projection row as stored.
+    async fn projections(&self) -> Result<Projections>;
+
+    /// Recompute every projection from events alone, in one transaction.
+    /// Returns the number of events replayed.
+    async fn rebuild(&self) -> Result<usize>;
+
+    /// Check every hash chain, that every event replays, and that the stored
+    /// projections equal a rebuild. Changes nothing.
+    async fn verify(&self) -> Result<VerifyReport>;
+}

@@ -1,0 +1,310 @@
+use super::support::*;
+use gaffer_core::*;
+use gaffer_store::{Journal, StoreError};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+#[tokio::test]
+async fn appends_update_projections_in_the_same_transaction() {
+    let t = temp_journal().await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    let head = j
+        .append(
+            &"t-1".into(),
+            2,
+            vec![
+                at(Event::StepStarted {
+                    step_id: "s".into(),
+                }),
+                at(Event::ApprovalRequested {
+                    approval_id: "ap-1".into(),
+                    step_id: "s".into(),
+                    attempt: 1,
+                    kind: ApprovalKind::Tool,
+                    summary: "run `cargo publish`".into(),
+                    details: json!({"argv": ["cargo", "publish"]}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(head.head_seq, 4);
+    let view = j.task("t-1").await.unwrap().unwrap();
+    assert_eq!(view.task.stage, "queued");
+    assert_eq!(view.head_seq, 4);
+    assert_eq!(view.steps.len(), 1);
+    assert_eq!(view.steps[0].state, "started");
+    assert_eq!(view.approvals[0].state, "pending");
+    assert_eq!(view.approvals[0].project_id, "p-1");
+    let report = j.verify().await.unwrap();
+    assert_eq!(report.broken, None);
+    assert_eq!(report.events, 5);
+}
+
+#[tokio::test]
+async fn a_rejected_event_writes_nothing() {
+    let t = temp_journal().await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    let before = j.projections().await.unwrap();
+    // The batch's first event is fine, the second completes a step that never started.
+    let err = j
+        .append(
+            &"t-1".into(),
+            2,
+            vec![
+                at(Event::TaskStageEntered {
+                    stage: Stage::Planning,
+                }),
+                at(Event::StepCompleted {
+                    step_id: "s".into(),
+                    receipt: json!({}),
+                }),
+            ],
+        )
+        .await
+        .unwrap_err();
+    match err {
+        StoreError::Rejected { index, reason, .. } => {
+            assert_eq!(index, 1);
+            assert!(matches!(reason, Rejected::StepState { .. }), "{reason}");
+        }
+        other => panic!("expected a rejection, got {other}"),
+    }
+    assert_eq!(j.head(&"t-1".into()).await.unwrap(), 2);
+    assert_eq!(j.projections().await.unwrap(), before);
+    // The stream still accepts the right next event after the refusal.
+    j.append(
+        &"t-1".into(),
+        2,
+        vec![at(Event::TaskStageEntered {
+            stage: Stage::Planning,
+        })],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_head_is_a_conflict_not_a_fork() {
+    let t = temp_journal().await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    let err = j
+        .append(
+            &"t-1".into(),
+            1,
+            vec![at(Event::TaskStageEntered {
+                stage: Stage::Planning,
+            })],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(j.stream_events(&"t-1".into(), 0).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn two_concurrent_writers_with_the_same_head_exactly_one_wins() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    // A second handle on the same file stands for a second process: its own
+    // connections, its own cache, its own writer lock.
+    let other = open(&t.path()).await;
+    let stream = StreamId::from("t-1");
+    for round in 0..20 {
+        let head = t.journal.head(&stream).await.unwrap();
+        let a = t.journal.append(
+            &stream,
+            head,
+            vec![at(step(&format!("a{round}"), Intent::ReadOnly))],
+        );
+        let b = other.append(
+            &stream,
+            head,
+            vec![at(step(&format!("b{round}"), Intent::ReadOnly))],
+        );
+        let (a, b) = tokio::join!(a, b);
+        let wins = [a.is_ok(), b.is_ok()].iter().filter(|x| **x).count();
+        assert_eq!(wins, 1, "round {round}: {a:?} / {b:?}");
+        let loser = if a.is_ok() { b } else { a };
+        assert!(
+            matches!(loser, Err(StoreError::Conflict { .. })),
+            "{loser:?}"
+        );
+        assert_eq!(t.journal.head(&"t-1".into()).await.unwrap(), head + 1);
+    }
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+}
+
+#[tokio::test]
+async fn many_tasks_racing_on_one_handle_never_fork() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let j = std::sync::Arc::new(t.journal);
+    let mut handles = Vec::new();
+    for i in 0..16 {
+        let j = j.clone();
+        handles.push(tokio::spawn(async move {
+            j.append(
+                &"t-1".into(),
+                2,
+                vec![at(step(&format!("x{i}"), Intent::ReadOnly))],
+            )
+            .await
+            .is_ok()
+        }));
+    }
+    let mut wins = 0;
+    for h in handles {
+        wins += usize::from(h.await.unwrap());
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(j.head(&"t-1".into()).await.unwrap(), 3);
+}
+
+#[tokio::test]
+async fn a_task_for_an_unknown_project_is_refused_and_nothing_is_stored() {
+    let t = temp_journal().await;
+    let err = t
+        .journal
+        .append(&"t-1".into(), 0, vec![at(task("t-1", "p-nope"))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Constraint(_)), "{err}");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert_eq!(t.journal.head(&"t-1".into()).await.unwrap(), 0);
+    assert!(t.journal.events_after(0, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_approval_id_is_unique_across_tasks() {
+    let t = temp_journal().await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    j.append(
+        &"t-2".into(),
+        0,
+        vec![at(task("t-2", "p-1")), at(step("s", Intent::ReadOnly))],
+    )
+    .await
+    .unwrap();
+    let ask = |task_step: &str| Event::ApprovalRequested {
+        approval_id: "ap-same".into(),
+        step_id: task_step.into(),
+        attempt: 1,
+        kind: ApprovalKind::Plan,
+        summary: "approve the plan".into(),
+        details: json!(null),
+    };
+    j.append(&"t-1".into(), 2, vec![at(ask("s"))])
+        .await
+        .unwrap();
+    let err = j
+        .append(&"t-2".into(), 2, vec![at(ask("s"))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Constraint(_)), "{err}");
+    assert_eq!(j.head(&"t-2".into()).await.unwrap(), 2);
+    assert_eq!(j.verify().await.unwrap().broken, None);
+}
+
+#[tokio::test]
+async fn subscribers_are_woken_by_committed_events_in_order() {
+    let t = temp_journal().await;
+    let mut rx = t.journal.subscribe();
+    seeded(&t.journal, "p-1", "t-1").await;
+    let kinds: Vec<_> = (0..3)
+        .map(|_| rx.try_recv().unwrap().event.kind())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["project_registered", "task_created", "step_intent_recorded"]
+    );
+    let all = t.journal.events_after(0, 100).await.unwrap();
+    assert!(all.windows(2).all(|w| w[0].pos < w[1].pos));
+}
+
+#[tokio::test]
+async fn events_cannot_be_updated_or_deleted_through_sql() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let pool = t.journal.pool();
+    let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE seq = 1")
+        .execute(pool)
+        .await;
+    assert!(upd.unwrap_err().to_string().contains("append-only"));
+    let del = sqlx::query("DELETE FROM events").execute(pool).await;
+    assert!(del.unwrap_err().to_string().contains("append-only"));
+}
+
+#[tokio::test]
+async fn a_tampered_byte_in_the_file_is_found_by_verify() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    seeded(&t.journal, "p-2", "t-2").await;
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+    let TempJournal { dir, journal } = t;
+    let path = dir.path().join("journal.db");
+    journal.close().await;
+    let mut bytes = std::fs::read(&path).unwrap();
+    let needle = b"request for t-2: add an installation";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the event is in the main file after close");
+    bytes[at + needle.len() - 1] = b'X'; // "installatioX"
+    std::fs::write(&path, &bytes).unwrap();
+    let journal = open(&path).await;
+    let report = journal.verify().await.unwrap();
+    let broken = report.broken.expect("tampering must be found");
+    assert_eq!(
+        (broken.stream.as_str(), broken.seq),
+        ("t-2", 1),
+        "{broken:?}"
+    );
+    assert!(broken.problem.contains("hash"), "{broken:?}");
+}
+
+#[tokio::test]
+async fn a_projection_edited_behind_the_journals_back_is_found_and_rebuild_repairs_it() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    sqlx::query("UPDATE tasks SET stage = 'done'")
+        .execute(t.journal.pool())
+        .await
+        .unwrap();
+    let broken = t.journal.verify().await.unwrap().broken.unwrap();
+    assert_eq!(broken.stream, "projections");
+    assert!(broken.problem.contains("tasks"), "{broken:?}");
+    t.journal.rebuild().await.unwrap();
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+    assert_eq!(
+        t.journal.task("t-1").await.unwrap().unwrap().task.stage,
+        "queued"
+    );
+}
+
+#[tokio::test]
+async fn state_replays_the_stream() {
+    let t = temp_journal().await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    match t.journal.state(&"t-1".into()).await.unwrap() {
+        Some(StreamState::Task(task)) => {
+            assert_eq!(task.frontier().runnable, vec![StepId::from("s")]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.journal.state(&"t-none".into()).await.unwrap(), None);
+}

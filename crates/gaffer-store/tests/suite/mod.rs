@@ -1,0 +1,5 @@
+mod crash;
+mod journal;
+mod schema;
+mod support;
+mod workload;
