@@ -21,7 +21,7 @@ pub mod claude;
 pub mod codex;
 mod error;
 pub mod llm;
-mod patch;
+pub mod patch;
 mod process;
 pub mod ratelimit;
 mod redact;

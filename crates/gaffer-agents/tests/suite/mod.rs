@@ -1,3 +1,5 @@
 mod claude;
+mod toolloop;
+mod tools;
 mod support;
 mod workspace;
