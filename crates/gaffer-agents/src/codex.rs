@@ -1,1 +1,473 @@
-//! todo
+//! Codex backend: `codex app-server`, JSON-RPC 2.0 over stdio (JSONL, `"jsonrpc"` header
+//! omitted). `initialize` / `initialized`, `thread/start` (cwd, model, `approvalPolicy:
+//! "on-request"`, `sandbox: "read-only" | "workspace-write"`), `thread/resume`,
+//! `turn/start`, `turn/interrupt`. `item/commandExecution/requestApproval` and
+//! `item/fileChange/requestApproval` go through the [`ApprovalGate`] and are answered
+//! `{"decision": "accept" | "decline"}`.
+//!
+//! (`codex exec --json` cannot ask a human, so it is not used here: it would only be a
+//! fallback when the user allows full auto.)
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::error::{AgentError, Result};
+use crate::process::{find_executable, AgentProcess};
+use crate::redact::Redactor;
+use crate::session::{
+    driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
+    Offer, PermissionBroker,
+};
+use crate::types::{
+    AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
+    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
+};
+use crate::workspace::{canonical_workspace, workspace_key};
+
+const AGENT: &str = "codex";
+
+/// Configuration of the Codex backend.
+#[derive(Debug, Clone, Default)]
+pub struct CodexConfig {
+    /// Executable; default: `GAFFER_CODEX_BIN`, then `codex` on PATH.
+    pub bin: Option<PathBuf>,
+    /// Arguments; default `["app-server"]`.
+    pub args: Option<Vec<String>>,
+    /// Redactor.
+    pub redactor: Arc<Redactor>,
+}
+
+/// The Codex app-server backend.
+#[derive(Debug, Clone, Default)]
+pub struct CodexBackend {
+    cfg: CodexConfig,
+}
+
+/// The `thread/start` params gaffer sends.
+pub fn thread_start_params(opts: &StartOptions, cwd: &str) -> Value {
+    let mut p = json!({
+        "cwd": cwd,
+        "approvalPolicy": "on-request",
+        "sandbox": match opts.mode { Mode::ReadOnly => "read-only", Mode::ReadWrite => "workspace-write" },
+    });
+    if let Some(m) = &opts.model {
+        p["model"] = json!(m);
+    }
+    if !opts.role_prompt.is_empty() {
+        p["developerInstructions"] = json!(opts.role_prompt);
+    }
+    p
+}
+
+impl CodexBackend {
+    /// A backend.
+    pub fn new(cfg: CodexConfig) -> Self {
+        CodexBackend { cfg }
+    }
+
+    async fn launch(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+        resume: Option<&str>,
+    ) -> Result<Box<dyn AgentSession>> {
+        let ws = canonical_workspace(&opts.workspace)?;
+        let bin = match &self.cfg.bin {
+            Some(b) => b.clone(),
+            None => find_executable("GAFFER_CODEX_BIN", "codex")?,
+        };
+        let args = self
+            .cfg
+            .args
+            .clone()
+            .unwrap_or_else(|| vec!["app-server".into()]);
+        let mut p = AgentProcess::spawn(AGENT, &bin, &args, &ws, &opts.agent_env())?;
+        let mut next_id: i64 = 0;
+        let init = rpc(
+            &mut p,
+            &mut next_id,
+            "initialize",
+            json!({"clientInfo": {"name": "gaffer", "title": "gaffer", "version": env!("CARGO_PKG_VERSION")}}),
+        )
+        .await?;
+        if let Err(m) = init {
+            return Err(AgentError::Rejected { agent: AGENT.into(), method: "initialize".into(), message: m });
+        }
+        p.send(&json!({"method": "initialized"})).await?;
+        let cwd = ws.to_string_lossy().into_owned();
+        let (method, params) = match resume {
+            Some(id) => {
+                let mut params = thread_start_params(&opts, &cwd);
+                params["threadId"] = json!(id);
+                ("thread/resume", params)
+            }
+            None => ("thread/start", thread_start_params(&opts, &cwd)),
+        };
+        let thread = match rpc(&mut p, &mut next_id, method, params).await? {
+            Ok(v) => v,
+            Err(message) => {
+                p.kill().await;
+                return Err(match resume {
+                    Some(id) => AgentError::SessionGone {
+                        agent: AGENT.into(),
+                        session_id: id.into(),
+                        detail: format!("thread/resume failed: {message}"),
+                    },
+                    None => AgentError::Rejected { agent: AGENT.into(), method: method.into(), message },
+                });
+            }
+        };
+        let thread_id = thread
+            .pointer("/thread/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| p.malformed(&thread.to_string(), format!("{method} result has no thread.id")))?
+            .to_string();
+        if let Some(id) = resume {
+            if id != thread_id {
+                p.kill().await;
+                return Err(AgentError::SessionMismatch { agent: AGENT.into(), expected: id.into(), reported: thread_id });
+            }
+        }
+        let record = SessionRecord {
+            agent: AgentKind::Codex,
+            role: opts.role.clone(),
+            workspace_key: workspace_key(&ws),
+            session_id: thread_id.clone(),
+            verified: true,
+        };
+        let (record, cmd_tx, cmd_rx, em, events_rx) = driver_channels(record, self.cfg.redactor.clone());
+        let task = tokio::spawn(drive(p, cmd_rx, em, gate, thread_id, next_id));
+        Ok(Box::new(DriverSession { record, cmd_tx, events_rx, task: Some(task) }))
+    }
+}
+
+/// Send a request and read until its response. Notifications before it are ignored.
+/// `Ok(Err(message))` is a JSON-RPC error response.
+async fn rpc(
+    p: &mut AgentProcess,
+    next_id: &mut i64,
+    method: &str,
+    params: Value,
+) -> Result<std::result::Result<Value, String>> {
+    *next_id += 1;
+    let id = *next_id;
+    p.send(&json!({"method": method, "id": id, "params": params})).await?;
+    loop {
+        let line = match p.lines.next_line().await {
+            Ok(Some(l)) => l,
+            _ => {
+                let status = p.exit_status().await;
+                return Err(AgentError::ExitedMidTurn {
+                    agent: AGENT.into(),
+                    status: format!("{status} while waiting for the {method} response"),
+                    stderr: p.stderr_tail(),
+                });
+            }
+        };
+        p.line_no += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
+        if v.get("id").and_then(Value::as_i64) == Some(id) && v.get("method").is_none() {
+            if let Some(e) = v.get("error") {
+                let m = e.get("message").and_then(Value::as_str).unwrap_or("error").to_string();
+                return Ok(Err(m));
+            }
+            return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
+        }
+    }
+}
+
+#[async_trait]
+impl AgentBackend for CodexBackend {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Codex
+    }
+    async fn start(&self, opts: StartOptions, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+        self.launch(opts, gate, None).await
+    }
+    async fn resume(
+        &self,
+        opts: StartOptions,
+        session_id: &str,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
+        self.launch(opts, gate, Some(session_id)).await
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    input: u64,
+    cached: u64,
+    output: u64,
+}
+
+struct State {
+    thread: String,
+    turn: Option<String>,
+    in_turn: bool,
+    next_id: i64,
+    items: HashMap<String, Value>,
+    last_text: String,
+    totals: Totals,
+    at_turn_start: Totals,
+    error: Option<String>,
+    turn_start_req: Option<i64>,
+}
+
+async fn drive(
+    mut p: AgentProcess,
+    mut cmd_rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    em: Emitter,
+    gate: Arc<dyn ApprovalGate>,
+    thread: String,
+    next_id: i64,
+) {
+    let (mut broker, mut decided_rx) = PermissionBroker::<Value>::new(gate);
+    let mut st = State {
+        thread,
+        turn: None,
+        in_turn: false,
+        next_id,
+        items: HashMap::new(),
+        last_text: String::new(),
+        totals: Totals::default(),
+        at_turn_start: Totals::default(),
+        error: None,
+        turn_start_req: None,
+    };
+    loop {
+        tokio::select! {
+            line = p.lines.next_line() => match line {
+                Ok(Some(line)) => {
+                    p.line_no += 1;
+                    if line.trim().is_empty() { continue; }
+                    if let Err(e) = handle_line(&mut p, &line, &em, &mut broker, &mut st).await {
+                        em.error(e).await;
+                        p.kill().await;
+                        return;
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    let status = p.exit_status().await;
+                    if st.in_turn {
+                        let stderr = em.redactor().redact(&p.stderr_tail());
+                        em.error(AgentError::ExitedMidTurn { agent: AGENT.into(), status, stderr }).await;
+                    }
+                    return;
+                }
+            },
+            cmd = cmd_rx.recv() => match cmd {
+                Some(Command::Turn(text)) => {
+                    if st.in_turn { em.error(AgentError::TurnInProgress).await; continue; }
+                    st.in_turn = true;
+                    st.error = None;
+                    st.last_text.clear();
+                    st.at_turn_start = st.totals;
+                    st.next_id += 1;
+                    st.turn_start_req = Some(st.next_id);
+                    let msg = json!({"method": "turn/start", "id": st.next_id, "params": {
+                        "threadId": st.thread, "input": [{"type": "text", "text": text}]}});
+                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                }
+                Some(Command::Cancel) => {
+                    if let Some(turn) = st.turn.clone() {
+                        st.next_id += 1;
+                        let msg = json!({"method": "turn/interrupt", "id": st.next_id,
+                            "params": {"threadId": st.thread, "turnId": turn}});
+                        let _ = p.send(&msg).await;
+                    }
+                }
+                Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &key, d).await.is_err() { return; } }
+                Some(Command::Shutdown) | None => { p.kill().await; return; }
+            },
+            Some((key, d)) = decided_rx.recv() => {
+                if relay(&mut p, &em, &mut broker, &key, d).await.is_err() { return; }
+            }
+        }
+    }
+}
+
+async fn relay(
+    p: &mut AgentProcess,
+    em: &Emitter,
+    broker: &mut PermissionBroker<Value>,
+    key: &str,
+    d: PermissionDecision,
+) -> Result<()> {
+    let Some(wires) = broker.resolve(key, &d) else { return Ok(()) };
+    for w in wires {
+        p.send(&json!({"id": w, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
+    }
+    em.emit(AgentEvent::PermissionResolved { request_id: key.into(), decision: d }).await;
+    Ok(())
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn breakdown(v: &Value) -> Totals {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Totals { input: n("inputTokens"), cached: n("cachedInputTokens"), output: n("outputTokens") }
+}
+
+async fn handle_line(
+    p: &mut AgentProcess,
+    line: &str,
+    em: &Emitter,
+    broker: &mut PermissionBroker<Value>,
+    st: &mut State,
+) -> Result<()> {
+    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
+    let method = v.get("method").and_then(Value::as_str);
+    let id = v.get("id").cloned();
+    match (method, id) {
+        // A response to one of our requests.
+        (None, Some(id)) => {
+            if let Some(e) = v.get("error") {
+                let m = s(e, "message").to_string();
+                if id.as_i64() == st.turn_start_req && st.in_turn {
+                    st.in_turn = false;
+                    return Err(AgentError::Rejected { agent: AGENT.into(), method: "turn/start".into(), message: m });
+                }
+                tracing::warn!(agent = AGENT, error = %em.redactor().redact(&m), "request failed");
+            } else if id.as_i64() == st.turn_start_req {
+                if let Some(t) = v.pointer("/result/turn/id").and_then(Value::as_str) {
+                    st.turn = Some(t.to_string());
+                }
+            }
+        }
+        // A request from the server.
+        (Some(m), Some(id)) => {
+            let params = v.get("params").cloned().unwrap_or(Value::Null);
+            let kind = match m {
+                "item/commandExecution/requestApproval" => PermissionKind::Command,
+                "item/fileChange/requestApproval" => PermissionKind::FileChange,
+                other => {
+                    p.send(&json!({"id": id, "error": {"code": -32601, "message": format!("gaffer does not handle {other}")}})).await?;
+                    return Ok(());
+                }
+            };
+            let item_id = s(&params, "itemId").to_string();
+            let input = match kind {
+                PermissionKind::Command => json!({"command": params.get("command"), "cwd": params.get("cwd")}),
+                _ => st.items.get(&item_id).and_then(|i| i.get("changes").cloned()).map(|c| json!({"changes": c})).unwrap_or(Value::Null),
+            };
+            let pr = PermissionRequest {
+                id: format!("codex:{}:{}", st.thread, item_id),
+                agent: AgentKind::Codex,
+                session_id: st.thread.clone(),
+                tool_name: if kind == PermissionKind::Command { "commandExecution".into() } else { "fileChange".into() },
+                input,
+                kind,
+                reason: params.get("reason").and_then(Value::as_str).map(str::to_string),
+            };
+            let pr = em.redactor().redact_serde(pr);
+            match broker.offer(id.clone(), &pr) {
+                Offer::Asked => { em.emit(AgentEvent::PermissionRequested { request: pr }).await; }
+                Offer::Joined => {}
+                Offer::Decided(d) => {
+                    p.send(&json!({"id": id, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
+                }
+            }
+        }
+        (Some(m), None) => {
+            let params = v.get("params").cloned().unwrap_or(Value::Null);
+            match m {
+                "turn/started" => {
+                    if let Some(t) = params.pointer("/turn/id").and_then(Value::as_str) { st.turn = Some(t.into()); }
+                }
+                "item/started" => {
+                    let item = params.get("item").cloned().unwrap_or(Value::Null);
+                    let iid = s(&item, "id").to_string();
+                    match s(&item, "type") {
+                        "commandExecution" => em.emit(AgentEvent::ToolCall { call_id: iid.clone(), name: "commandExecution".into(),
+                            input: json!({"command": item.get("command"), "cwd": item.get("cwd")}) }).await,
+                        "fileChange" => em.emit(AgentEvent::ToolCall { call_id: iid.clone(), name: "fileChange".into(),
+                            input: json!({"changes": item.get("changes")}) }).await,
+                        "mcpToolCall" => em.emit(AgentEvent::ToolCall { call_id: iid.clone(), name: format!("{}/{}", s(&item, "server"), s(&item, "tool")),
+                            input: item.get("arguments").cloned().unwrap_or(Value::Null) }).await,
+                        _ => true,
+                    };
+                    st.items.insert(iid, item);
+                }
+                "item/completed" => {
+                    let item = params.get("item").cloned().unwrap_or(Value::Null);
+                    let iid = s(&item, "id").to_string();
+                    let status = s(&item, "status");
+                    match s(&item, "type") {
+                        "agentMessage" => {
+                            st.last_text = s(&item, "text").to_string();
+                            em.emit(AgentEvent::AssistantText { text: st.last_text.clone() }).await;
+                        }
+                        "commandExecution" => {
+                            let exit = item.get("exitCode").and_then(Value::as_i64);
+                            let out = item.get("aggregatedOutput").and_then(Value::as_str).unwrap_or("").to_string();
+                            let is_error = status != "completed" || exit.is_some_and(|c| c != 0);
+                            let out = if status == "declined" && out.is_empty() { "declined".to_string() } else { out };
+                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: out, is_error }).await;
+                        }
+                        "fileChange" => {
+                            if status == "completed" {
+                                for c in item.get("changes").and_then(Value::as_array).cloned().unwrap_or_default() {
+                                    let kind = match c.get("kind") {
+                                        Some(Value::String(k)) => k.clone(),
+                                        Some(k) => s(k, "type").to_string(),
+                                        None => "update".into(),
+                                    };
+                                    em.emit(AgentEvent::FileChange { path: s(&c, "path").into(), kind,
+                                        diff: c.get("diff").and_then(Value::as_str).map(str::to_string) }).await;
+                                }
+                            }
+                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: status.to_string(), is_error: status != "completed" }).await;
+                        }
+                        "mcpToolCall" => {
+                            let out = item.get("result").or_else(|| item.get("error")).map(|r| r.to_string()).unwrap_or_default();
+                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: out, is_error: status != "completed" }).await;
+                        }
+                        _ => {}
+                    }
+                    st.items.remove(&iid);
+                }
+                "thread/tokenUsage/updated" => {
+                    if let Some(t) = params.pointer("/tokenUsage/total") { st.totals = breakdown(t); }
+                }
+                "error" => {
+                    st.error = params.pointer("/error/message").and_then(Value::as_str).map(str::to_string);
+                }
+                "turn/completed" => {
+                    let turn = params.get("turn").cloned().unwrap_or(Value::Null);
+                    let status = match s(&turn, "status") {
+                        "completed" => TurnStatus::Completed,
+                        "interrupted" => TurnStatus::Interrupted,
+                        _ => TurnStatus::Failed,
+                    };
+                    let reason = turn.pointer("/error/message").and_then(Value::as_str).map(str::to_string).or(st.error.take());
+                    let d = Totals {
+                        input: st.totals.input.saturating_sub(st.at_turn_start.input),
+                        cached: st.totals.cached.saturating_sub(st.at_turn_start.cached),
+                        output: st.totals.output.saturating_sub(st.at_turn_start.output),
+                    };
+                    // Codex counts cached tokens inside inputTokens.
+                    let usage = Usage { input_tokens: d.input.saturating_sub(d.cached), output_tokens: d.output, cached_input_tokens: d.cached, cost_usd: None };
+                    st.in_turn = false;
+                    st.turn = None;
+                    em.emit(AgentEvent::Usage { usage }).await;
+                    em.emit(AgentEvent::TurnCompleted { result: TurnResult {
+                        status, text: st.last_text.clone(), usage, session_id: st.thread.clone(),
+                        reason: if status == TurnStatus::Completed { None } else { reason } } }).await;
+                }
+                _ => {}
+            }
+        }
+        (None, None) => return Err(p.malformed(line, "neither a request, a response nor a notification")),
+    }
+    Ok(())
+}

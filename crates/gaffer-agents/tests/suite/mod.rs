@@ -1,4 +1,5 @@
 mod claude;
+mod codex;
 mod toolloop;
 mod tools;
 mod support;
