@@ -1,1 +1,467 @@
-//! todo
+//! Agent Client Protocol backend (JSON-RPC 2.0 over stdio): Gemini CLI (`gemini --acp`)
+//! and any ACP agent given as a command. `initialize` → `session/new` (or `session/load`
+//! for resume, only where the agent advertises `loadSession`) → `session/prompt`;
+//! `session/update` notifications are normalized; `session/request_permission` goes
+//! through the [`ApprovalGate`]; `session/cancel` cancels.
+//!
+//! Written against the ACP schema by hand (field names as in the schema) rather than with
+//! the `agent-client-protocol` crate: its client side runs `!Send` futures on a
+//! `LocalSet`, which does not fit the `Send` session handles the engine holds, and gaffer
+//! needs only the client half of a handful of methods. We advertise no `fs` / `terminal`
+//! capabilities, so the agent uses its own tools and every risky one asks permission.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::error::{AgentError, Result};
+use crate::process::{find_executable, AgentProcess};
+use crate::redact::Redactor;
+use crate::session::{
+    driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
+    Offer, PermissionBroker,
+};
+use crate::types::{
+    AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest, SessionRecord,
+    StartOptions, TurnResult, TurnStatus, Usage,
+};
+use crate::workspace::{canonical_workspace, workspace_key};
+
+/// ACP protocol version gaffer speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// Configuration of one ACP agent.
+#[derive(Debug, Clone)]
+pub struct AcpConfig {
+    /// Name for logs and errors (`gemini`, ...).
+    pub name: String,
+    /// Executable; when `None`, `env_var` then `default_bin` on PATH.
+    pub bin: Option<PathBuf>,
+    /// Env var overriding the executable.
+    pub env_var: String,
+    /// Executable name looked up on PATH.
+    pub default_bin: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Redactor.
+    pub redactor: Arc<Redactor>,
+}
+
+impl AcpConfig {
+    /// Gemini CLI: `GAFFER_GEMINI_BIN` or `gemini` on PATH, with `--acp`.
+    pub fn gemini() -> Self {
+        AcpConfig {
+            name: "gemini".into(),
+            bin: None,
+            env_var: "GAFFER_GEMINI_BIN".into(),
+            default_bin: "gemini".into(),
+            args: vec!["--acp".into()],
+            redactor: Arc::new(Redactor::default()),
+        }
+    }
+    /// Any ACP agent command from config.
+    pub fn command(name: impl Into<String>, bin: PathBuf, args: Vec<String>) -> Self {
+        let name = name.into();
+        AcpConfig {
+            env_var: format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_")),
+            default_bin: name.clone(),
+            name,
+            bin: Some(bin),
+            args,
+            redactor: Arc::new(Redactor::default()),
+        }
+    }
+}
+
+/// The ACP backend.
+#[derive(Debug, Clone)]
+pub struct AcpBackend {
+    cfg: AcpConfig,
+}
+
+impl AcpBackend {
+    /// A backend.
+    pub fn new(cfg: AcpConfig) -> Self {
+        AcpBackend { cfg }
+    }
+
+    async fn launch(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+        resume: Option<&str>,
+    ) -> Result<Box<dyn AgentSession>> {
+        let agent = self.cfg.name.clone();
+        let ws = canonical_workspace(&opts.workspace)?;
+        let bin = match &self.cfg.bin {
+            Some(b) => b.clone(),
+            None => find_executable(&self.cfg.env_var, &self.cfg.default_bin)?,
+        };
+        let mut p = AgentProcess::spawn(&agent, &bin, &self.cfg.args, &ws, &opts.agent_env())?;
+        let mut next_id = 0i64;
+        let init = rpc(&mut p, &mut next_id, "initialize", json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+            "clientInfo": {"name": "gaffer", "version": env!("CARGO_PKG_VERSION")},
+        }))
+        .await?
+        .map_err(|m| AgentError::Rejected { agent: agent.clone(), method: "initialize".into(), message: m })?;
+        let load_session = init
+            .pointer("/agentCapabilities/loadSession")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let cwd = ws.to_string_lossy().into_owned();
+        let session_id = match resume {
+            Some(id) => {
+                if !load_session {
+                    p.kill().await;
+                    return Err(AgentError::SessionGone {
+                        agent,
+                        session_id: id.into(),
+                        detail: "the agent does not advertise loadSession, so its sessions cannot be resumed".into(),
+                    });
+                }
+                if let Err(m) = rpc(&mut p, &mut next_id, "session/load",
+                    json!({"sessionId": id, "cwd": cwd, "mcpServers": []})).await?
+                {
+                    p.kill().await;
+                    return Err(AgentError::SessionGone { agent, session_id: id.into(), detail: format!("session/load failed: {m}") });
+                }
+                id.to_string()
+            }
+            None => {
+                let r = rpc(&mut p, &mut next_id, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+                    .await?
+                    .map_err(|m| AgentError::Rejected { agent: agent.clone(), method: "session/new".into(), message: m })?;
+                r.get("sessionId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| p.malformed(&r.to_string(), "session/new result has no sessionId"))?
+                    .to_string()
+            }
+        };
+        let record = SessionRecord {
+            agent: AgentKind::Acp,
+            role: opts.role.clone(),
+            workspace_key: workspace_key(&ws),
+            session_id: session_id.clone(),
+            verified: true,
+        };
+        let (record, cmd_tx, cmd_rx, em, events_rx) = driver_channels(record, self.cfg.redactor.clone());
+        let preamble = (resume.is_none() && !opts.role_prompt.is_empty()).then(|| opts.role_prompt.clone());
+        let task = tokio::spawn(drive(p, cmd_rx, em, gate, session_id, next_id, agent, preamble));
+        Ok(Box::new(DriverSession { record, cmd_tx, events_rx, task: Some(task) }))
+    }
+}
+
+async fn rpc(
+    p: &mut AgentProcess,
+    next_id: &mut i64,
+    method: &str,
+    params: Value,
+) -> Result<std::result::Result<Value, String>> {
+    *next_id += 1;
+    let id = *next_id;
+    p.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+    loop {
+        let line = match p.lines.next_line().await {
+            Ok(Some(l)) => l,
+            _ => {
+                let status = p.exit_status().await;
+                return Err(AgentError::ExitedMidTurn {
+                    agent: p.agent.clone(),
+                    status: format!("{status} while waiting for the {method} response"),
+                    stderr: p.stderr_tail(),
+                });
+            }
+        };
+        p.line_no += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
+        if v.get("method").is_none() && v.get("id").and_then(Value::as_i64) == Some(id) {
+            if let Some(e) = v.get("error") {
+                return Ok(Err(e.get("message").and_then(Value::as_str).unwrap_or("error").to_string()));
+            }
+            return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
+        }
+        if let (Some(_), Some(rid)) = (v.get("method"), v.get("id")) {
+            // A request from the agent before the session exists: not supported.
+            p.send(&json!({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "not available during setup"}})).await?;
+        }
+    }
+}
+
+#[async_trait]
+impl AgentBackend for AcpBackend {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Acp
+    }
+    async fn start(&self, opts: StartOptions, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+        self.launch(opts, gate, None).await
+    }
+    async fn resume(&self, opts: StartOptions, session_id: &str, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+        self.launch(opts, gate, Some(session_id)).await
+    }
+}
+
+struct State {
+    agent: String,
+    session: String,
+    next_id: i64,
+    prompt_req: Option<i64>,
+    text: String,
+    tools: HashMap<String, (String, String)>,
+    pending: Vec<Value>,
+    options: HashMap<String, Vec<Value>>,
+    preamble: Option<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    mut p: AgentProcess,
+    mut cmd_rx: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    em: Emitter,
+    gate: Arc<dyn ApprovalGate>,
+    session: String,
+    next_id: i64,
+    agent: String,
+    preamble: Option<String>,
+) {
+    let (mut broker, mut decided_rx) = PermissionBroker::<Value>::new(gate);
+    let mut st = State {
+        agent,
+        session,
+        next_id,
+        prompt_req: None,
+        text: String::new(),
+        tools: HashMap::new(),
+        pending: Vec::new(),
+        options: HashMap::new(),
+        preamble,
+    };
+    loop {
+        tokio::select! {
+            line = p.lines.next_line() => match line {
+                Ok(Some(line)) => {
+                    p.line_no += 1;
+                    if line.trim().is_empty() { continue; }
+                    if let Err(e) = handle_line(&mut p, &line, &em, &mut broker, &mut st).await {
+                        em.error(e).await;
+                        p.kill().await;
+                        return;
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    let status = p.exit_status().await;
+                    if st.prompt_req.is_some() {
+                        let stderr = em.redactor().redact(&p.stderr_tail());
+                        em.error(AgentError::ExitedMidTurn { agent: st.agent.clone(), status, stderr }).await;
+                    }
+                    return;
+                }
+            },
+            cmd = cmd_rx.recv() => match cmd {
+                Some(Command::Turn(text)) => {
+                    if st.prompt_req.is_some() { em.error(AgentError::TurnInProgress).await; continue; }
+                    let text = match st.preamble.take() { Some(pre) => format!("{pre}\n\n{text}"), None => text };
+                    st.next_id += 1;
+                    st.prompt_req = Some(st.next_id);
+                    st.text.clear();
+                    let msg = json!({"jsonrpc": "2.0", "id": st.next_id, "method": "session/prompt",
+                        "params": {"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}});
+                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                }
+                Some(Command::Cancel) => {
+                    let _ = p.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": st.session}})).await;
+                    // The client must answer pending permission requests with `cancelled`.
+                    for w in std::mem::take(&mut st.pending) {
+                        broker.withdraw(&w);
+                        let _ = p.send(&json!({"jsonrpc": "2.0", "id": w, "result": {"outcome": {"outcome": "cancelled"}}})).await;
+                    }
+                }
+                Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &mut st, &key, d).await.is_err() { return; } }
+                Some(Command::Shutdown) | None => { p.kill().await; return; }
+            },
+            Some((key, d)) = decided_rx.recv() => {
+                if relay(&mut p, &em, &mut broker, &mut st, &key, d).await.is_err() { return; }
+            }
+        }
+    }
+}
+
+/// Pick the option id for a decision: the first `allow_once` (else `allow_always`) for
+/// allow; the first `reject_once` (else `reject_always`) for deny.
+fn pick_option(options: &[Value], allow: bool) -> Option<String> {
+    let prefs: &[&str] = if allow { &["allow_once", "allow_always"] } else { &["reject_once", "reject_always"] };
+    prefs.iter().find_map(|k| {
+        options
+            .iter()
+            .find(|o| o.get("kind").and_then(Value::as_str) == Some(k))
+            .and_then(|o| o.get("optionId").and_then(Value::as_str))
+            .map(str::to_string)
+    })
+}
+
+fn outcome(options: &[Value], d: &PermissionDecision) -> Value {
+    match pick_option(options, d.is_allow()) {
+        Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+        None => json!({"outcome": {"outcome": "cancelled"}}),
+    }
+}
+
+async fn relay(
+    p: &mut AgentProcess,
+    em: &Emitter,
+    broker: &mut PermissionBroker<Value>,
+    st: &mut State,
+    key: &str,
+    d: PermissionDecision,
+) -> Result<()> {
+    let Some(wires) = broker.resolve(key, &d) else { return Ok(()) };
+    let options = st.options.get(key).cloned().unwrap_or_default();
+    for w in wires {
+        st.pending.retain(|x| x != &w);
+        p.send(&json!({"jsonrpc": "2.0", "id": w, "result": outcome(&options, &d)})).await?;
+    }
+    em.emit(AgentEvent::PermissionResolved { request_id: key.into(), decision: d }).await;
+    Ok(())
+}
+
+fn content_text(v: &Value) -> String {
+    match v {
+        Value::Array(a) => a.iter().map(content_text).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n"),
+        Value::Object(_) => match v.get("type").and_then(Value::as_str) {
+            Some("text") => v.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+            Some("content") => content_text(v.get("content").unwrap_or(&Value::Null)),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+async fn handle_line(
+    p: &mut AgentProcess,
+    line: &str,
+    em: &Emitter,
+    broker: &mut PermissionBroker<Value>,
+    st: &mut State,
+) -> Result<()> {
+    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
+    let method = v.get("method").and_then(Value::as_str).map(str::to_string);
+    let id = v.get("id").cloned();
+    let params = v.get("params").cloned().unwrap_or(Value::Null);
+    match (method.as_deref(), id) {
+        (None, Some(id)) => {
+            if id.as_i64().is_some() && id.as_i64() == st.prompt_req {
+                st.prompt_req = None;
+                if let Some(e) = v.get("error") {
+                    return Err(AgentError::Rejected {
+                        agent: st.agent.clone(),
+                        method: "session/prompt".into(),
+                        message: e.get("message").and_then(Value::as_str).unwrap_or("error").into(),
+                    });
+                }
+                let stop = v.pointer("/result/stopReason").and_then(Value::as_str).unwrap_or("").to_string();
+                let status = match stop.as_str() {
+                    "end_turn" => TurnStatus::Completed,
+                    "cancelled" => TurnStatus::Interrupted,
+                    _ => TurnStatus::Failed,
+                };
+                em.emit(AgentEvent::TurnCompleted { result: TurnResult {
+                    status,
+                    text: std::mem::take(&mut st.text),
+                    usage: Usage::default(),
+                    session_id: st.session.clone(),
+                    reason: (status != TurnStatus::Completed).then_some(stop),
+                } }).await;
+            }
+        }
+        (Some("session/request_permission"), Some(id)) => {
+            let tc = params.get("toolCall").cloned().unwrap_or(Value::Null);
+            let tcid = tc.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
+            let (title, kind) = st.tools.get(&tcid).cloned().unwrap_or_default();
+            let title = tc.get("title").and_then(Value::as_str).map(str::to_string).unwrap_or(title);
+            let kind = tc.get("kind").and_then(Value::as_str).map(str::to_string).unwrap_or(kind);
+            let options = params.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            let pr = PermissionRequest {
+                id: format!("acp:{}:{}", st.session, tcid),
+                agent: AgentKind::Acp,
+                session_id: st.session.clone(),
+                tool_name: title,
+                input: tc.get("rawInput").cloned().unwrap_or(Value::Null),
+                kind: match kind.as_str() {
+                    "execute" => PermissionKind::Command,
+                    "edit" | "delete" | "move" => PermissionKind::FileChange,
+                    _ => PermissionKind::Tool,
+                },
+                reason: None,
+            };
+            let pr = em.redactor().redact_serde(pr);
+            st.options.insert(pr.id.clone(), options.clone());
+            match broker.offer(id.clone(), &pr) {
+                Offer::Asked => {
+                    st.pending.push(id);
+                    em.emit(AgentEvent::PermissionRequested { request: pr }).await;
+                }
+                Offer::Joined => st.pending.push(id),
+                Offer::Decided(d) => {
+                    p.send(&json!({"jsonrpc": "2.0", "id": id, "result": outcome(&options, &d)})).await?;
+                }
+            }
+        }
+        (Some(other), Some(id)) => {
+            // fs/*, terminal/*: not advertised, so not served.
+            p.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method not found: {other}")}})).await?;
+        }
+        (Some("session/update"), None) => {
+            let u = params.get("update").cloned().unwrap_or(Value::Null);
+            match u.get("sessionUpdate").and_then(Value::as_str) {
+                Some("agent_message_chunk") => {
+                    let t = content_text(u.get("content").unwrap_or(&Value::Null));
+                    if !t.is_empty() {
+                        st.text.push_str(&t);
+                        em.emit(AgentEvent::AssistantText { text: t }).await;
+                    }
+                }
+                Some("tool_call") => {
+                    let tcid = u.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
+                    let title = u.get("title").and_then(Value::as_str).unwrap_or("").to_string();
+                    let kind = u.get("kind").and_then(Value::as_str).unwrap_or("other").to_string();
+                    st.tools.insert(tcid.clone(), (title.clone(), kind));
+                    em.emit(AgentEvent::ToolCall { call_id: tcid, name: title, input: u.get("rawInput").cloned().unwrap_or(Value::Null) }).await;
+                }
+                Some("tool_call_update") => {
+                    let tcid = u.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
+                    let status = u.get("status").and_then(Value::as_str).unwrap_or("");
+                    if status == "completed" || status == "failed" {
+                        if status == "completed" {
+                            for c in u.get("content").and_then(Value::as_array).cloned().unwrap_or_default() {
+                                if c.get("type").and_then(Value::as_str) == Some("diff") {
+                                    let kind = if c.get("oldText").is_none_or(Value::is_null) { "add" } else { "update" };
+                                    em.emit(AgentEvent::FileChange {
+                                        path: c.get("path").and_then(Value::as_str).unwrap_or("").into(),
+                                        kind: kind.into(),
+                                        diff: c.get("newText").and_then(Value::as_str).map(str::to_string),
+                                    }).await;
+                                }
+                            }
+                        }
+                        let mut out = content_text(u.get("content").unwrap_or(&Value::Null));
+                        if out.is_empty() {
+                            out = u.get("rawOutput").map(|r| r.to_string()).unwrap_or_else(|| status.to_string());
+                        }
+                        em.emit(AgentEvent::ToolResult { call_id: tcid, output: out, is_error: status == "failed" }).await;
+                    }
+                }
+                _ => {} // thoughts, plans, commands, modes: not normalized
+            }
+        }
+        (Some(_), None) => {}
+        (None, None) => return Err(p.malformed(line, "neither a request, a response nor a notification")),
+    }
+    Ok(())
+}

@@ -1,3 +1,4 @@
+mod acp;
 mod claude;
 mod codex;
 mod toolloop;

@@ -1,4 +1,4 @@
-//! Fake `acp` agent executable for tests.
+//! Fake ACP agent executable for tests.
 fn main() {
-
+    gaffer_testkit::fakes::acp::main();
 }
