@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 
 /// Bump when the layout of cached values changes: old entries are then never read again.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The key of one cached value: a 32-byte digest plus the index format version.
 ///
@@ -146,7 +146,8 @@ impl IndexCache for DirCache {
     }
 
     fn put_many(&self, entries: &[(ContentKey, Vec<u8>)]) -> Result<()> {
-        for (k, v) in entries {
+        use rayon::prelude::*;
+        entries.par_iter().try_for_each(|(k, v)| {
             let path = self.path_of(k);
             let parent = path.parent().unwrap_or(&self.dir);
             std::fs::create_dir_all(parent)
@@ -154,8 +155,7 @@ impl IndexCache for DirCache {
             let tmp = path.with_extension(format!("tmp{}", std::process::id()));
             std::fs::write(&tmp, v).map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
             std::fs::rename(&tmp, &path)
-                .map_err(|e| Error::Cache(format!("renaming to {}: {e}", path.display())))?;
-        }
-        Ok(())
+                .map_err(|e| Error::Cache(format!("renaming to {}: {e}", path.display())))
+        })
     }
 }

@@ -52,6 +52,8 @@ struct Resolver<'a> {
     by_name: HashMap<&'a str, Vec<usize>>,
     /// Directory → files in it.
     by_dir: HashMap<&'a str, Vec<usize>>,
+    /// Go modules: (module path from `go.mod`, directory of that `go.mod`).
+    go_modules: Vec<(String, String)>,
 }
 
 fn dir_of(p: &str) -> &str {
@@ -90,6 +92,7 @@ impl<'a> Resolver<'a> {
             py_full: HashMap::new(),
             by_name: HashMap::new(),
             by_dir: HashMap::new(),
+            go_modules: Vec::new(),
         };
         for (i, f) in files.iter().enumerate() {
             r.by_path.insert(f.path.as_str(), i);
@@ -182,6 +185,26 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    fn resolve_go(&self, import: &str, out: &mut Vec<usize>) {
+        for (module, dir) in &self.go_modules {
+            let rest = if import == module {
+                Some("")
+            } else {
+                import.strip_prefix(module.as_str()).and_then(|r| r.strip_prefix('/'))
+            };
+            if let Some(rest) = rest {
+                let target = normalize(&format!("{dir}/{rest}"));
+                if let Some(files) = self.by_dir.get(target.as_str()) {
+                    out.extend(
+                        files.iter().copied().filter(|&i| self.files[i].lang == Lang::Go && !is_test_path(&self.files[i].path)),
+                    );
+                }
+                return;
+            }
+        }
+        self.resolve_dir_suffix(import, Lang::Go, out);
+    }
+
     fn resolve_dir_suffix(&self, suffix: &str, lang: Lang, out: &mut Vec<usize>) {
         let comps: Vec<&str> = suffix.split('/').collect();
         for k in 0..comps.len() {
@@ -241,7 +264,7 @@ impl<'a> Resolver<'a> {
         match self.files[from].lang {
             Lang::Python => self.resolve_python(from, imp, &mut out),
             Lang::JavaScript | Lang::TypeScript | Lang::Tsx => self.resolve_js(from, imp, &mut out),
-            Lang::Go => self.resolve_dir_suffix(&imp.module, Lang::Go, &mut out),
+            Lang::Go => self.resolve_go(&imp.module, &mut out),
             Lang::Java => {
                 if let Some(pkg) = imp.module.strip_suffix(".*") {
                     self.resolve_dir_suffix(&pkg.replace('.', "/"), Lang::Java, &mut out);
@@ -295,7 +318,16 @@ impl FileGraph {
     pub fn build(index: &Index) -> Self {
         let files = &index.files;
         let n = files.len();
-        let resolver = Resolver::new(files);
+        let mut resolver = Resolver::new(files);
+        for f in files.iter().filter(|f| f.path == "go.mod" || f.path.ends_with("/go.mod")) {
+            let Ok(text) = std::fs::read_to_string(index.root.join(&f.path)) else { continue };
+            if let Some(module) = text.lines().find_map(|l| l.trim().strip_prefix("module ")) {
+                let module = module.trim().trim_matches('"').to_string();
+                resolver.go_modules.push((module, dir_of(&f.path).to_string()));
+            }
+        }
+        // Longest module path first, so nested modules win.
+        resolver.go_modules.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
         let mut definers: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, f) in files.iter().enumerate() {
             for d in &f.facts.defs {

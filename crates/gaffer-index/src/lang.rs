@@ -141,10 +141,14 @@ static GRAMMARS: [OnceLock<Option<Grammar>>; 9] = [
 fn extra_tags(lang: Lang) -> &'static str {
     match lang {
         Lang::Python => {
-            "(attribute attribute: (identifier) @name) @reference.attribute\n\
-             (class_definition superclasses: (argument_list (identifier) @name) @reference.class)\n"
+            "(class_definition superclasses: (argument_list (identifier) @name) @reference.class)\n"
         }
         Lang::Go => "(type_spec name: (type_identifier) @name) @definition.type\n",
+        Lang::C => "(call_expression function: (identifier) @name) @reference.call\n",
+        Lang::Cpp => {
+            "(call_expression function: (identifier) @name) @reference.call\n\
+             (call_expression function: (field_expression field: (field_identifier) @name)) @reference.call\n"
+        }
         _ => "",
     }
 }
@@ -170,10 +174,11 @@ fn load(lang: Lang) -> Option<Grammar> {
         Lang::Cpp => (tree_sitter_cpp::LANGUAGE.into(), tree_sitter_cpp::TAGS_QUERY, tree_sitter_c::TAGS_QUERY),
         Lang::Text => return None,
     };
+    let extra = extra_tags(lang);
     let candidates = [
-        format!("{own}\n{base}\n{}", extra_tags(lang)),
+        format!("{own}\n{base}\n{extra}"),
         format!("{own}\n{base}"),
-        format!("{own}\n{}", extra_tags(lang)),
+        format!("{own}\n{extra}"),
         own.to_string(),
     ];
     for source in candidates {

@@ -102,13 +102,15 @@ pub struct PackOptions {
     pub file_share: f32,
     /// Share of the budget one skeleton may take (a larger one is cut).
     pub skeleton_share: f32,
+    /// Only the first this many ranked files get a skeleton cut to fit; others go in whole or not at all.
+    pub cut_skeletons: usize,
     /// How many ranked files are considered at most.
     pub max_candidates: usize,
 }
 
 impl Default for PackOptions {
     fn default() -> Self {
-        Self { budget: 8000, full_share: 0.8, file_share: 0.5, skeleton_share: 0.15, max_candidates: 200 }
+        Self { budget: 8000, full_share: 0.8, file_share: 0.5, skeleton_share: 0.15, cut_skeletons: 3, max_candidates: 200 }
     }
 }
 
@@ -157,7 +159,7 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
     let skeleton_cap = share(opts.skeleton_share).max(400);
     let mut used = 0usize;
     let mut files = Vec::new();
-    for r in ranked.iter().take(opts.max_candidates) {
+    for (k, r) in ranked.iter().take(opts.max_candidates).enumerate() {
         let remaining = budget.saturating_sub(used);
         if remaining < 24 {
             break;
@@ -182,8 +184,9 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
             let t = tok.count(&text);
             if t <= room {
                 chosen = Some((Mode::Skeleton, text, t));
-            } else if room >= 64 && !lines.is_empty() {
-                // Too big: keep as many leading definitions as fit (binary search on the count).
+            } else if k < opts.cut_skeletons && room >= 64 && !lines.is_empty() {
+                // Too big, but among the very top: keep as many leading definitions as fit
+                // (binary search on the count). Lower down a cut skeleton is not worth its room.
                 let (mut lo, mut hi) = (0usize, lines.len());
                 let mut best = None;
                 while lo < hi {
