@@ -18,7 +18,5 @@ pub use hash::{event_hash, GENESIS_HASH};
 pub use journal::{
     now_ms, Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView, VerifyReport,
 };
-pub use projection::{
-    ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, StreamRow, TaskRow,
-};
+pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
 pub use sqlite::{Durability, SqliteJournal};

@@ -130,24 +130,9 @@ pub struct SessionRow {
     pub started_at: i64,
 }
 
-/// One row of `streams`: the head of each stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
-pub struct StreamRow {
-    /// Stream id.
-    pub stream_id: String,
-    /// `task` | `project`.
-    pub kind: String,
-    /// Last seq.
-    pub head_seq: i64,
-    /// Hash of the last event.
-    pub head_hash: String,
-}
-
 /// Every projection row, sorted by key: what `verify` compares.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Projections {
-    /// `streams`, by stream id.
-    pub streams: Vec<StreamRow>,
     /// `projects`, by id.
     pub projects: Vec<ProjectRow>,
     /// `tasks`, by id.
@@ -163,7 +148,6 @@ pub struct Projections {
 impl Projections {
     /// Sort every table by its key so two sets compare equal regardless of origin.
     pub fn sort(&mut self) {
-        self.streams.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
         self.projects.sort_by(|a, b| a.id.cmp(&b.id));
         self.tasks.sort_by(|a, b| a.id.cmp(&b.id));
         self.steps
@@ -173,8 +157,7 @@ impl Projections {
     }
 
     /// Add every row of one stream's state.
-    pub fn add_stream(&mut self, state: &StreamState, head: StreamRow) {
-        self.streams.push(head);
+    pub fn add_stream(&mut self, state: &StreamState) {
         match state {
             StreamState::Project(p) => self.projects.push(project_row(p)),
             StreamState::Task(t) => {
@@ -203,8 +186,7 @@ impl Projections {
                 .find(|(x, y)| x != y)
                 .map(|(x, y)| format!("{table}: live {x:?} != rebuilt {y:?}"))
         }
-        diff("streams", &self.streams, &other.streams)
-            .or_else(|| diff("projects", &self.projects, &other.projects))
+        diff("projects", &self.projects, &other.projects)
             .or_else(|| diff("tasks", &self.tasks, &other.tasks))
             .or_else(|| diff("steps", &self.steps, &other.steps))
             .or_else(|| diff("approvals", &self.approvals, &other.approvals))

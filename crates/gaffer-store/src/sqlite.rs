@@ -6,7 +6,7 @@ use crate::journal::{
 };
 use crate::projection::{
     approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
-    Projections, SessionRow, StepRow, StreamRow, TaskRow,
+    Projections, SessionRow, StepRow, TaskRow,
 };
 use crate::{Result, StoreError};
 use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
@@ -101,6 +101,10 @@ impl SqliteJournal {
 
     /// Close every connection, checkpointing the WAL into the main file.
     pub async fn close(self) {
+        // Best effort: a failed checkpoint leaves the WAL, which the next open replays.
+        let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await;
         self.pool.close().await;
     }
 
@@ -174,6 +178,17 @@ fn constraint(e: sqlx::Error, what: &str) -> StoreError {
         }
         _ => StoreError::Db(e),
     }
+}
+
+/// The last seq and hash of a stream, `(0, GENESIS_HASH)` if it has no events.
+async fn read_head(conn: &mut SqliteConnection, stream: &str) -> Result<(i64, String)> {
+    let head = sqlx::query_as(
+        "SELECT seq, hash FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(stream)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(head.unwrap_or((0, GENESIS_HASH.to_owned())))
 }
 
 async fn load_state(conn: &mut SqliteConnection, stream: &str) -> Result<Option<StreamState>> {
@@ -332,21 +347,6 @@ async fn upsert_session(tx: &mut SqliteConnection, r: &SessionRow) -> Result<()>
     Ok(())
 }
 
-async fn upsert_stream(tx: &mut SqliteConnection, r: &StreamRow) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO streams (stream_id, kind, head_seq, head_hash) VALUES (?, ?, ?, ?)
-         ON CONFLICT (stream_id) DO UPDATE SET head_seq = excluded.head_seq,
-           head_hash = excluded.head_hash",
-    )
-    .bind(&r.stream_id)
-    .bind(&r.kind)
-    .bind(r.head_seq)
-    .bind(&r.head_hash)
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
-}
-
 /// Write the rows an append changed, from the state after it.
 async fn write_touched(
     tx: &mut SqliteConnection,
@@ -392,13 +392,6 @@ async fn write_task_part(tx: &mut SqliteConnection, t: &TaskState, touch: &Touch
     Ok(())
 }
 
-fn stream_kind(state: &StreamState) -> &'static str {
-    match state {
-        StreamState::Project(_) => "project",
-        StreamState::Task(_) => "task",
-    }
-}
-
 fn recorded(row: &sqlx::sqlite::SqliteRow) -> Result<RecordedEvent> {
     let stream_id: String = row.get("stream_id");
     let seq: i64 = row.get("seq");
@@ -421,9 +414,6 @@ async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> 
 }
 
 async fn write_projections(tx: &mut SqliteConnection, p: &Projections) -> Result<()> {
-    for r in &p.streams {
-        upsert_stream(tx, r).await?;
-    }
     for r in &p.projects {
         upsert_project(tx, r).await?;
     }
@@ -444,9 +434,6 @@ async fn write_projections(tx: &mut SqliteConnection, p: &Projections) -> Result
 
 async fn read_projections(conn: &mut SqliteConnection) -> Result<Projections> {
     let mut p = Projections {
-        streams: sqlx::query_as("SELECT stream_id, kind, head_seq, head_hash FROM streams")
-            .fetch_all(&mut *conn)
-            .await?,
         projects: sqlx::query_as("SELECT * FROM projects")
             .fetch_all(&mut *conn)
             .await?,
@@ -555,18 +542,10 @@ async fn replay_all(
     let mut projections = Projections::default();
     for stream in &order {
         if let Some(Head {
-            seq,
-            hash,
-            state: Some(state),
+            state: Some(state), ..
         }) = heads.remove(stream)
         {
-            let head = StreamRow {
-                stream_id: stream.clone(),
-                kind: stream_kind(&state).to_owned(),
-                head_seq: seq,
-                head_hash: hash,
-            };
-            projections.add_stream(&state, head);
+            projections.add_stream(&state);
         }
     }
     Ok((projections, count, broken, order.len()))
@@ -582,29 +561,31 @@ impl Journal for SqliteJournal {
     ) -> Result<Appended> {
         let mut cache = self.writer.lock().await;
         let mut tx = begin_write(&self.pool).await?;
-        let (head_seq, head_hash): (i64, String) =
-            sqlx::query_as("SELECT head_seq, head_hash FROM streams WHERE stream_id = ?")
-                .bind(stream.as_str())
-                .fetch_optional(&mut *tx)
-                .await?
-                .unwrap_or((0, GENESIS_HASH.to_owned()));
-        if head_seq != expected_head {
-            return Err(StoreError::Conflict {
-                stream: stream.clone(),
-                expected: expected_head,
-                actual: head_seq,
-            });
-        }
+        // A cached state at the expected head saves reading the head: if another
+        // process appended meanwhile, the (stream_id, seq) key refuses our insert.
+        let cached = cache
+            .remove(stream.as_str())
+            .filter(|c| c.seq == expected_head);
+        let (head_seq, head_hash, mut state) = match cached {
+            Some(c) => (c.seq, c.hash, Some(c.state)),
+            None => {
+                let (seq, hash) = read_head(&mut tx, stream.as_str()).await?;
+                if seq != expected_head {
+                    return Err(StoreError::Conflict {
+                        stream: stream.clone(),
+                        expected: expected_head,
+                        actual: seq,
+                    });
+                }
+                (seq, hash, load_state(&mut tx, stream.as_str()).await?)
+            }
+        };
         if events.is_empty() {
             return Ok(Appended {
                 head_seq,
                 head_hash,
             });
         }
-        let mut state = match cache.remove(stream.as_str()) {
-            Some(c) if c.seq == head_seq && c.hash == head_hash => Some(c.state),
-            _ => load_state(&mut tx, stream.as_str()).await?,
-        };
         let mut touched = Vec::with_capacity(events.len());
         let mut written = Vec::with_capacity(events.len());
         let (mut seq, mut prev) = (head_seq, head_hash);
@@ -661,16 +642,6 @@ impl Journal for SqliteJournal {
             return Err(corrupt(stream.as_str(), seq, "no state after append"));
         };
         write_touched(&mut tx, &state, &touched).await?;
-        upsert_stream(
-            &mut tx,
-            &StreamRow {
-                stream_id: stream.0.clone(),
-                kind: stream_kind(&state).to_owned(),
-                head_seq: seq,
-                head_hash: prev.clone(),
-            },
-        )
-        .await?;
         tx.commit().await?;
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
@@ -695,12 +666,8 @@ impl Journal for SqliteJournal {
     }
 
     async fn head(&self, stream: &StreamId) -> Result<i64> {
-        let head: Option<i64> =
-            sqlx::query_scalar("SELECT head_seq FROM streams WHERE stream_id = ?")
-                .bind(stream.as_str())
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(head.unwrap_or(0))
+        let mut conn = self.pool.acquire().await?;
+        Ok(read_head(&mut conn, stream.as_str()).await?.0)
     }
 
     async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
@@ -760,11 +727,7 @@ impl Journal for SqliteJournal {
                 .bind(id)
                 .fetch_all(&mut *conn)
                 .await?;
-        let head_seq: i64 = sqlx::query_scalar("SELECT head_seq FROM streams WHERE stream_id = ?")
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?
-            .unwrap_or(0);
+        let (head_seq, _) = read_head(&mut conn, id).await?;
         Ok(Some(TaskView {
             task,
             steps,
@@ -804,14 +767,7 @@ impl Journal for SqliteJournal {
         let mut cache = self.writer.lock().await;
         let mut tx = begin_write(&self.pool).await?;
         let (projections, count, _, _) = replay_all(&mut tx, false).await?;
-        for table in [
-            "sessions",
-            "approvals",
-            "steps",
-            "tasks",
-            "projects",
-            "streams",
-        ] {
+        for table in ["sessions", "approvals", "steps", "tasks", "projects"] {
             sqlx::query(&format!("DELETE FROM {table}"))
                 .execute(&mut *tx)
                 .await?;

@@ -12,12 +12,7 @@ CREATE TABLE events (
 );
 
 -- Projections: derived from events alone, updated in the same transaction.
-CREATE TABLE streams (
-    stream_id  TEXT PRIMARY KEY,
-    kind       TEXT    NOT NULL,
-    head_seq   INTEGER NOT NULL,
-    head_hash  TEXT    NOT NULL
-);
+-- A stream's head is its last event (the (stream_id, seq) index finds it).
 
 CREATE TABLE projects (
     id            TEXT PRIMARY KEY,
