@@ -1,0 +1,445 @@
+//! gaffer's configuration: one TOML file, environment overrides, one resolved [`Config`].
+//!
+//! The commented template ([`TEMPLATE`]) is the reference: `gaffer init` writes it,
+//! the README quotes it, and a test checks that its commented values are the
+//! defaults. Loading never reads the process environment directly; callers pass
+//! a lookup function so tests stay hermetic.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The commented configuration file `gaffer init` writes.
+pub const TEMPLATE: &str = include_str!("default.toml");
+
+/// What went wrong with the configuration. Every variant names the file or
+/// variable and the field, and the CLI exits 78 for all of them.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file named by `--config` / `GAFFER_CONFIG` is not there.
+    #[error("config file {path} does not exist; create it with `gaffer init --config {path}` or drop --config to use the default location")]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file exists but cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key is unknown or of the wrong type.
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser said.
+        message: String,
+    },
+    /// A value parsed but makes no sense.
+    #[error("{origin}: `{field}` {message}")]
+    Invalid {
+        /// The file or environment variable it came from.
+        origin: String,
+        /// The dotted key.
+        field: String,
+        /// What is wrong and what to write instead.
+        message: String,
+    },
+}
+
+/// How hard a journal commit waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// fsync every commit.
+    #[default]
+    Full,
+    /// Survive a process crash only.
+    Normal,
+}
+
+/// The agent and model for one role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleConfig {
+    /// Backend: `claude`, `codex`, `gemini`, `acp:<name>`, `openai`, `anthropic`.
+    pub agent: String,
+    /// Model name passed to the backend.
+    pub model: Option<String>,
+    /// Reasoning effort passed to the backend.
+    pub effort: Option<String>,
+}
+
+impl Default for RoleConfig {
+    fn default() -> Self {
+        Self {
+            agent: "claude".into(),
+            model: None,
+            effort: None,
+        }
+    }
+}
+
+/// The four roles.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roles {
+    /// Breaks requests down.
+    pub planner: RoleConfig,
+    /// Writes the code.
+    pub owner: RoleConfig,
+    /// Reviews, read-only.
+    pub reviewer: RoleConfig,
+    /// Settles deadlocks.
+    pub arbiter: RoleConfig,
+}
+
+/// The resolved configuration: file, then environment, then flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it was read from, if one existed.
+    pub source: Option<PathBuf>,
+    /// Where the journal and worktrees live.
+    pub data_dir: PathBuf,
+    /// Journal location: a path, or `None` for `<data_dir>/gaffer.db`.
+    pub database_url: Option<String>,
+    /// Journal commit durability.
+    pub durability: Durability,
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// tracing filter.
+    pub log_level: String,
+    /// Concurrent tasks on this machine.
+    pub workers: usize,
+    /// Requests per minute per provider and model.
+    pub requests_per_minute: u32,
+    /// Requests per day per provider and model.
+    pub requests_per_day: u32,
+    /// Agents per role.
+    pub roles: Roles,
+}
+
+impl Config {
+    /// The defaults, with `data_dir` as given.
+    pub fn defaults(data_dir: PathBuf) -> Self {
+        Self {
+            source: None,
+            data_dir,
+            database_url: None,
+            durability: Durability::Full,
+            listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
+            log_level: "warn".into(),
+            workers: 2,
+            requests_per_minute: 120,
+            requests_per_day: 2000,
+            roles: Roles::default(),
+        }
+    }
+
+    /// The journal file: `database.url` as a path, or `<data_dir>/gaffer.db`.
+    pub fn database_path(&self) -> PathBuf {
+        match &self.database_url {
+            Some(url) => PathBuf::from(url.strip_prefix("sqlite://").unwrap_or(url)),
+            None => self.data_dir.join("gaffer.db"),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    database: RawDatabase,
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    log: RawLog,
+    #[serde(default)]
+    workers: RawWorkers,
+    #[serde(default)]
+    rate_limits: RawRateLimits,
+    #[serde(default)]
+    roles: RawRoles,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    url: Option<String>,
+    durability: Option<Durability>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLog {
+    level: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkers {
+    count: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimits {
+    requests_per_minute: Option<u32>,
+    requests_per_day: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoles {
+    planner: Option<RawRole>,
+    owner: Option<RawRole>,
+    reviewer: Option<RawRole>,
+    arbiter: Option<RawRole>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRole {
+    agent: Option<String>,
+    model: Option<String>,
+    effort: Option<String>,
+}
+
+/// Where the configuration comes from.
+#[derive(Clone)]
+pub struct Sources<'a> {
+    /// The config file, and whether the user named it (a named file must exist).
+    pub file: Option<(PathBuf, bool)>,
+    /// `--data-dir` / `GAFFER_DATA_DIR`, already merged by the CLI.
+    pub data_dir_flag: Option<PathBuf>,
+    /// The default data dir when nothing names one.
+    pub default_data_dir: PathBuf,
+    /// Reads an environment variable.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// The default config file and data dir, from the XDG base directories.
+pub fn xdg_defaults() -> (PathBuf, PathBuf) {
+    match directories::ProjectDirs::from("", "", "gaffer") {
+        Some(dirs) => (
+            dirs.config_dir().join("config.toml"),
+            dirs.data_dir().to_owned(),
+        ),
+        None => (
+            PathBuf::from(".gaffer/config.toml"),
+            PathBuf::from(".gaffer"),
+        ),
+    }
+}
+
+/// Read the file (if any), apply environment overrides, validate.
+pub fn load(sources: &Sources<'_>) -> Result<Config, ConfigError> {
+    let (raw, origin, source) = match &sources.file {
+        Some((path, named)) => match std::fs::read_to_string(path) {
+            Ok(text) => (
+                parse(path, &text)?,
+                path.display().to_string(),
+                Some(path.clone()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named => {
+                (RawConfig::default(), "defaults".into(), None)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ConfigError::Missing { path: path.clone() })
+            }
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })
+            }
+        },
+        None => (RawConfig::default(), "defaults".into(), None),
+    };
+    resolve(raw, &origin, source, sources)
+}
+
+fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .span()
+            .map(|span| line_col(text, span.start))
+            .unwrap_or((1, 1));
+        ConfigError::Parse {
+            path: path.to_owned(),
+            line,
+            column,
+            message: e.message().to_owned(),
+        }
+    })
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn invalid(origin: &str, field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        origin: origin.to_owned(),
+        field: field.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// A value from the environment overrides the file; errors name the variable.
+fn overlay(
+    sources: &Sources<'_>,
+    var: &str,
+    file_value: Option<String>,
+    file_origin: &str,
+) -> (Option<String>, String) {
+    match (sources.env)(var) {
+        Some(v) => (Some(v), format!("environment variable {var}")),
+        None => (file_value, file_origin.to_owned()),
+    }
+}
+
+fn resolve(
+    raw: RawConfig,
+    origin: &str,
+    source: Option<PathBuf>,
+    sources: &Sources<'_>,
+) -> Result<Config, ConfigError> {
+    let data_dir = sources
+        .data_dir_flag
+        .clone()
+        .or(raw.data_dir)
+        .unwrap_or_else(|| sources.default_data_dir.clone());
+    let mut config = Config::defaults(data_dir);
+    config.source = source;
+
+    let (url, _) = overlay(sources, "GAFFER_DATABASE_URL", raw.database.url, origin);
+    config.database_url = url.filter(|u| !u.is_empty());
+    if let Some(url) = &config.database_url {
+        if url.contains("://") && !url.starts_with("sqlite://") {
+            return Err(invalid(
+                origin,
+                "database.url",
+                format!("`{url}` is not supported by this build: use a file path or sqlite://PATH"),
+            ));
+        }
+    }
+
+    let durability = raw.database.durability.map(|d| match d {
+        Durability::Full => "full".to_owned(),
+        Durability::Normal => "normal".to_owned(),
+    });
+    let (durability, from) = overlay(sources, "GAFFER_DATABASE_DURABILITY", durability, origin);
+    if let Some(d) = durability {
+        config.durability = match d.as_str() {
+            "full" => Durability::Full,
+            "normal" => Durability::Normal,
+            other => {
+                return Err(invalid(
+                    &from,
+                    "database.durability",
+                    format!("is `{other}`; use \"full\" or \"normal\""),
+                ))
+            }
+        };
+    }
+
+    let (listen, from) = overlay(sources, "GAFFER_SERVER_LISTEN", raw.server.listen, origin);
+    if let Some(listen) = listen {
+        config.listen = listen.parse().map_err(|_| {
+            invalid(
+                &from,
+                "server.listen",
+                format!("is `{listen}`; write an address and port like \"127.0.0.1:7777\""),
+            )
+        })?;
+    }
+
+    let (level, _) = overlay(sources, "GAFFER_LOG", raw.log.level, origin);
+    if let Some(level) = level {
+        config.log_level = level;
+    }
+
+    let workers = raw.workers.count.map(|n| n.to_string());
+    let (workers, from) = overlay(sources, "GAFFER_WORKERS", workers, origin);
+    if let Some(w) = workers {
+        config.workers = match w.parse::<usize>() {
+            Ok(n) if (1..=64).contains(&n) => n,
+            _ => {
+                return Err(invalid(
+                    &from,
+                    "workers.count",
+                    format!("is `{w}`; use a whole number from 1 to 64"),
+                ))
+            }
+        };
+    }
+
+    if let Some(n) = raw.rate_limits.requests_per_minute {
+        config.requests_per_minute = positive(origin, "rate_limits.requests_per_minute", n)?;
+    }
+    if let Some(n) = raw.rate_limits.requests_per_day {
+        config.requests_per_day = positive(origin, "rate_limits.requests_per_day", n)?;
+    }
+
+    for (name, raw_role, role) in [
+        ("planner", raw.roles.planner, &mut config.roles.planner),
+        ("owner", raw.roles.owner, &mut config.roles.owner),
+        ("reviewer", raw.roles.reviewer, &mut config.roles.reviewer),
+        ("arbiter", raw.roles.arbiter, &mut config.roles.arbiter),
+    ] {
+        let Some(raw_role) = raw_role else { continue };
+        if let Some(agent) = raw_role.agent {
+            check_agent(origin, &format!("roles.{name}.agent"), &agent)?;
+            role.agent = agent;
+        }
+        role.model = raw_role.model.filter(|m| !m.is_empty());
+        role.effort = raw_role.effort.filter(|e| !e.is_empty());
+    }
+    Ok(config)
+}
+
+fn positive(origin: &str, field: &str, n: u32) -> Result<u32, ConfigError> {
+    if n == 0 {
+        Err(invalid(origin, field, "must be at least 1"))
+    } else {
+        Ok(n)
+    }
+}
+
+/// The agent backends a role may name.
+pub const AGENTS: &[&str] = &["claude", "codex", "gemini", "openai", "anthropic"];
+
+fn check_agent(origin: &str, field: &str, agent: &str) -> Result<(), ConfigError> {
+    let acp_named = agent
+        .strip_prefix("acp:")
+        .is_some_and(|name| !name.is_empty());
+    if AGENTS.contains(&agent) || acp_named {
+        Ok(())
+    } else {
+        Err(invalid(
+            origin,
+            field,
+            format!(
+                "is `{agent}`; use one of {} or acp:<name>",
+                AGENTS.join(", ")
+            ),
+        ))
+    }
+}

@@ -1,0 +1,140 @@
+use gaffer_config::*;
+use pretty_assertions::assert_eq;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    load(&Sources {
+        file: Some((path, true)),
+        data_dir_flag: None,
+        default_data_dir: PathBuf::from("/data"),
+        env: &lookup,
+    })
+    .map(|mut c| {
+        c.source = None;
+        c
+    })
+}
+
+#[test]
+fn the_template_parses_to_the_defaults() {
+    assert_eq!(
+        load_text(TEMPLATE, &[]).unwrap(),
+        Config::defaults(PathBuf::from("/data"))
+    );
+}
+
+#[test]
+fn the_templates_commented_values_are_the_defaults() {
+    // Uncomment every `# key = value` line: the result must still be the defaults,
+    // so the template documents what gaffer really does.
+    let uncommented: String = TEMPLATE
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if rest.contains(" = ") && !rest.starts_with("data_dir") => rest.to_owned(),
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(uncommented.contains("\nlisten = \"127.0.0.1:7777\""));
+    assert_eq!(
+        load_text(&uncommented, &[]).unwrap(),
+        Config::defaults(PathBuf::from("/data"))
+    );
+}
+
+#[test]
+fn a_malformed_file_names_the_line() {
+    let err = load_text(
+        "[server]\nlisten = \"127.0.0.1:7777\"\nworkers = = 3\n",
+        &[],
+    )
+    .unwrap_err();
+    match &err {
+        ConfigError::Parse { line, .. } => assert_eq!(*line, 3, "{err}"),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("config.toml:3:"), "{err}");
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_its_line() {
+    let err = load_text("[server]\n\nlistn = \"0.0.0.0:1\"\n", &[]).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains(":3:") && msg.contains("listn"), "{msg}");
+}
+
+#[test]
+fn a_bad_value_names_the_field() {
+    let err = load_text("[server]\nlisten = \"localhost\"\n", &[]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("server.listen") && msg.contains("127.0.0.1:7777"),
+        "{msg}"
+    );
+    let err = load_text("[roles.owner]\nagent = \"gpt\"\n", &[]).unwrap_err();
+    assert!(err.to_string().contains("roles.owner.agent"), "{err}");
+    let err = load_text("[workers]\ncount = 0\n", &[]).unwrap_err();
+    assert!(err.to_string().contains("workers.count"), "{err}");
+}
+
+#[test]
+fn environment_overrides_the_file_and_errors_name_the_variable() {
+    let c = load_text(
+        "[server]\nlisten = \"127.0.0.1:1\"\n[workers]\ncount = 3\n",
+        &[
+            ("GAFFER_SERVER_LISTEN", "127.0.0.1:9999"),
+            ("GAFFER_DATABASE_URL", "/tmp/x.db"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.listen.port(), 9999);
+    assert_eq!(c.workers, 3);
+    assert_eq!(c.database_path(), PathBuf::from("/tmp/x.db"));
+    let err = load_text("", &[("GAFFER_WORKERS", "many")]).unwrap_err();
+    assert!(err.to_string().contains("GAFFER_WORKERS"), "{err}");
+}
+
+#[test]
+fn roles_take_agents_models_and_acp_names() {
+    let c = load_text(
+        "[roles.reviewer]\nagent = \"codex\"\nmodel = \"gpt-5\"\n[roles.arbiter]\nagent = \"acp:goose\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.roles.reviewer.agent, "codex");
+    assert_eq!(c.roles.reviewer.model.as_deref(), Some("gpt-5"));
+    assert_eq!(c.roles.arbiter.agent, "acp:goose");
+    assert_eq!(c.roles.owner, RoleConfig::default());
+}
+
+#[test]
+fn a_named_file_must_exist_but_the_default_may_be_absent() {
+    let lookup = |_: &str| None;
+    let missing = PathBuf::from("/nonexistent/gaffer.toml");
+    let err = load(&Sources {
+        file: Some((missing.clone(), true)),
+        data_dir_flag: None,
+        default_data_dir: PathBuf::from("/d"),
+        env: &lookup,
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("gaffer init"), "{err}");
+    let c = load(&Sources {
+        file: Some((missing, false)),
+        data_dir_flag: Some(PathBuf::from("/flag")),
+        default_data_dir: PathBuf::from("/d"),
+        env: &lookup,
+    })
+    .unwrap();
+    assert_eq!(c.data_dir, PathBuf::from("/flag"));
+    assert_eq!(c.database_path(), PathBuf::from("/flag/gaffer.db"));
+}
