@@ -1,0 +1,55 @@
+//! Turning global options into a configuration and an open journal.
+
+use crate::cli::Global;
+use crate::error::{CliError, Result};
+use gaffer_config::{Config, Sources};
+use gaffer_store::{Durability, SqliteJournal};
+use std::path::PathBuf;
+
+/// The config file in effect and whether the user named it.
+pub fn config_file(global: &Global) -> (PathBuf, bool) {
+    match &global.config {
+        Some(path) => (path.clone(), true),
+        None => (gaffer_config::xdg_defaults().0, false),
+    }
+}
+
+/// Load the configuration: file, then environment, then flags.
+pub fn load_config(global: &Global) -> Result<Config> {
+    let env = |name: &str| std::env::var(name).ok();
+    let config = gaffer_config::load(&Sources {
+        file: Some(config_file(global)),
+        data_dir_flag: global.data_dir.clone(),
+        default_data_dir: gaffer_config::xdg_defaults().1,
+        env: &env,
+    })?;
+    init_logging(&config.log_level);
+    Ok(config)
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Open the journal the configuration names, creating the data dir if needed.
+pub async fn open_journal(config: &Config) -> Result<SqliteJournal> {
+    let path = config.database_path();
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            CliError::config(format!(
+                "cannot create {} for the journal: {e}; set --data-dir or database.url to a writable place",
+                parent.display()
+            ))
+        })?;
+    }
+    let durability = match config.durability {
+        gaffer_config::Durability::Full => Durability::Full,
+        gaffer_config::Durability::Normal => Durability::Normal,
+    };
+    Ok(SqliteJournal::open(&path, durability).await?)
+}

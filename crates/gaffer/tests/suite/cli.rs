@@ -1,0 +1,272 @@
+use super::support::Home;
+use predicates::prelude::*;
+use serde_json::Value;
+
+#[test]
+fn version_prints_the_crate_version() {
+    Home::new()
+        .gaffer()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn a_usage_error_exits_2() {
+    Home::new().gaffer().arg("frobnicate").assert().code(2);
+    Home::new().gaffer().args(["task", "show"]).assert().code(2);
+}
+
+#[test]
+fn init_writes_the_commented_template_and_will_not_overwrite() {
+    let home = Home::new();
+    home.gaffer().arg("init").assert().success();
+    assert_eq!(
+        std::fs::read_to_string(home.config()).unwrap(),
+        gaffer_config::TEMPLATE
+    );
+    home.gaffer()
+        .arg("init")
+        .assert()
+        .code(78)
+        .stderr(predicate::str::contains("--force"));
+    home.gaffer().args(["init", "--force"]).assert().success();
+}
+
+#[test]
+fn a_malformed_config_exits_78_naming_the_line() {
+    let home = Home::new();
+    home.write_config("[server]\nlisten = \"127.0.0.1:7777\"\n\n[workers]\ncount = \"two\n");
+    home.gaffer()
+        .args(["task", "list"])
+        .assert()
+        .code(78)
+        .stderr(predicate::str::contains("config.toml:5:"));
+}
+
+#[test]
+fn an_unknown_config_key_exits_78_naming_it() {
+    let home = Home::new();
+    home.write_config("[database]\nurll = \"x\"\n");
+    home.gaffer()
+        .args(["journal", "verify"])
+        .assert()
+        .code(78)
+        .stderr(predicate::str::contains("config.toml:2:").and(predicate::str::contains("urll")));
+}
+
+#[test]
+fn a_missing_named_config_exits_78_with_what_to_do() {
+    let home = Home::new();
+    home.gaffer()
+        .args(["task", "list"])
+        .assert()
+        .code(78)
+        .stderr(predicate::str::contains("gaffer init"));
+}
+
+#[test]
+fn config_flag_and_data_dir_flag_win_over_the_environment() {
+    let home = Home::new();
+    home.seed();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("c.toml"), "").unwrap();
+    // The env points at the seeded data; the flag points at an empty dir.
+    let out = home
+        .gaffer()
+        .args(["--config"])
+        .arg(other.path().join("c.toml"))
+        .arg("--data-dir")
+        .arg(other.path().join("d"))
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let tasks: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tasks, Value::Array(vec![]));
+    assert!(other.path().join("d/gaffer.db").exists());
+}
+
+#[test]
+fn task_list_and_show_read_the_journal() {
+    let home = Home::new();
+    home.seed();
+    let out = home
+        .gaffer()
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tasks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut ids: Vec<_> = tasks
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["t-one", "t-two"]);
+    assert_eq!(tasks[0]["created_by"]["name"], "ana");
+
+    let out = home
+        .gaffer()
+        .args(["task", "show", "t-two", "--json"])
+        .output()
+        .unwrap();
+    let view: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["task"]["request"], "fix the flaky retry test");
+    assert_eq!(view["task"]["stage"], "queued");
+    assert_eq!(view["head_seq"], 2);
+    assert_eq!(view["steps"][0]["step_id"], "plan");
+    assert_eq!(view["steps"][0]["intent"], "read_only");
+    assert_eq!(
+        view["steps"][0]["input"]["request"],
+        "fix the flaky retry test"
+    );
+
+    home.gaffer()
+        .args(["task", "show", "t-one"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("add an installation section")
+                .and(predicate::str::contains("plan")),
+        );
+    home.gaffer()
+        .args(["task", "list", "--stage", "done"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no tasks"));
+}
+
+#[test]
+fn an_unknown_task_id_exits_1_with_a_clear_message() {
+    let home = Home::new();
+    home.seed();
+    home.gaffer()
+        .args(["task", "show", "t-nope"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("no task with id `t-nope`")
+                .and(predicate::str::contains("gaffer task list")),
+        );
+}
+
+#[test]
+fn journal_verify_passes_then_finds_a_tampered_byte() {
+    let home = Home::new();
+    home.seed();
+    home.gaffer()
+        .args(["journal", "verify"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("5 events in 3 streams"));
+    let mut bytes = std::fs::read(home.db()).unwrap();
+    // Only task_created (seq 1) carries the task id in its payload.
+    let needle = br#""task_id":"t-two""#;
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at + needle.len() - 2] = b'p';
+    std::fs::write(home.db(), bytes).unwrap();
+    home.gaffer()
+        .args(["journal", "verify"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("stream t-two seq 1"));
+    let out = home
+        .gaffer()
+        .args(["journal", "verify", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["broken"]["stream"], "t-two");
+    assert_eq!(report["broken"]["seq"], 1);
+}
+
+#[test]
+fn a_database_from_a_newer_schema_is_refused_with_78_and_left_untouched() {
+    let home = Home::new();
+    home.seed();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use sqlx::Connection;
+        let url = format!("sqlite://{}", home.db().display());
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) VALUES (424242, 'future', TRUE, X'00', 1)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    });
+    let before = std::fs::read(home.db()).unwrap();
+    home.gaffer()
+        .args(["task", "list"])
+        .assert()
+        .code(78)
+        .stderr(
+            predicate::str::contains("schema version 424242")
+                .and(predicate::str::contains("upgrade gaffer")),
+        );
+    assert_eq!(std::fs::read(home.db()).unwrap(), before);
+}
+
+#[test]
+fn doctor_reports_agents_and_keys_without_showing_key_values() {
+    let home = Home::new();
+    home.write_config("");
+    let fake = home.dir.path().join("claude-bin");
+    std::fs::write(&fake, "#!/bin/sh\necho fake\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = home
+        .gaffer()
+        .env("GAFFER_CLAUDE_BIN", &fake)
+        .env("ANTHROPIC_API_KEY", "sk-ant-very-secret-value")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("very-secret"), "doctor printed a key value");
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let by_name = |n: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_name("claude")["status"], "ok");
+    assert_eq!(by_name("ANTHROPIC_API_KEY")["status"], "ok");
+    assert_eq!(by_name("OPENAI_API_KEY")["status"], "warn");
+    assert!(by_name("OPENAI_API_KEY")["hint"]
+        .as_str()
+        .unwrap()
+        .contains("export OPENAI_API_KEY"));
+    assert_eq!(by_name("database")["status"], "ok");
+}
+
+#[test]
+fn doctor_exits_78_when_the_config_is_broken() {
+    let home = Home::new();
+    home.write_config("[log\n");
+    home.gaffer()
+        .arg("doctor")
+        .assert()
+        .code(78)
+        .stdout(predicate::str::contains("FAIL").and(predicate::str::contains("config.toml:1:")));
+}
