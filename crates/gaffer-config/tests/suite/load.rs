@@ -138,3 +138,21 @@ fn a_named_file_must_exist_but_the_default_may_be_absent() {
     assert_eq!(c.data_dir, PathBuf::from("/flag"));
     assert_eq!(c.database_path(), PathBuf::from("/flag/gaffer.db"));
 }
+
+#[test]
+fn the_readme_quotes_the_template_verbatim() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme
+        .find("<!-- config:start -->\n```toml\n")
+        .expect("config block in README")
+        + "<!-- config:start -->\n```toml\n".len();
+    let end = readme
+        .find("```\n<!-- config:end -->")
+        .expect("end of config block");
+    assert_eq!(
+        &readme[start..end],
+        TEMPLATE,
+        "README's configuration section differs from default.toml"
+    );
+}
