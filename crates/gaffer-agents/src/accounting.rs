@@ -97,13 +97,23 @@ mod tests {
     use super::*;
 
     fn k(step: &str, role: &str, provider: &str) -> UsageKey {
-        UsageKey { step: step.into(), task: "t1".into(), role: role.into(), provider: provider.into() }
+        UsageKey {
+            step: step.into(),
+            task: "t1".into(),
+            role: role.into(),
+            provider: provider.into(),
+        }
     }
 
     #[test]
     fn rollups() {
         let mut l = Ledger::default();
-        let u = |i, o, c: f64| Usage { input_tokens: i, output_tokens: o, cached_input_tokens: 0, cost_usd: Some(c) };
+        let u = |i, o, c: f64| Usage {
+            input_tokens: i,
+            output_tokens: o,
+            cached_input_tokens: 0,
+            cost_usd: Some(c),
+        };
         l.record(k("s1", "owner", "anthropic"), u(10, 1, 0.5));
         l.record(k("s1", "owner", "anthropic"), u(20, 2, 0.25));
         l.record(k("s2", "reviewer", "openai"), u(5, 5, 1.0));
@@ -115,8 +125,17 @@ mod tests {
         assert_eq!(l.rollup(Dimension::Role)["reviewer"].output_tokens, 5);
         assert_eq!(l.rollup(Dimension::Provider).len(), 2);
         assert_eq!(l.rollup(Dimension::Task)["t1"].input_tokens, 35);
-        let p = Pricing { input_per_mtok: 3.0, output_per_mtok: 15.0, cached_input_per_mtok: 0.3 };
-        let c = p.cost(&Usage { input_tokens: 1_000_000, output_tokens: 1_000_000, cached_input_tokens: 1_000_000, cost_usd: None });
+        let p = Pricing {
+            input_per_mtok: 3.0,
+            output_per_mtok: 15.0,
+            cached_input_per_mtok: 0.3,
+        };
+        let c = p.cost(&Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 1_000_000,
+            cached_input_tokens: 1_000_000,
+            cost_usd: None,
+        });
         assert!((c - 18.3).abs() < 1e-9);
     }
 }

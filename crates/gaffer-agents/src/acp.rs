@@ -124,21 +124,41 @@ impl AcpBackend {
                         detail: "the agent does not advertise loadSession, so its sessions cannot be resumed".into(),
                     });
                 }
-                if let Err(m) = rpc(&mut p, &mut next_id, "session/load",
-                    json!({"sessionId": id, "cwd": cwd, "mcpServers": []})).await?
+                if let Err(m) = rpc(
+                    &mut p,
+                    &mut next_id,
+                    "session/load",
+                    json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+                )
+                .await?
                 {
                     p.kill().await;
-                    return Err(AgentError::SessionGone { agent, session_id: id.into(), detail: format!("session/load failed: {m}") });
+                    return Err(AgentError::SessionGone {
+                        agent,
+                        session_id: id.into(),
+                        detail: format!("session/load failed: {m}"),
+                    });
                 }
                 id.to_string()
             }
             None => {
-                let r = rpc(&mut p, &mut next_id, "session/new", json!({"cwd": cwd, "mcpServers": []}))
-                    .await?
-                    .map_err(|m| AgentError::Rejected { agent: agent.clone(), method: "session/new".into(), message: m })?;
+                let r = rpc(
+                    &mut p,
+                    &mut next_id,
+                    "session/new",
+                    json!({"cwd": cwd, "mcpServers": []}),
+                )
+                .await?
+                .map_err(|m| AgentError::Rejected {
+                    agent: agent.clone(),
+                    method: "session/new".into(),
+                    message: m,
+                })?;
                 r.get("sessionId")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| p.malformed(&r.to_string(), "session/new result has no sessionId"))?
+                    .ok_or_else(|| {
+                        p.malformed(&r.to_string(), "session/new result has no sessionId")
+                    })?
                     .to_string()
             }
         };
@@ -149,10 +169,19 @@ impl AcpBackend {
             session_id: session_id.clone(),
             verified: true,
         };
-        let (record, cmd_tx, cmd_rx, em, events_rx) = driver_channels(record, self.cfg.redactor.clone());
-        let preamble = (resume.is_none() && !opts.role_prompt.is_empty()).then(|| opts.role_prompt.clone());
-        let task = tokio::spawn(drive(p, cmd_rx, em, gate, session_id, next_id, agent, preamble));
-        Ok(Box::new(DriverSession { record, cmd_tx, events_rx, task: Some(task) }))
+        let (record, cmd_tx, cmd_rx, em, events_rx) =
+            driver_channels(record, self.cfg.redactor.clone());
+        let preamble =
+            (resume.is_none() && !opts.role_prompt.is_empty()).then(|| opts.role_prompt.clone());
+        let task = tokio::spawn(drive(
+            p, cmd_rx, em, gate, session_id, next_id, agent, preamble,
+        ));
+        Ok(Box::new(DriverSession {
+            record,
+            cmd_tx,
+            events_rx,
+            task: Some(task),
+        }))
     }
 }
 
@@ -164,7 +193,8 @@ async fn rpc(
 ) -> Result<std::result::Result<Value, String>> {
     *next_id += 1;
     let id = *next_id;
-    p.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+    p.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .await?;
     loop {
         let line = match p.lines.next_line().await {
             Ok(Some(l)) => l,
@@ -184,7 +214,11 @@ async fn rpc(
         let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
         if v.get("method").is_none() && v.get("id").and_then(Value::as_i64) == Some(id) {
             if let Some(e) = v.get("error") {
-                return Ok(Err(e.get("message").and_then(Value::as_str).unwrap_or("error").to_string()));
+                return Ok(Err(e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string()));
             }
             return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
         }
@@ -200,10 +234,19 @@ impl AgentBackend for AcpBackend {
     fn kind(&self) -> AgentKind {
         AgentKind::Acp
     }
-    async fn start(&self, opts: StartOptions, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+    async fn start(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
         self.launch(opts, gate, None).await
     }
-    async fn resume(&self, opts: StartOptions, session_id: &str, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+    async fn resume(
+        &self,
+        opts: StartOptions,
+        session_id: &str,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
         self.launch(opts, gate, Some(session_id)).await
     }
 }
@@ -296,7 +339,11 @@ async fn drive(
 /// Pick the option id for a decision: the first `allow_once` (else `allow_always`) for
 /// allow; the first `reject_once` (else `reject_always`) for deny.
 fn pick_option(options: &[Value], allow: bool) -> Option<String> {
-    let prefs: &[&str] = if allow { &["allow_once", "allow_always"] } else { &["reject_once", "reject_always"] };
+    let prefs: &[&str] = if allow {
+        &["allow_once", "allow_always"]
+    } else {
+        &["reject_once", "reject_always"]
+    };
     prefs.iter().find_map(|k| {
         options
             .iter()
@@ -321,21 +368,37 @@ async fn relay(
     key: &str,
     d: PermissionDecision,
 ) -> Result<()> {
-    let Some(wires) = broker.resolve(key, &d) else { return Ok(()) };
+    let Some(wires) = broker.resolve(key, &d) else {
+        return Ok(());
+    };
     let options = st.options.get(key).cloned().unwrap_or_default();
     for w in wires {
         st.pending.retain(|x| x != &w);
-        p.send(&json!({"jsonrpc": "2.0", "id": w, "result": outcome(&options, &d)})).await?;
+        p.send(&json!({"jsonrpc": "2.0", "id": w, "result": outcome(&options, &d)}))
+            .await?;
     }
-    em.emit(AgentEvent::PermissionResolved { request_id: key.into(), decision: d }).await;
+    em.emit(AgentEvent::PermissionResolved {
+        request_id: key.into(),
+        decision: d,
+    })
+    .await;
     Ok(())
 }
 
 fn content_text(v: &Value) -> String {
     match v {
-        Value::Array(a) => a.iter().map(content_text).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n"),
+        Value::Array(a) => a
+            .iter()
+            .map(content_text)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n"),
         Value::Object(_) => match v.get("type").and_then(Value::as_str) {
-            Some("text") => v.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+            Some("text") => v
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             Some("content") => content_text(v.get("content").unwrap_or(&Value::Null)),
             _ => String::new(),
         },
@@ -362,31 +425,58 @@ async fn handle_line(
                     return Err(AgentError::Rejected {
                         agent: st.agent.clone(),
                         method: "session/prompt".into(),
-                        message: e.get("message").and_then(Value::as_str).unwrap_or("error").into(),
+                        message: e
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("error")
+                            .into(),
                     });
                 }
-                let stop = v.pointer("/result/stopReason").and_then(Value::as_str).unwrap_or("").to_string();
+                let stop = v
+                    .pointer("/result/stopReason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 let status = match stop.as_str() {
                     "end_turn" => TurnStatus::Completed,
                     "cancelled" => TurnStatus::Interrupted,
                     _ => TurnStatus::Failed,
                 };
-                em.emit(AgentEvent::TurnCompleted { result: TurnResult {
-                    status,
-                    text: std::mem::take(&mut st.text),
-                    usage: Usage::default(),
-                    session_id: st.session.clone(),
-                    reason: (status != TurnStatus::Completed).then_some(stop),
-                } }).await;
+                em.emit(AgentEvent::TurnCompleted {
+                    result: TurnResult {
+                        status,
+                        text: std::mem::take(&mut st.text),
+                        usage: Usage::default(),
+                        session_id: st.session.clone(),
+                        reason: (status != TurnStatus::Completed).then_some(stop),
+                    },
+                })
+                .await;
             }
         }
         (Some("session/request_permission"), Some(id)) => {
             let tc = params.get("toolCall").cloned().unwrap_or(Value::Null);
-            let tcid = tc.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
+            let tcid = tc
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             let (title, kind) = st.tools.get(&tcid).cloned().unwrap_or_default();
-            let title = tc.get("title").and_then(Value::as_str).map(str::to_string).unwrap_or(title);
-            let kind = tc.get("kind").and_then(Value::as_str).map(str::to_string).unwrap_or(kind);
-            let options = params.get("options").and_then(Value::as_array).cloned().unwrap_or_default();
+            let title = tc
+                .get("title")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or(title);
+            let kind = tc
+                .get("kind")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or(kind);
+            let options = params
+                .get("options")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let pr = PermissionRequest {
                 id: format!("acp:{}:{}", st.session, tcid),
                 agent: AgentKind::Acp,
@@ -405,11 +495,13 @@ async fn handle_line(
             match broker.offer(id.clone(), &pr) {
                 Offer::Asked => {
                     st.pending.push(id);
-                    em.emit(AgentEvent::PermissionRequested { request: pr }).await;
+                    em.emit(AgentEvent::PermissionRequested { request: pr })
+                        .await;
                 }
                 Offer::Joined => st.pending.push(id),
                 Offer::Decided(d) => {
-                    p.send(&json!({"jsonrpc": "2.0", "id": id, "result": outcome(&options, &d)})).await?;
+                    p.send(&json!({"jsonrpc": "2.0", "id": id, "result": outcome(&options, &d)}))
+                        .await?;
                 }
             }
         }
@@ -428,40 +520,88 @@ async fn handle_line(
                     }
                 }
                 Some("tool_call") => {
-                    let tcid = u.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
-                    let title = u.get("title").and_then(Value::as_str).unwrap_or("").to_string();
-                    let kind = u.get("kind").and_then(Value::as_str).unwrap_or("other").to_string();
+                    let tcid = u
+                        .get("toolCallId")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let title = u
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let kind = u
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("other")
+                        .to_string();
                     st.tools.insert(tcid.clone(), (title.clone(), kind));
-                    em.emit(AgentEvent::ToolCall { call_id: tcid, name: title, input: u.get("rawInput").cloned().unwrap_or(Value::Null) }).await;
+                    em.emit(AgentEvent::ToolCall {
+                        call_id: tcid,
+                        name: title,
+                        input: u.get("rawInput").cloned().unwrap_or(Value::Null),
+                    })
+                    .await;
                 }
                 Some("tool_call_update") => {
-                    let tcid = u.get("toolCallId").and_then(Value::as_str).unwrap_or("").to_string();
+                    let tcid = u
+                        .get("toolCallId")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
                     let status = u.get("status").and_then(Value::as_str).unwrap_or("");
                     if status == "completed" || status == "failed" {
                         if status == "completed" {
-                            for c in u.get("content").and_then(Value::as_array).cloned().unwrap_or_default() {
+                            for c in u
+                                .get("content")
+                                .and_then(Value::as_array)
+                                .cloned()
+                                .unwrap_or_default()
+                            {
                                 if c.get("type").and_then(Value::as_str) == Some("diff") {
-                                    let kind = if c.get("oldText").is_none_or(Value::is_null) { "add" } else { "update" };
+                                    let kind = if c.get("oldText").is_none_or(Value::is_null) {
+                                        "add"
+                                    } else {
+                                        "update"
+                                    };
                                     em.emit(AgentEvent::FileChange {
-                                        path: c.get("path").and_then(Value::as_str).unwrap_or("").into(),
+                                        path: c
+                                            .get("path")
+                                            .and_then(Value::as_str)
+                                            .unwrap_or("")
+                                            .into(),
                                         kind: kind.into(),
-                                        diff: c.get("newText").and_then(Value::as_str).map(str::to_string),
-                                    }).await;
+                                        diff: c
+                                            .get("newText")
+                                            .and_then(Value::as_str)
+                                            .map(str::to_string),
+                                    })
+                                    .await;
                                 }
                             }
                         }
                         let mut out = content_text(u.get("content").unwrap_or(&Value::Null));
                         if out.is_empty() {
-                            out = u.get("rawOutput").map(|r| r.to_string()).unwrap_or_else(|| status.to_string());
+                            out = u
+                                .get("rawOutput")
+                                .map(|r| r.to_string())
+                                .unwrap_or_else(|| status.to_string());
                         }
-                        em.emit(AgentEvent::ToolResult { call_id: tcid, output: out, is_error: status == "failed" }).await;
+                        em.emit(AgentEvent::ToolResult {
+                            call_id: tcid,
+                            output: out,
+                            is_error: status == "failed",
+                        })
+                        .await;
                     }
                 }
                 _ => {} // thoughts, plans, commands, modes: not normalized
             }
         }
         (Some(_), None) => {}
-        (None, None) => return Err(p.malformed(line, "neither a request, a response nor a notification")),
+        (None, None) => {
+            return Err(p.malformed(line, "neither a request, a response nor a notification"))
+        }
     }
     Ok(())
 }

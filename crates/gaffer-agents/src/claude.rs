@@ -159,7 +159,9 @@ pub fn claude_config_dir(env: &BTreeMap<String, String>) -> PathBuf {
             return PathBuf::from(d);
         }
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     home.join(".claude")
 }
 
@@ -380,16 +382,14 @@ async fn handle_line(
         return Err(p.malformed(line, "message has no string `type` field"));
     };
     match ty {
-        "system" => {
-            if v.get("subtype").and_then(Value::as_str) == Some("init") {
-                let sid = v.get("session_id").and_then(Value::as_str);
-                if check_session(st, record, sid)?.is_some() {
-                    em.emit(AgentEvent::SessionStarted {
-                        session_id: st.expected.clone(),
-                        verified: true,
-                    })
-                    .await;
-                }
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+            let sid = v.get("session_id").and_then(Value::as_str);
+            if check_session(st, record, sid)?.is_some() {
+                em.emit(AgentEvent::SessionStarted {
+                    session_id: st.expected.clone(),
+                    verified: true,
+                })
+                .await;
             }
         }
         "assistant" => {
@@ -405,11 +405,24 @@ async fn handle_line(
                         em.emit(AgentEvent::AssistantText { text: t.into() }).await;
                     }
                     Some("tool_use") => {
-                        let id = block.get("id").and_then(Value::as_str).unwrap_or("").to_string();
-                        let name = block.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                        let id = block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        let name = block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
                         let input = block.get("input").cloned().unwrap_or(Value::Null);
                         st.tools.insert(id.clone(), (name.clone(), input.clone()));
-                        em.emit(AgentEvent::ToolCall { call_id: id, name, input }).await;
+                        em.emit(AgentEvent::ToolCall {
+                            call_id: id,
+                            name,
+                            input,
+                        })
+                        .await;
                     }
                     _ => {}
                 }
@@ -421,13 +434,28 @@ async fn handle_line(
                     if block.get("type").and_then(Value::as_str) != Some("tool_result") {
                         continue;
                     }
-                    let id = block.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string();
-                    let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                    let id = block
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let is_error = block
+                        .get("is_error")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
                     let output = text_of(block.get("content").unwrap_or(&Value::Null));
-                    em.emit(AgentEvent::ToolResult { call_id: id.clone(), output, is_error }).await;
+                    em.emit(AgentEvent::ToolResult {
+                        call_id: id.clone(),
+                        output,
+                        is_error,
+                    })
+                    .await;
                     if !is_error {
                         if let Some((name, input)) = st.tools.get(&id) {
-                            if matches!(name.as_str(), "Write" | "Edit" | "MultiEdit" | "NotebookEdit") {
+                            if matches!(
+                                name.as_str(),
+                                "Write" | "Edit" | "MultiEdit" | "NotebookEdit"
+                            ) {
                                 let path = input
                                     .get("file_path")
                                     .or_else(|| input.get("notebook_path"))
@@ -435,7 +463,12 @@ async fn handle_line(
                                     .unwrap_or("")
                                     .to_string();
                                 let kind = if name == "Write" { "write" } else { "edit" };
-                                em.emit(AgentEvent::FileChange { path, kind: kind.into(), diff: None }).await;
+                                em.emit(AgentEvent::FileChange {
+                                    path,
+                                    kind: kind.into(),
+                                    diff: None,
+                                })
+                                .await;
                             }
                         }
                     }
@@ -490,7 +523,11 @@ async fn handle_line(
             let req = v.get("request").cloned().unwrap_or(Value::Null);
             match req.get("subtype").and_then(Value::as_str) {
                 Some("can_use_tool") => {
-                    let tool = req.get("tool_name").and_then(Value::as_str).unwrap_or("").to_string();
+                    let tool = req
+                        .get("tool_name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
                     let input = req.get("input").cloned().unwrap_or(Value::Null);
                     let underlying = req
                         .get("tool_use_id")
@@ -499,11 +536,18 @@ async fn handle_line(
                         .to_string();
                     let kind = match tool.as_str() {
                         "Bash" => PermissionKind::Command,
-                        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => PermissionKind::FileChange,
+                        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {
+                            PermissionKind::FileChange
+                        }
                         _ => PermissionKind::Tool,
                     };
                     let pr = PermissionRequest {
-                        id: format!("{}:{}:{}", AgentKind::ClaudeCode.as_str(), st.expected, underlying),
+                        id: format!(
+                            "{}:{}:{}",
+                            AgentKind::ClaudeCode.as_str(),
+                            st.expected,
+                            underlying
+                        ),
                         agent: AgentKind::ClaudeCode,
                         session_id: st.expected.clone(),
                         tool_name: tool,
@@ -519,12 +563,14 @@ async fn handle_line(
                     st.inputs.insert(pr.id.clone(), input);
                     match broker.offer(request_id.clone(), &pr) {
                         Offer::Asked => {
-                            em.emit(AgentEvent::PermissionRequested { request: pr }).await;
+                            em.emit(AgentEvent::PermissionRequested { request: pr })
+                                .await;
                         }
                         Offer::Joined => {}
                         Offer::Decided(d) => {
                             let original = st.inputs.get(&pr.id).cloned().unwrap_or(Value::Null);
-                            p.send(&control_response(&request_id, &d, &original)).await?;
+                            p.send(&control_response(&request_id, &d, &original))
+                                .await?;
                         }
                     }
                 }
@@ -544,11 +590,15 @@ async fn handle_line(
                 broker.withdraw(&rid.to_string());
             }
         }
-        "control_response" => {
-            if v.pointer("/response/subtype").and_then(Value::as_str) == Some("error") {
-                let msg = v.pointer("/response/error").and_then(Value::as_str).unwrap_or("").to_string();
-                tracing::warn!(agent = AGENT, error = %em.redactor().redact(&msg), "control request failed");
-            }
+        "control_response"
+            if v.pointer("/response/subtype").and_then(Value::as_str) == Some("error") =>
+        {
+            let msg = v
+                .pointer("/response/error")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            tracing::warn!(agent = AGENT, error = %em.redactor().redact(&msg), "control request failed");
         }
         _ => {
             // stream_event, rate_limit_event and future message types: not needed.

@@ -95,7 +95,11 @@ impl CodexBackend {
         )
         .await?;
         if let Err(m) = init {
-            return Err(AgentError::Rejected { agent: AGENT.into(), method: "initialize".into(), message: m });
+            return Err(AgentError::Rejected {
+                agent: AGENT.into(),
+                method: "initialize".into(),
+                message: m,
+            });
         }
         p.send(&json!({"method": "initialized"})).await?;
         let cwd = ws.to_string_lossy().into_owned();
@@ -117,19 +121,32 @@ impl CodexBackend {
                         session_id: id.into(),
                         detail: format!("thread/resume failed: {message}"),
                     },
-                    None => AgentError::Rejected { agent: AGENT.into(), method: method.into(), message },
+                    None => AgentError::Rejected {
+                        agent: AGENT.into(),
+                        method: method.into(),
+                        message,
+                    },
                 });
             }
         };
         let thread_id = thread
             .pointer("/thread/id")
             .and_then(Value::as_str)
-            .ok_or_else(|| p.malformed(&thread.to_string(), format!("{method} result has no thread.id")))?
+            .ok_or_else(|| {
+                p.malformed(
+                    &thread.to_string(),
+                    format!("{method} result has no thread.id"),
+                )
+            })?
             .to_string();
         if let Some(id) = resume {
             if id != thread_id {
                 p.kill().await;
-                return Err(AgentError::SessionMismatch { agent: AGENT.into(), expected: id.into(), reported: thread_id });
+                return Err(AgentError::SessionMismatch {
+                    agent: AGENT.into(),
+                    expected: id.into(),
+                    reported: thread_id,
+                });
             }
         }
         let record = SessionRecord {
@@ -139,9 +156,15 @@ impl CodexBackend {
             session_id: thread_id.clone(),
             verified: true,
         };
-        let (record, cmd_tx, cmd_rx, em, events_rx) = driver_channels(record, self.cfg.redactor.clone());
+        let (record, cmd_tx, cmd_rx, em, events_rx) =
+            driver_channels(record, self.cfg.redactor.clone());
         let task = tokio::spawn(drive(p, cmd_rx, em, gate, thread_id, next_id));
-        Ok(Box::new(DriverSession { record, cmd_tx, events_rx, task: Some(task) }))
+        Ok(Box::new(DriverSession {
+            record,
+            cmd_tx,
+            events_rx,
+            task: Some(task),
+        }))
     }
 }
 
@@ -155,7 +178,8 @@ async fn rpc(
 ) -> Result<std::result::Result<Value, String>> {
     *next_id += 1;
     let id = *next_id;
-    p.send(&json!({"method": method, "id": id, "params": params})).await?;
+    p.send(&json!({"method": method, "id": id, "params": params}))
+        .await?;
     loop {
         let line = match p.lines.next_line().await {
             Ok(Some(l)) => l,
@@ -175,7 +199,11 @@ async fn rpc(
         let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
         if v.get("id").and_then(Value::as_i64) == Some(id) && v.get("method").is_none() {
             if let Some(e) = v.get("error") {
-                let m = e.get("message").and_then(Value::as_str).unwrap_or("error").to_string();
+                let m = e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string();
                 return Ok(Err(m));
             }
             return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
@@ -188,7 +216,11 @@ impl AgentBackend for CodexBackend {
     fn kind(&self) -> AgentKind {
         AgentKind::Codex
     }
-    async fn start(&self, opts: StartOptions, gate: Arc<dyn ApprovalGate>) -> Result<Box<dyn AgentSession>> {
+    async fn start(
+        &self,
+        opts: StartOptions,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Result<Box<dyn AgentSession>> {
         self.launch(opts, gate, None).await
     }
     async fn resume(
@@ -301,11 +333,17 @@ async fn relay(
     key: &str,
     d: PermissionDecision,
 ) -> Result<()> {
-    let Some(wires) = broker.resolve(key, &d) else { return Ok(()) };
+    let Some(wires) = broker.resolve(key, &d) else {
+        return Ok(());
+    };
     for w in wires {
         p.send(&json!({"id": w, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
     }
-    em.emit(AgentEvent::PermissionResolved { request_id: key.into(), decision: d }).await;
+    em.emit(AgentEvent::PermissionResolved {
+        request_id: key.into(),
+        decision: d,
+    })
+    .await;
     Ok(())
 }
 
@@ -315,7 +353,11 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 
 fn breakdown(v: &Value) -> Totals {
     let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    Totals { input: n("inputTokens"), cached: n("cachedInputTokens"), output: n("outputTokens") }
+    Totals {
+        input: n("inputTokens"),
+        cached: n("cachedInputTokens"),
+        output: n("outputTokens"),
+    }
 }
 
 async fn handle_line(
@@ -335,7 +377,11 @@ async fn handle_line(
                 let m = s(e, "message").to_string();
                 if id.as_i64() == st.turn_start_req && st.in_turn {
                     st.in_turn = false;
-                    return Err(AgentError::Rejected { agent: AGENT.into(), method: "turn/start".into(), message: m });
+                    return Err(AgentError::Rejected {
+                        agent: AGENT.into(),
+                        method: "turn/start".into(),
+                        message: m,
+                    });
                 }
                 tracing::warn!(agent = AGENT, error = %em.redactor().redact(&m), "request failed");
             } else if id.as_i64() == st.turn_start_req {
@@ -357,21 +403,38 @@ async fn handle_line(
             };
             let item_id = s(&params, "itemId").to_string();
             let input = match kind {
-                PermissionKind::Command => json!({"command": params.get("command"), "cwd": params.get("cwd")}),
-                _ => st.items.get(&item_id).and_then(|i| i.get("changes").cloned()).map(|c| json!({"changes": c})).unwrap_or(Value::Null),
+                PermissionKind::Command => {
+                    json!({"command": params.get("command"), "cwd": params.get("cwd")})
+                }
+                _ => st
+                    .items
+                    .get(&item_id)
+                    .and_then(|i| i.get("changes").cloned())
+                    .map(|c| json!({"changes": c}))
+                    .unwrap_or(Value::Null),
             };
             let pr = PermissionRequest {
                 id: format!("codex:{}:{}", st.thread, item_id),
                 agent: AgentKind::Codex,
                 session_id: st.thread.clone(),
-                tool_name: if kind == PermissionKind::Command { "commandExecution".into() } else { "fileChange".into() },
+                tool_name: if kind == PermissionKind::Command {
+                    "commandExecution".into()
+                } else {
+                    "fileChange".into()
+                },
                 input,
                 kind,
-                reason: params.get("reason").and_then(Value::as_str).map(str::to_string),
+                reason: params
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
             };
             let pr = em.redactor().redact_serde(pr);
             match broker.offer(id.clone(), &pr) {
-                Offer::Asked => { em.emit(AgentEvent::PermissionRequested { request: pr }).await; }
+                Offer::Asked => {
+                    em.emit(AgentEvent::PermissionRequested { request: pr })
+                        .await;
+                }
                 Offer::Joined => {}
                 Offer::Decided(d) => {
                     p.send(&json!({"id": id, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
@@ -382,7 +445,9 @@ async fn handle_line(
             let params = v.get("params").cloned().unwrap_or(Value::Null);
             match m {
                 "turn/started" => {
-                    if let Some(t) = params.pointer("/turn/id").and_then(Value::as_str) { st.turn = Some(t.into()); }
+                    if let Some(t) = params.pointer("/turn/id").and_then(Value::as_str) {
+                        st.turn = Some(t.into());
+                    }
                 }
                 "item/started" => {
                     let item = params.get("item").cloned().unwrap_or(Value::Null);
@@ -405,42 +470,89 @@ async fn handle_line(
                     match s(&item, "type") {
                         "agentMessage" => {
                             st.last_text = s(&item, "text").to_string();
-                            em.emit(AgentEvent::AssistantText { text: st.last_text.clone() }).await;
+                            em.emit(AgentEvent::AssistantText {
+                                text: st.last_text.clone(),
+                            })
+                            .await;
                         }
                         "commandExecution" => {
                             let exit = item.get("exitCode").and_then(Value::as_i64);
-                            let out = item.get("aggregatedOutput").and_then(Value::as_str).unwrap_or("").to_string();
+                            let out = item
+                                .get("aggregatedOutput")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string();
                             let is_error = status != "completed" || exit.is_some_and(|c| c != 0);
-                            let out = if status == "declined" && out.is_empty() { "declined".to_string() } else { out };
-                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: out, is_error }).await;
+                            let out = if status == "declined" && out.is_empty() {
+                                "declined".to_string()
+                            } else {
+                                out
+                            };
+                            em.emit(AgentEvent::ToolResult {
+                                call_id: iid.clone(),
+                                output: out,
+                                is_error,
+                            })
+                            .await;
                         }
                         "fileChange" => {
                             if status == "completed" {
-                                for c in item.get("changes").and_then(Value::as_array).cloned().unwrap_or_default() {
+                                for c in item
+                                    .get("changes")
+                                    .and_then(Value::as_array)
+                                    .cloned()
+                                    .unwrap_or_default()
+                                {
                                     let kind = match c.get("kind") {
                                         Some(Value::String(k)) => k.clone(),
                                         Some(k) => s(k, "type").to_string(),
                                         None => "update".into(),
                                     };
-                                    em.emit(AgentEvent::FileChange { path: s(&c, "path").into(), kind,
-                                        diff: c.get("diff").and_then(Value::as_str).map(str::to_string) }).await;
+                                    em.emit(AgentEvent::FileChange {
+                                        path: s(&c, "path").into(),
+                                        kind,
+                                        diff: c
+                                            .get("diff")
+                                            .and_then(Value::as_str)
+                                            .map(str::to_string),
+                                    })
+                                    .await;
                                 }
                             }
-                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: status.to_string(), is_error: status != "completed" }).await;
+                            em.emit(AgentEvent::ToolResult {
+                                call_id: iid.clone(),
+                                output: status.to_string(),
+                                is_error: status != "completed",
+                            })
+                            .await;
                         }
                         "mcpToolCall" => {
-                            let out = item.get("result").or_else(|| item.get("error")).map(|r| r.to_string()).unwrap_or_default();
-                            em.emit(AgentEvent::ToolResult { call_id: iid.clone(), output: out, is_error: status != "completed" }).await;
+                            let out = item
+                                .get("result")
+                                .or_else(|| item.get("error"))
+                                .map(|r| r.to_string())
+                                .unwrap_or_default();
+                            em.emit(AgentEvent::ToolResult {
+                                call_id: iid.clone(),
+                                output: out,
+                                is_error: status != "completed",
+                            })
+                            .await;
                         }
                         _ => {}
                     }
                     st.items.remove(&iid);
                 }
                 "thread/tokenUsage/updated" => {
-                    if let Some(t) = params.pointer("/tokenUsage/total") { st.totals = breakdown(t); }
+                    if let Some(t) = params.pointer("/tokenUsage/total") {
+                        st.totals = breakdown(t);
+                    }
                 }
                 "error" => {
-                    st.error = params.pointer("/error/message").and_then(Value::as_str).map(str::to_string);
+                    st.error = params
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
                 }
                 "turn/completed" => {
                     let turn = params.get("turn").cloned().unwrap_or(Value::Null);
@@ -449,25 +561,47 @@ async fn handle_line(
                         "interrupted" => TurnStatus::Interrupted,
                         _ => TurnStatus::Failed,
                     };
-                    let reason = turn.pointer("/error/message").and_then(Value::as_str).map(str::to_string).or(st.error.take());
+                    let reason = turn
+                        .pointer("/error/message")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .or(st.error.take());
                     let d = Totals {
                         input: st.totals.input.saturating_sub(st.at_turn_start.input),
                         cached: st.totals.cached.saturating_sub(st.at_turn_start.cached),
                         output: st.totals.output.saturating_sub(st.at_turn_start.output),
                     };
                     // Codex counts cached tokens inside inputTokens.
-                    let usage = Usage { input_tokens: d.input.saturating_sub(d.cached), output_tokens: d.output, cached_input_tokens: d.cached, cost_usd: None };
+                    let usage = Usage {
+                        input_tokens: d.input.saturating_sub(d.cached),
+                        output_tokens: d.output,
+                        cached_input_tokens: d.cached,
+                        cost_usd: None,
+                    };
                     st.in_turn = false;
                     st.turn = None;
                     em.emit(AgentEvent::Usage { usage }).await;
-                    em.emit(AgentEvent::TurnCompleted { result: TurnResult {
-                        status, text: st.last_text.clone(), usage, session_id: st.thread.clone(),
-                        reason: if status == TurnStatus::Completed { None } else { reason } } }).await;
+                    em.emit(AgentEvent::TurnCompleted {
+                        result: TurnResult {
+                            status,
+                            text: st.last_text.clone(),
+                            usage,
+                            session_id: st.thread.clone(),
+                            reason: if status == TurnStatus::Completed {
+                                None
+                            } else {
+                                reason
+                            },
+                        },
+                    })
+                    .await;
                 }
                 _ => {}
             }
         }
-        (None, None) => return Err(p.malformed(line, "neither a request, a response nor a notification")),
+        (None, None) => {
+            return Err(p.malformed(line, "neither a request, a response nor a notification"))
+        }
     }
     Ok(())
 }

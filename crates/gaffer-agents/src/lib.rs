@@ -26,8 +26,8 @@ mod process;
 pub mod ratelimit;
 mod redact;
 mod session;
-pub mod tools;
 pub mod toolloop;
+pub mod tools;
 mod types;
 mod workspace;
 

@@ -190,8 +190,14 @@ impl LlmClient {
     ) -> Result<Reply, CallError> {
         let base = self.cfg.base_url.trim_end_matches('/');
         let (url, body) = match self.cfg.api {
-            ApiKind::OpenAiChat => (format!("{base}/chat/completions"), openai_body(&self.cfg, system, msgs, tools)),
-            ApiKind::AnthropicMessages => (format!("{base}/v1/messages"), anthropic_body(&self.cfg, system, msgs, tools)),
+            ApiKind::OpenAiChat => (
+                format!("{base}/chat/completions"),
+                openai_body(&self.cfg, system, msgs, tools),
+            ),
+            ApiKind::AnthropicMessages => (
+                format!("{base}/v1/messages"),
+                anthropic_body(&self.cfg, system, msgs, tools),
+            ),
         };
         let mut req = self.http.post(&url).json(&body);
         match self.cfg.api {
@@ -257,7 +263,9 @@ fn openai_body(cfg: &ProviderConfig, system: &str, msgs: &[Msg], tools: &[ToolSp
             }
             Msg::Tools { results } => {
                 for r in results {
-                    m.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+                    m.push(
+                        json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}),
+                    );
                 }
             }
         }
@@ -308,18 +316,32 @@ fn parse_openai(v: &Value) -> Result<Reply, String> {
     let msg = v
         .pointer("/choices/0/message")
         .ok_or("response has no choices[0].message")?;
-    let text = msg.get("content").and_then(Value::as_str).map(str::to_string);
+    let text = msg
+        .get("content")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let mut calls = Vec::new();
     if let Some(tcs) = msg.get("tool_calls").and_then(Value::as_array) {
         for tc in tcs {
-            let id = tc.get("id").and_then(Value::as_str).ok_or("tool call without id")?;
+            let id = tc
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or("tool call without id")?;
             let name = tc
                 .pointer("/function/name")
                 .and_then(Value::as_str)
                 .ok_or("tool call without function.name")?;
-            let raw = tc.pointer("/function/arguments").and_then(Value::as_str).unwrap_or("{}");
-            let arguments = serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
-            calls.push(Call { id: id.into(), name: name.into(), arguments });
+            let raw = tc
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("{}");
+            let arguments =
+                serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()));
+            calls.push(Call {
+                id: id.into(),
+                name: name.into(),
+                arguments,
+            });
         }
     }
     let prompt = n(v, "/usage/prompt_tokens");
@@ -337,15 +359,26 @@ fn parse_openai(v: &Value) -> Result<Reply, String> {
 }
 
 fn parse_anthropic(v: &Value) -> Result<Reply, String> {
-    let content = v.get("content").and_then(Value::as_array).ok_or("response has no content[]")?;
+    let content = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("response has no content[]")?;
     let mut text = String::new();
     let mut calls = Vec::new();
     for b in content {
         match b.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
             Some("tool_use") => calls.push(Call {
-                id: b.get("id").and_then(Value::as_str).ok_or("tool_use without id")?.into(),
-                name: b.get("name").and_then(Value::as_str).ok_or("tool_use without name")?.into(),
+                id: b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or("tool_use without id")?
+                    .into(),
+                name: b
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("tool_use without name")?
+                    .into(),
                 arguments: b.get("input").cloned().unwrap_or(json!({})),
             }),
             _ => {}

@@ -118,16 +118,22 @@ pub fn parse_patch(text: &str) -> Result<Vec<FilePatch>, PatchError> {
                     .strip_prefix("@@ ")
                     .and_then(|r| r.split_once(" @@"))
                     .map(|(r, _)| r)
-                    .ok_or_else(|| PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1)))?;
+                    .ok_or_else(|| {
+                        PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1))
+                    })?;
                 let mut parts = inner.split_whitespace();
                 let old_r = parts
                     .next()
                     .and_then(|p| p.strip_prefix('-'))
-                    .ok_or_else(|| PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1)))?;
+                    .ok_or_else(|| {
+                        PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1))
+                    })?;
                 let new_r = parts
                     .next()
                     .and_then(|p| p.strip_prefix('+'))
-                    .ok_or_else(|| PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1)))?;
+                    .ok_or_else(|| {
+                        PatchError::Parse(format!("line {}: bad hunk header {h:?}", i + 1))
+                    })?;
                 let (old_start, old_count) = parse_range(old_r)?;
                 let (new_start, new_count) = parse_range(new_r)?;
                 let mut hunk = Hunk {
@@ -298,12 +304,18 @@ mod tests {
     fn two_hunks_shift() {
         let orig = "1\n2\n3\n4\n5\n6\n";
         let p = "--- a/f\n+++ b/f\n@@ -1,1 +1,2 @@\n 1\n+1.5\n@@ -5,1 +6,1 @@\n-5\n+five\n";
-        assert_eq!(apply_unified_diff(orig, p).unwrap(), "1\n1.5\n2\n3\n4\nfive\n6\n");
+        assert_eq!(
+            apply_unified_diff(orig, p).unwrap(),
+            "1\n1.5\n2\n3\n4\nfive\n6\n"
+        );
     }
 
     #[test]
     fn new_file_and_no_newline() {
-        let files = parse_patch("--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,2 @@\n+x\n+y\n\\ No newline at end of file\n").unwrap();
+        let files = parse_patch(
+            "--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,2 @@\n+x\n+y\n\\ No newline at end of file\n",
+        )
+        .unwrap();
         assert_eq!(apply_file_patch(None, &files[0]).unwrap().unwrap(), "x\ny");
     }
 

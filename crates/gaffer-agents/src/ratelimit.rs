@@ -34,7 +34,9 @@ impl CounterStore for MemoryCounterStore {
             .counts
             .lock()
             .map_err(|_| AgentError::Counters("poisoned".into()))?;
-        Ok(m.get(&(key.to_string(), day.to_string())).copied().unwrap_or(0))
+        Ok(m.get(&(key.to_string(), day.to_string()))
+            .copied()
+            .unwrap_or(0))
     }
     async fn add(&self, key: &str, day: &str, by: u64) -> Result<u64> {
         let mut m = self
@@ -235,14 +237,21 @@ mod tests {
     async fn rpm_gcra_allows_burst_then_spaces() {
         let l = RateLimiter::new(
             "p:m",
-            RateLimits { rpm: 2, rpd: 100, tpm: None },
+            RateLimits {
+                rpm: 2,
+                rpd: 100,
+                tpm: None,
+            },
             Arc::new(MemoryCounterStore::default()),
         );
         assert!(l.check().await.unwrap().is_none());
         assert!(l.check().await.unwrap().is_none());
         let w = l.check().await.unwrap().unwrap();
         assert_eq!(w.reason, "rpm");
-        assert!(w.delay > Duration::from_secs(25) && w.delay <= Duration::from_secs(30), "{w:?}");
+        assert!(
+            w.delay > Duration::from_secs(25) && w.delay <= Duration::from_secs(30),
+            "{w:?}"
+        );
         tokio::time::advance(w.delay).await;
         assert!(l.check().await.unwrap().is_none());
     }
@@ -250,7 +259,11 @@ mod tests {
     #[tokio::test]
     async fn daily_counter_survives_a_restart() {
         let store: Arc<dyn CounterStore> = Arc::new(MemoryCounterStore::default());
-        let limits = RateLimits { rpm: 1000, rpd: 2, tpm: None };
+        let limits = RateLimits {
+            rpm: 1000,
+            rpd: 2,
+            tpm: None,
+        };
         let l = RateLimiter::new("p:m", limits, store.clone());
         assert!(l.check().await.unwrap().is_none());
         assert!(l.check().await.unwrap().is_none());
@@ -258,7 +271,10 @@ mod tests {
         let l2 = RateLimiter::new("p:m", limits, store.clone());
         let w = l2.check().await.unwrap().unwrap();
         assert_eq!(w.reason, "rpd");
-        assert_eq!(utc_day(w.until), utc_day(SystemTime::now() + Duration::from_secs(86_400)));
+        assert_eq!(
+            utc_day(w.until),
+            utc_day(SystemTime::now() + Duration::from_secs(86_400))
+        );
         // Another model has its own counter.
         let other = RateLimiter::new("p:other", limits, store);
         assert!(other.check().await.unwrap().is_none());
@@ -268,11 +284,17 @@ mod tests {
     fn backoff_honours_retry_after_with_bounded_jitter() {
         for _ in 0..50 {
             let d = backoff_delay(1, Some(Duration::from_secs(2)));
-            assert!(d >= Duration::from_secs(2) && d <= Duration::from_millis(2500), "{d:?}");
+            assert!(
+                d >= Duration::from_secs(2) && d <= Duration::from_millis(2500),
+                "{d:?}"
+            );
         }
         assert!(backoff_delay(3, None) >= Duration::from_secs(2));
         assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon"), None);
     }
 }

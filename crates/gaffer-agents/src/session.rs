@@ -254,27 +254,21 @@ pub(crate) struct DriverSession {
     pub(crate) task: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// Create the channels of a driver session.
-pub(crate) fn driver_channels(
-    record: SessionRecord,
-    redactor: Arc<Redactor>,
-) -> (
+/// Channels of a driver session: record, command sender/receiver, emitter, event receiver.
+pub(crate) type DriverChannels = (
     Arc<Mutex<SessionRecord>>,
     mpsc::UnboundedSender<Command>,
     mpsc::UnboundedReceiver<Command>,
     Emitter,
     mpsc::Receiver<Result<AgentEvent>>,
-) {
+);
+
+/// Create the channels of a driver session.
+pub(crate) fn driver_channels(record: SessionRecord, redactor: Arc<Redactor>) -> DriverChannels {
     let record = Arc::new(Mutex::new(record));
     let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
     let (tx, events_rx) = mpsc::channel(1024);
-    (
-        record,
-        cmd_tx,
-        cmd_rx,
-        Emitter { tx, redactor },
-        events_rx,
-    )
+    (record, cmd_tx, cmd_rx, Emitter { tx, redactor }, events_rx)
 }
 
 pub(crate) fn set_verified(record: &Arc<Mutex<SessionRecord>>, verified: bool) {

@@ -23,8 +23,8 @@ use crate::session::{
 };
 use crate::tools::{tool_specs, Worktree};
 use crate::types::{
-    AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest,
-    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
+    AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest, SessionRecord,
+    StartOptions, TurnResult, TurnStatus, Usage,
 };
 use crate::workspace::{canonical_workspace, workspace_key};
 
@@ -162,9 +162,10 @@ impl AgentBackend for BuiltinBackend {
             .ok_or_else(|| gone("no transcript directory is configured".into()))?;
         let text = std::fs::read_to_string(&path)
             .map_err(|_| gone(format!("no transcript at {}", path.display())))?;
-        let history: Vec<Msg> = serde_json::from_str(&text)
-            .map_err(|e| gone(format!("transcript unreadable: {e}")))?;
-        self.launch(opts, gate, session_id.to_string(), history).await
+        let history: Vec<Msg> =
+            serde_json::from_str(&text).map_err(|e| gone(format!("transcript unreadable: {e}")))?;
+        self.launch(opts, gate, session_id.to_string(), history)
+            .await
     }
 }
 
@@ -249,7 +250,8 @@ fn save(ctx: &Ctx) {
     if let Some(dir) = &ctx.cfg.transcript_dir {
         let _ = std::fs::create_dir_all(dir);
         if let Ok(text) = serde_json::to_string(&ctx.messages) {
-            let _ = crate::tools::atomic_write(&dir.join(format!("{}.json", ctx.session_id)), &text);
+            let _ =
+                crate::tools::atomic_write(&dir.join(format!("{}.json", ctx.session_id)), &text);
         }
     }
 }
@@ -274,7 +276,9 @@ async fn ask(ctx: &Ctx, c: &Call, kind: PermissionKind) -> PermissionDecision {
         m.insert(req.id.clone(), tx);
     }
     ctx.em
-        .emit(AgentEvent::PermissionRequested { request: req.clone() })
+        .emit(AgentEvent::PermissionRequested {
+            request: req.clone(),
+        })
         .await;
     let id = req.id.clone();
     let d = tokio::select! {
@@ -313,7 +317,11 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
         }
         let mut attempt = 0;
         let reply = loop {
-            match ctx.client.complete(&ctx.system, &ctx.messages, &specs).await {
+            match ctx
+                .client
+                .complete(&ctx.system, &ctx.messages, &specs)
+                .await
+            {
                 Ok(r) => break r,
                 Err(CallError::RateLimited(ra)) => {
                     attempt += 1;
@@ -339,14 +347,16 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
                 Err(CallError::Other(e)) => return Err(e),
             }
         };
-        ctx.cfg
-            .limiter
-            .record_tokens(reply.usage.input_tokens + reply.usage.output_tokens + reply.usage.cached_input_tokens);
+        ctx.cfg.limiter.record_tokens(
+            reply.usage.input_tokens + reply.usage.output_tokens + reply.usage.cached_input_tokens,
+        );
         total += reply.usage;
         ctx.em.emit(AgentEvent::Usage { usage: reply.usage }).await;
         if let Some(t) = reply.text.as_ref().filter(|t| !t.is_empty()) {
             last_text = t.clone();
-            ctx.em.emit(AgentEvent::AssistantText { text: t.clone() }).await;
+            ctx.em
+                .emit(AgentEvent::AssistantText { text: t.clone() })
+                .await;
         }
         ctx.messages.push(Msg::Assistant {
             text: reply.text.clone(),
@@ -374,21 +384,28 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
                 .await;
             let mut outcome = if !c.arguments.is_object() {
                 crate::tools::ToolOutcome {
-                    output: format!("arguments of {} are not a JSON object; send valid JSON arguments", c.name),
+                    output: format!(
+                        "arguments of {} are not a JSON object; send valid JSON arguments",
+                        c.name
+                    ),
                     is_error: true,
                     ..Default::default()
                 }
             } else {
                 let gated = match c.name.as_str() {
                     "run" => Some(PermissionKind::Command),
-                    "write_file" | "apply_patch" if ctx.cfg.approve_writes => Some(PermissionKind::FileChange),
+                    "write_file" | "apply_patch" if ctx.cfg.approve_writes => {
+                        Some(PermissionKind::FileChange)
+                    }
                     _ => None,
                 };
                 let denied = match gated {
-                    Some(kind) if ctx.mode == crate::types::Mode::ReadWrite => match ask(ctx, c, kind).await {
-                        PermissionDecision::Deny { message } => Some(message),
-                        PermissionDecision::Allow { .. } => None,
-                    },
+                    Some(kind) if ctx.mode == crate::types::Mode::ReadWrite => {
+                        match ask(ctx, c, kind).await {
+                            PermissionDecision::Deny { message } => Some(message),
+                            PermissionDecision::Allow { .. } => None,
+                        }
+                    }
                     _ => None,
                 };
                 match denied {
@@ -473,4 +490,3 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
         reason: Some(format!("no finish after {} model calls", ctx.cfg.max_steps)),
     })
 }
-

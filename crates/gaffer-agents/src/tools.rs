@@ -49,7 +49,8 @@ pub fn tool_specs(mode: Mode) -> Vec<ToolSpec> {
     let mut v = vec![
         ToolSpec {
             name: "read_file",
-            description: "Read a text file of the worktree. Files over 64 KiB must be read by line range.",
+            description:
+                "Read a text file of the worktree. Files over 64 KiB must be read by line range.",
             parameters: json!({"type": "object", "properties": {
                 "path": {"type": "string"},
                 "start_line": {"type": "integer", "minimum": 1},
@@ -169,7 +170,10 @@ struct FinishArgs {
     summary: String,
 }
 
-fn args<T: serde::de::DeserializeOwned>(tool: &str, v: &Value) -> std::result::Result<T, ToolOutcome> {
+fn args<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    v: &Value,
+) -> std::result::Result<T, ToolOutcome> {
     serde_json::from_value(v.clone())
         .map_err(|e| ToolOutcome::err(format!("invalid arguments for {tool}: {e}")))
 }
@@ -261,7 +265,9 @@ impl Worktree {
     pub async fn execute(&self, name: &str, input: &Value) -> ToolOutcome {
         let writes = matches!(name, "apply_patch" | "write_file" | "run");
         if writes && self.mode == Mode::ReadOnly {
-            return ToolOutcome::err(format!("refused: {name} is not available in a read-only session"));
+            return ToolOutcome::err(format!(
+                "refused: {name} is not available in a read-only session"
+            ));
         }
         let r = match name {
             "read_file" => self.read_file(input),
@@ -288,9 +294,13 @@ impl Worktree {
         let meta = std::fs::metadata(&p)
             .map_err(|_| ToolOutcome::err(format!("`{}` does not exist", a.path)))?;
         if meta.is_dir() {
-            return Err(ToolOutcome::err(format!("`{}` is a directory; use list_dir", a.path)));
+            return Err(ToolOutcome::err(format!(
+                "`{}` is a directory; use list_dir",
+                a.path
+            )));
         }
-        let bytes = std::fs::read(&p).map_err(|e| ToolOutcome::err(format!("cannot read `{}`: {e}", a.path)))?;
+        let bytes = std::fs::read(&p)
+            .map_err(|e| ToolOutcome::err(format!("cannot read `{}`: {e}", a.path)))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| ToolOutcome::err(format!("`{}` is not UTF-8 text", a.path)))?;
         let total = text.lines().count();
@@ -368,16 +378,23 @@ impl Worktree {
             .map_err(ToolOutcome::err)?;
         let mut hits = Vec::new();
         let mut more = false;
-        for entry in ignore::WalkBuilder::new(&base).build().filter_map(|e| e.ok()) {
+        for entry in ignore::WalkBuilder::new(&base)
+            .build()
+            .filter_map(|e| e.ok())
+        {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
             }
             // Symlinked files are followed only if they stay inside.
-            let Ok(real) = std::fs::canonicalize(entry.path()) else { continue };
+            let Ok(real) = std::fs::canonicalize(entry.path()) else {
+                continue;
+            };
             if !real.starts_with(&self.root) {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(&real) else { continue };
+            let Ok(text) = std::fs::read_to_string(&real) else {
+                continue;
+            };
             for (i, line) in text.lines().enumerate() {
                 if re.is_match(line) {
                     if hits.len() >= MAX_MATCHES {
@@ -397,7 +414,9 @@ impl Worktree {
         }
         let mut out = hits.join("\n");
         if more {
-            out.push_str(&format!("\n[stopped after {MAX_MATCHES} matches; narrow the pattern or path]"));
+            out.push_str(&format!(
+                "\n[stopped after {MAX_MATCHES} matches; narrow the pattern or path]"
+            ));
         }
         Ok(ToolOutcome::ok(out))
     }
@@ -409,12 +428,13 @@ impl Worktree {
         let mut plan: Vec<(PathBuf, String, Option<String>, String)> = Vec::new();
         for fp in &files {
             let p = self.resolve(fp.path()).map_err(ToolOutcome::err)?;
-            let original = match std::fs::read(&p) {
-                Ok(b) => Some(String::from_utf8(b).map_err(|_| {
-                    ToolOutcome::err(format!("`{}` is not UTF-8 text", fp.path()))
-                })?),
-                Err(_) => None,
-            };
+            let original =
+                match std::fs::read(&p) {
+                    Ok(b) => Some(String::from_utf8(b).map_err(|_| {
+                        ToolOutcome::err(format!("`{}` is not UTF-8 text", fp.path()))
+                    })?),
+                    Err(_) => None,
+                };
             let new = apply_file_patch(original.as_deref(), fp)
                 .map_err(|e| ToolOutcome::err(e.to_string()))?;
             let kind = match (&original, &new) {
@@ -450,8 +470,9 @@ impl Worktree {
         }
         let existed = p.exists();
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| ToolOutcome::err(format!("cannot create directory for `{}`: {e}", a.path)))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                ToolOutcome::err(format!("cannot create directory for `{}`: {e}", a.path))
+            })?;
         }
         atomic_write(&p, &a.content)
             .map_err(|e| ToolOutcome::err(format!("writing `{}` failed: {e}", a.path)))?;
@@ -507,7 +528,8 @@ impl Worktree {
                 let code = st.ok().and_then(|s| s.code());
                 let out = format!(
                     "exit code: {}\nstdout:\n{o}\nstderr:\n{e}",
-                    code.map(|c| c.to_string()).unwrap_or_else(|| "killed by signal".into())
+                    code.map(|c| c.to_string())
+                        .unwrap_or_else(|| "killed by signal".into())
                 );
                 if code == Some(0) {
                     Ok(ToolOutcome::ok(out))
@@ -526,7 +548,10 @@ pub fn atomic_write(path: &Path, content: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.gaffer-tmp-{}", uuid::Uuid::new_v4().simple()));
+    let tmp = dir.join(format!(
+        ".{name}.gaffer-tmp-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
     std::fs::write(&tmp, content)?;
     if let Ok(meta) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(&tmp, meta.permissions());

@@ -82,7 +82,11 @@ fn openai_error(status: StatusCode, msg: &str) -> Response {
 }
 
 fn anthropic_error(status: StatusCode, ty: &str, msg: &str) -> Response {
-    (status, Json(json!({"type": "error", "error": {"type": ty, "message": msg}}))).into_response()
+    (
+        status,
+        Json(json!({"type": "error", "error": {"type": ty, "message": msg}})),
+    )
+        .into_response()
 }
 
 fn take(inner: &Inner, body: &Value) -> Result<LlmReply, String> {
@@ -113,8 +117,13 @@ fn rate_limited(r: &LlmReply, body: Value) -> Option<Response> {
 }
 
 fn check_openai(body: &Value) -> Result<(), String> {
-    body.get("model").and_then(Value::as_str).ok_or("you must provide a model parameter")?;
-    let msgs = body.get("messages").and_then(Value::as_array).ok_or("'messages' is a required property")?;
+    body.get("model")
+        .and_then(Value::as_str)
+        .ok_or("you must provide a model parameter")?;
+    let msgs = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("'messages' is a required property")?;
     if msgs.is_empty() {
         return Err("'messages' must not be empty".into());
     }
@@ -135,9 +144,17 @@ fn check_openai(body: &Value) -> Result<(), String> {
         if role == "assistant" {
             if let Some(tcs) = m.get("tool_calls").and_then(Value::as_array) {
                 for tc in tcs {
-                    let args = tc.pointer("/function/arguments").and_then(Value::as_str).ok_or("tool_calls[].function.arguments must be a string")?;
+                    let args = tc
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .ok_or("tool_calls[].function.arguments must be a string")?;
                     let _ = args;
-                    open.push(tc.get("id").and_then(Value::as_str).unwrap_or("").to_string());
+                    open.push(
+                        tc.get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    );
                 }
             }
         }
@@ -156,7 +173,10 @@ async fn openai(State(inner): State<Arc<Inner>>, Json(body): Json<Value>) -> Res
         Ok(r) => r,
         Err(m) => return openai_error(StatusCode::BAD_REQUEST, &m),
     };
-    if let Some(resp) = rate_limited(&r, json!({"error": {"message": "Rate limit reached", "type": "rate_limit_error"}})) {
+    if let Some(resp) = rate_limited(
+        &r,
+        json!({"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}),
+    ) {
         log_effect("fake-llm openai 429");
         return resp;
     }
@@ -166,8 +186,10 @@ async fn openai(State(inner): State<Arc<Inner>>, Json(body): Json<Value>) -> Res
         .tool_calls
         .iter()
         .enumerate()
-        .map(|(i, c)| json!({"id": format!("call_{n}_{i}"), "type": "function",
-            "function": {"name": c.name, "arguments": c.arguments.to_string()}}))
+        .map(|(i, c)| {
+            json!({"id": format!("call_{n}_{i}"), "type": "function",
+            "function": {"name": c.name, "arguments": c.arguments.to_string()}})
+        })
         .collect();
     let mut message = json!({"role": "assistant", "content": r.text});
     if !calls.is_empty() {
@@ -186,29 +208,57 @@ async fn openai(State(inner): State<Arc<Inner>>, Json(body): Json<Value>) -> Res
     .into_response()
 }
 
-fn check_anthropic(headers: &HeaderMap, body: &Value) -> Result<(), (StatusCode, &'static str, String)> {
+fn check_anthropic(
+    headers: &HeaderMap,
+    body: &Value,
+) -> Result<(), (StatusCode, &'static str, String)> {
     if !headers.contains_key("x-api-key") {
-        return Err((StatusCode::UNAUTHORIZED, "authentication_error", "x-api-key header is required".into()));
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "x-api-key header is required".into(),
+        ));
     }
     if !headers.contains_key("anthropic-version") {
-        return Err((StatusCode::BAD_REQUEST, "invalid_request_error", "anthropic-version: header is required".into()));
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "anthropic-version: header is required".into(),
+        ));
     }
     let bad = |m: String| (StatusCode::BAD_REQUEST, "invalid_request_error", m);
-    body.get("model").and_then(Value::as_str).ok_or_else(|| bad("model: Field required".into()))?;
-    body.get("max_tokens").and_then(Value::as_u64).ok_or_else(|| bad("max_tokens: Field required".into()))?;
-    let msgs = body.get("messages").and_then(Value::as_array).ok_or_else(|| bad("messages: Field required".into()))?;
+    body.get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("model: Field required".into()))?;
+    body.get("max_tokens")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("max_tokens: Field required".into()))?;
+    let msgs = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("messages: Field required".into()))?;
     let mut expect = "user";
     let mut pending: Vec<String> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role != expect {
-            return Err(bad(format!("messages.{i}: roles must alternate between \"user\" and \"assistant\"")));
+            return Err(bad(format!(
+                "messages.{i}: roles must alternate between \"user\" and \"assistant\""
+            )));
         }
-        let blocks: Vec<Value> = m.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+        let blocks: Vec<Value> = m
+            .get("content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if role == "user" {
             for b in &blocks {
                 if b.get("type").and_then(Value::as_str) == Some("tool_result") {
-                    let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string();
+                    let id = b
+                        .get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
                     if !pending.contains(&id) {
                         return Err(bad(format!("messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.")));
                     }
@@ -223,7 +273,12 @@ fn check_anthropic(headers: &HeaderMap, body: &Value) -> Result<(), (StatusCode,
             pending = blocks
                 .iter()
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                .map(|b| b.get("id").and_then(Value::as_str).unwrap_or("").to_string())
+                .map(|b| {
+                    b.get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                })
                 .collect();
             expect = "user";
         }
@@ -234,7 +289,11 @@ fn check_anthropic(headers: &HeaderMap, body: &Value) -> Result<(), (StatusCode,
     Ok(())
 }
 
-async fn anthropic(State(inner): State<Arc<Inner>>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+async fn anthropic(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
     if let Err((st, ty, m)) = check_anthropic(&headers, &body) {
         return anthropic_error(st, ty, &m);
     }
@@ -242,7 +301,10 @@ async fn anthropic(State(inner): State<Arc<Inner>>, headers: HeaderMap, Json(bod
         Ok(r) => r,
         Err(m) => return anthropic_error(StatusCode::BAD_REQUEST, "invalid_request_error", &m),
     };
-    if let Some(resp) = rate_limited(&r, json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}})) {
+    if let Some(resp) = rate_limited(
+        &r,
+        json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}),
+    ) {
         log_effect("fake-llm anthropic 429");
         return resp;
     }

@@ -204,7 +204,11 @@ pub fn log_effect(line: &str) {
         if p.is_empty() {
             return;
         }
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
             let _ = writeln!(f, "{}", line.replace('\n', "\\n"));
         }
     }

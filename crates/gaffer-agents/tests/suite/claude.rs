@@ -34,7 +34,10 @@ async fn tool_call_allowed_then_denied_goes_through_the_gate_once_each() {
         PermissionDecision::allow(),
         PermissionDecision::deny("not on my watch"),
     ]);
-    let mut s = backend().start(env.opts(Mode::ReadWrite), gate.clone()).await.unwrap();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), gate.clone())
+        .await
+        .unwrap();
     let (events, res) = turn(s.as_mut(), "do it").await;
     let res = res.unwrap();
     assert_eq!(res.status, TurnStatus::Completed);
@@ -52,13 +55,18 @@ async fn tool_call_allowed_then_denied_goes_through_the_gate_once_each() {
     let results: Vec<(String, bool)> = events
         .iter()
         .filter_map(|e| match e {
-            AgentEvent::ToolResult { output, is_error, .. } => Some((output.clone(), *is_error)),
+            AgentEvent::ToolResult {
+                output, is_error, ..
+            } => Some((output.clone(), *is_error)),
             _ => None,
         })
         .collect();
     assert_eq!(
         results,
-        vec![("all passed".to_string(), false), ("not on my watch".to_string(), true)]
+        vec![
+            ("all passed".to_string(), false),
+            ("not on my watch".to_string(), true)
+        ]
     );
     let resolved: Vec<bool> = events
         .iter()
@@ -81,8 +89,14 @@ async fn repeated_identical_request_asks_the_gate_once() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [
         {"tool": {"name": "Bash", "input": {"command": "ls"}, "repeat_request": true}}
     ]}]})));
-    let gate = RecordingGate::new(vec![PermissionDecision::allow(), PermissionDecision::allow()]);
-    let mut s = backend().start(env.opts(Mode::ReadWrite), gate.clone()).await.unwrap();
+    let gate = RecordingGate::new(vec![
+        PermissionDecision::allow(),
+        PermissionDecision::allow(),
+    ]);
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), gate.clone())
+        .await
+        .unwrap();
     let (events, res) = turn(s.as_mut(), "go").await;
     res.unwrap();
     assert_eq!(gate.seen().len(), 1);
@@ -97,7 +111,10 @@ async fn repeated_identical_request_asks_the_gate_once() {
 #[tokio::test]
 async fn flags_env_and_assigned_session_id() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "hi"}]}]})));
-    let mut s = backend().start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadOnly), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (events, res) = turn(s.as_mut(), "hello").await;
     res.unwrap();
     let rec = s.record();
@@ -109,7 +126,10 @@ async fn flags_env_and_assigned_session_id() {
         verified: true
     }));
     let spawn = env.log().into_iter().find(|l| l.contains("spawn")).unwrap();
-    assert!(spawn.contains("role=owner task=task-42 project=demo"), "{spawn}");
+    assert!(
+        spawn.contains("role=owner task=task-42 project=demo"),
+        "{spawn}"
+    );
     for flag in [
         "\"-p\"",
         "\"--output-format\",\"stream-json\"",
@@ -130,7 +150,10 @@ async fn resume_existing_session_continues_the_conversation() {
         {"expect_prompt_contains": "second prompt", "steps": [{"say": "second"}]}
     ]})));
     let b = backend();
-    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (_, r) = turn(s.as_mut(), "first prompt").await;
     r.unwrap();
     let rec = s.record();
@@ -138,7 +161,11 @@ async fn resume_existing_session_continues_the_conversation() {
     drop(s);
 
     let mut s = b
-        .resume(env.opts(Mode::ReadWrite), &rec.session_id, Arc::new(AllowAll))
+        .resume(
+            env.opts(Mode::ReadWrite),
+            &rec.session_id,
+            Arc::new(AllowAll),
+        )
         .await
         .unwrap();
     let (events, r) = turn(s.as_mut(), "second prompt").await;
@@ -146,9 +173,17 @@ async fn resume_existing_session_continues_the_conversation() {
     assert_eq!(texts(&events), vec!["second".to_string()]);
     assert_eq!(s.record().session_id, rec.session_id);
     assert!(s.record().verified);
-    let spawns: Vec<String> = env.log().into_iter().filter(|l| l.contains("spawn")).collect();
+    let spawns: Vec<String> = env
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("spawn"))
+        .collect();
     assert_eq!(spawns.len(), 2);
-    assert!(spawns[1].contains(&format!("--resume={}", rec.session_id)), "{}", spawns[1]);
+    assert!(
+        spawns[1].contains(&format!("--resume={}", rec.session_id)),
+        "{}",
+        spawns[1]
+    );
     assert!(!spawns[1].contains("--session-id"));
 }
 
@@ -173,7 +208,10 @@ async fn resume_of_vanished_session_is_a_clear_error_and_starts_nothing() {
 async fn transcript_of_another_workspace_does_not_count() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "a"}]}]})));
     let b = backend();
-    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     turn(s.as_mut(), "x").await.1.unwrap();
     let id = s.record().session_id;
     s.shutdown().await.unwrap();
@@ -190,10 +228,15 @@ async fn malformed_line_is_a_typed_error() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [
         {"say": "ok so far"}, {"raw": "{\"type\": \"assistant\", oops"}, {"say": "never seen"}
     ]}]})));
-    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (events, r) = turn(s.as_mut(), "go").await;
     match r {
-        Err(AgentError::MalformedOutput { line_no, snippet, .. }) => {
+        Err(AgentError::MalformedOutput {
+            line_no, snippet, ..
+        }) => {
             assert!(line_no >= 2);
             assert!(snippet.contains("oops"));
         }
@@ -204,8 +247,13 @@ async fn malformed_line_is_a_typed_error() {
 
 #[tokio::test]
 async fn agent_exiting_mid_turn_is_a_typed_error() {
-    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "working"}, {"exit": 3}]}]})));
-    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let env = Env::new(&scenario(
+        json!({"turns": [{"steps": [{"say": "working"}, {"exit": 3}]}]}),
+    ));
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (_, r) = turn(s.as_mut(), "go").await;
     match r {
         Err(AgentError::ExitedMidTurn { status, .. }) => assert!(status.contains('3'), "{status}"),
@@ -219,9 +267,15 @@ async fn session_id_mismatch_is_detected() {
         "report_session_id": "11111111-1111-4111-8111-111111111111",
         "turns": [{"steps": [{"say": "hi"}]}]
     })));
-    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (_, r) = turn(s.as_mut(), "go").await;
-    assert!(matches!(r, Err(AgentError::SessionMismatch { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(AgentError::SessionMismatch { .. })),
+        "{r:?}"
+    );
     assert!(!s.record().verified);
 }
 
@@ -235,7 +289,10 @@ async fn secrets_in_agent_output_are_redacted() {
         redactor: Arc::new(gaffer_agents::Redactor::new(["hunter2secret"])),
         ..Default::default()
     });
-    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (events, r) = turn(s.as_mut(), "go").await;
     r.unwrap();
     let t = texts(&events).join("");
@@ -251,7 +308,10 @@ async fn cancel_interrupts_a_pending_permission() {
     ]}]})));
     // A gate that never answers.
     let (gate, mut rx) = gaffer_agents::ChannelGate::new();
-    let mut s = backend().start(env.opts(Mode::ReadWrite), Arc::new(gate)).await.unwrap();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(gate))
+        .await
+        .unwrap();
     s.send_turn("go").await.unwrap();
     let _pending = rx.recv().await.unwrap();
     s.cancel().await.unwrap();

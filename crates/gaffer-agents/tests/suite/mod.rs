@@ -1,7 +1,7 @@
 mod acp;
 mod claude;
 mod codex;
+mod support;
 mod toolloop;
 mod tools;
-mod support;
 mod workspace;

@@ -54,10 +54,19 @@ impl Env {
 
     pub fn opts(&self, mode: Mode) -> StartOptions {
         let mut env = BTreeMap::new();
-        env.insert("GAFFER_FAKE_SCENARIO".into(), self.scenario.display().to_string());
+        env.insert(
+            "GAFFER_FAKE_SCENARIO".into(),
+            self.scenario.display().to_string(),
+        );
         env.insert("GAFFER_FAKE_LOG".into(), self.log.display().to_string());
-        env.insert("GAFFER_FAKE_STATE_DIR".into(), self.state.display().to_string());
-        env.insert("CLAUDE_CONFIG_DIR".into(), self.claude_home.display().to_string());
+        env.insert(
+            "GAFFER_FAKE_STATE_DIR".into(),
+            self.state.display().to_string(),
+        );
+        env.insert(
+            "CLAUDE_CONFIG_DIR".into(),
+            self.claude_home.display().to_string(),
+        );
         env.insert("CODEX_HOME".into(), self.codex_home.display().to_string());
         StartOptions {
             workspace: self.ws.clone(),

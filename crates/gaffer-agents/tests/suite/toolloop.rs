@@ -3,7 +3,9 @@ use std::time::{Duration, Instant};
 
 use gaffer_agents::llm::{ApiKind, ProviderConfig};
 use gaffer_agents::toolloop::{BuiltinBackend, BuiltinConfig};
-use gaffer_agents::{AgentBackend, AgentError, AgentEvent, AllowAll, Mode, PermissionDecision, TurnStatus};
+use gaffer_agents::{
+    AgentBackend, AgentError, AgentEvent, AllowAll, Mode, PermissionDecision, TurnStatus,
+};
 use gaffer_testkit::llm::FakeLlmServer;
 use serde_json::json;
 
@@ -12,12 +14,22 @@ use super::support::*;
 fn provider(server: &FakeLlmServer, api: ApiKind) -> ProviderConfig {
     ProviderConfig {
         api,
-        name: match api { ApiKind::OpenAiChat => "openai".into(), ApiKind::AnthropicMessages => "anthropic".into() },
-        base_url: match api { ApiKind::OpenAiChat => server.openai_base(), ApiKind::AnthropicMessages => server.anthropic_base() },
+        name: match api {
+            ApiKind::OpenAiChat => "openai".into(),
+            ApiKind::AnthropicMessages => "anthropic".into(),
+        },
+        base_url: match api {
+            ApiKind::OpenAiChat => server.openai_base(),
+            ApiKind::AnthropicMessages => server.anthropic_base(),
+        },
         api_key: Some("sk-test-abcdefghijklmnopqrstuvwx".into()),
         model: "fake-model".into(),
         max_tokens: 1024,
-        pricing: Some(gaffer_agents::accounting::Pricing { input_per_mtok: 1_000_000.0, output_per_mtok: 0.0, cached_input_per_mtok: 0.0 }),
+        pricing: Some(gaffer_agents::accounting::Pricing {
+            input_per_mtok: 1_000_000.0,
+            output_per_mtok: 0.0,
+            cached_input_per_mtok: 0.0,
+        }),
         timeout: Duration::from_secs(20),
     }
 }
@@ -34,9 +46,15 @@ async fn openai_tool_loop_with_approval_allowed_then_denied() {
     let server = FakeLlmServer::start(&s).await.unwrap();
     let env = Env::new(&s);
     std::fs::write(env.ws.join("big.txt"), "x".repeat(70_000)).unwrap();
-    let gate = RecordingGate::new(vec![PermissionDecision::allow(), PermissionDecision::deny("no")]);
+    let gate = RecordingGate::new(vec![
+        PermissionDecision::allow(),
+        PermissionDecision::deny("no"),
+    ]);
     let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server, ApiKind::OpenAiChat)));
-    let mut sess = b.start(env.opts(Mode::ReadWrite), gate.clone()).await.unwrap();
+    let mut sess = b
+        .start(env.opts(Mode::ReadWrite), gate.clone())
+        .await
+        .unwrap();
     let (events, r) = turn(sess.as_mut(), "build it").await;
     let r = r.unwrap();
     assert_eq!(r.status, TurnStatus::Completed);
@@ -46,8 +64,13 @@ async fn openai_tool_loop_with_approval_allowed_then_denied() {
     assert_eq!(gate.seen().len(), 2);
     assert!(env.ws.join("allowed.txt").exists());
     assert!(!env.ws.join("denied.txt").exists());
-    assert_eq!(std::fs::read_to_string(env.ws.join("out/new.txt")).unwrap(), "hello");
-    assert!(events.iter().any(|e| matches!(e, AgentEvent::FileChange { path, .. } if path == "out/new.txt")));
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("out/new.txt")).unwrap(),
+        "hello"
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::FileChange { path, .. } if path == "out/new.txt")));
     assert_eq!(server.remaining(), 0);
     // The key never appears in what the session emits.
     assert!(!format!("{events:?}").contains("sk-test-abcdefghijklmnopqrstuvwx"));
@@ -61,17 +84,34 @@ async fn anthropic_429_with_retry_after_waits_visibly_then_succeeds() {
     ]}));
     let server = FakeLlmServer::start(&s).await.unwrap();
     let env = Env::new(&s);
-    let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server, ApiKind::AnthropicMessages)));
-    let mut sess = b.start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let b = BuiltinBackend::new(BuiltinConfig::new(provider(
+        &server,
+        ApiKind::AnthropicMessages,
+    )));
+    let mut sess = b
+        .start(env.opts(Mode::ReadOnly), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let start = Instant::now();
     let (events, r) = turn(sess.as_mut(), "hi").await;
     let r = r.unwrap();
-    assert!(start.elapsed() >= Duration::from_secs(1), "Retry-After not honoured");
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "Retry-After not honoured"
+    );
     assert_eq!(r.text, "hello after the wait");
     assert_eq!(r.usage.cached_input_tokens, 2);
-    let limited: Vec<&AgentEvent> = events.iter().filter(|e| matches!(e, AgentEvent::RateLimited { .. })).collect();
+    let limited: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::RateLimited { .. }))
+        .collect();
     assert_eq!(limited.len(), 1);
-    if let AgentEvent::RateLimited { until, reason, provider } = limited[0] {
+    if let AgentEvent::RateLimited {
+        until,
+        reason,
+        provider,
+    } = limited[0]
+    {
         assert_eq!(reason, "429");
         assert_eq!(provider, "anthropic");
         assert!(humantime::parse_rfc3339(until).is_ok(), "{until}");
@@ -81,15 +121,23 @@ async fn anthropic_429_with_retry_after_waits_visibly_then_succeeds() {
 
 #[tokio::test]
 async fn persistent_429_gives_up_with_a_typed_error() {
-    let replies: Vec<_> = (0..3).map(|_| json!({"status": 429, "retry_after": 0})).collect();
+    let replies: Vec<_> = (0..3)
+        .map(|_| json!({"status": 429, "retry_after": 0}))
+        .collect();
     let s = scenario(json!({"llm": replies}));
     let server = FakeLlmServer::start(&s).await.unwrap();
     let env = Env::new(&s);
     let mut cfg = BuiltinConfig::new(provider(&server, ApiKind::OpenAiChat));
     cfg.max_retries = 2;
-    let mut sess = BuiltinBackend::new(cfg).start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let mut sess = BuiltinBackend::new(cfg)
+        .start(env.opts(Mode::ReadOnly), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (_, r) = turn(sess.as_mut(), "hi").await;
-    assert!(matches!(r, Err(AgentError::RateLimited { attempts: 3, .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(AgentError::RateLimited { attempts: 3, .. })),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
@@ -98,14 +146,26 @@ async fn identical_failing_call_is_detected_and_ends_the_turn() {
     let s = scenario(json!({"llm": [call.clone(), call.clone(), call.clone(), {"text": "never"}]}));
     let server = FakeLlmServer::start(&s).await.unwrap();
     let env = Env::new(&s);
-    let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server, ApiKind::AnthropicMessages)));
-    let mut sess = b.start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let b = BuiltinBackend::new(BuiltinConfig::new(provider(
+        &server,
+        ApiKind::AnthropicMessages,
+    )));
+    let mut sess = b
+        .start(env.opts(Mode::ReadOnly), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (events, r) = turn(sess.as_mut(), "read it").await;
     let r = r.unwrap();
     assert_eq!(r.status, TurnStatus::RepeatedFailure);
     assert!(r.reason.unwrap().contains("read_file"));
     assert_eq!(server.remaining(), 1, "the loop must stop after the bound");
-    let outputs: Vec<String> = events.iter().filter_map(|e| match e { AgentEvent::ToolResult { output, .. } => Some(output.clone()), _ => None }).collect();
+    let outputs: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .collect();
     assert!(!outputs[0].contains("failed"), "{}", outputs[0]);
     assert!(outputs[1].contains("failed 2 times"), "{}", outputs[1]);
     // The model was told on its next request.
@@ -122,26 +182,48 @@ async fn failing_patch_in_the_loop_is_an_observation_and_file_is_unchanged() {
     let env = Env::new(&s);
     std::fs::write(env.ws.join("f.txt"), "original\n").unwrap();
     let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server, ApiKind::OpenAiChat)));
-    let mut sess = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut sess = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (_, r) = turn(sess.as_mut(), "patch").await;
     assert_eq!(r.unwrap().status, TurnStatus::Completed);
-    assert_eq!(std::fs::read_to_string(env.ws.join("f.txt")).unwrap(), "original\n");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("f.txt")).unwrap(),
+        "original\n"
+    );
 }
 
 #[tokio::test]
 async fn builtin_resume_needs_a_saved_transcript() {
-    let s = scenario(json!({"llm": [{"text": "one"}, {"expect_request_contains": "first question", "text": "two"}]}));
+    let s = scenario(
+        json!({"llm": [{"text": "one"}, {"expect_request_contains": "first question", "text": "two"}]}),
+    );
     let server = FakeLlmServer::start(&s).await.unwrap();
     let env = Env::new(&s);
     let mut cfg = BuiltinConfig::new(provider(&server, ApiKind::OpenAiChat));
     cfg.transcript_dir = Some(env.state.clone());
     let b = BuiltinBackend::new(cfg);
-    let mut sess = b.start(env.opts(Mode::ReadOnly), Arc::new(AllowAll)).await.unwrap();
+    let mut sess = b
+        .start(env.opts(Mode::ReadOnly), Arc::new(AllowAll))
+        .await
+        .unwrap();
     turn(sess.as_mut(), "first question").await.1.unwrap();
     let id = sess.record().session_id;
     sess.shutdown().await.unwrap();
-    let mut sess = b.resume(env.opts(Mode::ReadOnly), &id, Arc::new(AllowAll)).await.unwrap();
+    let mut sess = b
+        .resume(env.opts(Mode::ReadOnly), &id, Arc::new(AllowAll))
+        .await
+        .unwrap();
     assert_eq!(turn(sess.as_mut(), "second").await.1.unwrap().text, "two");
-    let err = b.resume(env.opts(Mode::ReadOnly), "not-a-session", Arc::new(AllowAll)).await.err().unwrap();
+    let err = b
+        .resume(
+            env.opts(Mode::ReadOnly),
+            "not-a-session",
+            Arc::new(AllowAll),
+        )
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(err, AgentError::SessionGone { .. }));
 }

@@ -16,7 +16,11 @@ fn six_forms_one_key() {
         (".", real.clone(), ".".into()),
         ("./", real.clone(), "./".into()),
         ("absolute", root.clone(), real.clone()),
-        ("trailing slash", root.clone(), format!("{}/", real.display()).into()),
+        (
+            "trailing slash",
+            root.clone(),
+            format!("{}/", real.display()).into(),
+        ),
         ("dotdot", root.clone(), root.join("wsprobe/../wsprobe/real")),
         ("symlink", root.clone(), link.clone()),
     ];

@@ -45,7 +45,11 @@ fn config_dir() -> PathBuf {
 
 fn append(path: &std::path::Path, v: &Value) {
     use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(f, "{v}");
     }
 }
@@ -56,7 +60,9 @@ pub fn main() {
     if !has(&args, "-p") && !has(&args, "--print") {
         fail("fake-claude only supports --print mode");
     }
-    if arg_value(&args, "--output-format").as_deref() == Some("stream-json") && !has(&args, "--verbose") {
+    if arg_value(&args, "--output-format").as_deref() == Some("stream-json")
+        && !has(&args, "--verbose")
+    {
         fail("Error: When using --print, --output-format=stream-json requires --verbose");
     }
     if arg_value(&args, "--input-format").as_deref() != Some("stream-json") {
@@ -100,9 +106,16 @@ pub fn main() {
         serde_json::to_string(&args).unwrap_or_default()
     ));
     let played = std::fs::read_to_string(&transcript)
-        .map(|s| s.lines().filter(|l| l.contains("\"type\":\"user\"")).count())
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.contains("\"type\":\"user\""))
+                .count()
+        })
         .unwrap_or(0);
-    let reported = scenario.report_session_id.clone().unwrap_or_else(|| session_id.clone());
+    let reported = scenario
+        .report_session_id
+        .clone()
+        .unwrap_or_else(|| session_id.clone());
     let mut io = Io::new();
     let mut turn_idx = played;
     let mut inited = false;
@@ -110,7 +123,11 @@ pub fn main() {
     while let Some(msg) = io.read() {
         match msg.get("type").and_then(Value::as_str) {
             Some("control_request") => {
-                let rid = msg.get("request_id").and_then(Value::as_str).unwrap_or("").to_string();
+                let rid = msg
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 match msg.pointer("/request/subtype").and_then(Value::as_str) {
                     Some("initialize") => io.send(&json!({
                         "type": "control_response",
@@ -130,13 +147,20 @@ pub fn main() {
                 }
             }
             Some("user") => {
-                let content = msg.pointer("/message/content").cloned().unwrap_or(Value::Null);
+                let content = msg
+                    .pointer("/message/content")
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 if msg.pointer("/message/role").and_then(Value::as_str) != Some("user") {
                     fail("Error: user message must have message.role = \"user\"");
                 }
                 let prompt = match &content {
                     Value::String(s) => s.clone(),
-                    Value::Array(a) => a.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"),
+                    Value::Array(a) => a
+                        .iter()
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     _ => fail("Error: user message content must be a string or an array of blocks"),
                 };
                 if !inited {
@@ -149,12 +173,17 @@ pub fn main() {
                         "apiKeySource": "none", "uuid": uuid::Uuid::new_v4().to_string()
                     }));
                 }
-                append(&transcript, &json!({"type": "user", "sessionId": session_id, "message": {"role": "user", "content": prompt}}));
+                append(
+                    &transcript,
+                    &json!({"type": "user", "sessionId": session_id, "message": {"role": "user", "content": prompt}}),
+                );
                 let turn = scenario.turns.get(turn_idx).cloned().unwrap_or_default();
                 turn_idx += 1;
                 if let Some(exp) = &turn.expect_prompt_contains {
                     if !prompt.contains(exp.as_str()) {
-                        fail(&format!("fake-claude: prompt does not contain {exp:?}: {prompt:?}"));
+                        fail(&format!(
+                            "fake-claude: prompt does not contain {exp:?}: {prompt:?}"
+                        ));
                     }
                 }
                 log_effect(&format!("fake-claude turn {turn_idx}"));
@@ -166,11 +195,18 @@ pub fn main() {
                         Step::Say(t) => {
                             last_text = t.clone();
                             io.send(&assistant(&reported, json!([{"type": "text", "text": t}])));
-                            append(&transcript, &json!({"type": "assistant", "message": {"content": t}}));
+                            append(
+                                &transcript,
+                                &json!({"type": "assistant", "message": {"content": t}}),
+                            );
                         }
                         Step::Tool(ts) => {
                             tool_seq += 1;
-                            let tu = format!("toolu_{:04}_{}", tool_seq, &uuid::Uuid::new_v4().simple().to_string()[..8]);
+                            let tu = format!(
+                                "toolu_{:04}_{}",
+                                tool_seq,
+                                &uuid::Uuid::new_v4().simple().to_string()[..8]
+                            );
                             io.send(&assistant(&reported, json!([{"type": "tool_use", "id": tu, "name": ts.name, "input": ts.input}])));
                             let mut decision: Option<(bool, Value, String)> = None;
                             if ts.permission {
@@ -188,18 +224,31 @@ pub fn main() {
                                     }
                                     let mut answers: Vec<(bool, Value, String)> = Vec::new();
                                     while answers.len() < rids.len() {
-                                        let Some(m) = io.read_wire() else { std::process::exit(0) };
+                                        let Some(m) = io.read_wire() else {
+                                            std::process::exit(0)
+                                        };
                                         match m.get("type").and_then(Value::as_str) {
                                             Some("control_response") => {
-                                                let r = m.get("response").cloned().unwrap_or(Value::Null);
-                                                let rid = r.get("request_id").and_then(Value::as_str).unwrap_or("");
+                                                let r = m
+                                                    .get("response")
+                                                    .cloned()
+                                                    .unwrap_or(Value::Null);
+                                                let rid = r
+                                                    .get("request_id")
+                                                    .and_then(Value::as_str)
+                                                    .unwrap_or("");
                                                 if !rids.iter().any(|x| x == rid) {
                                                     fail(&format!("fake-claude: control_response for unknown request_id {rid:?}"));
                                                 }
-                                                if r.get("subtype").and_then(Value::as_str) != Some("success") {
+                                                if r.get("subtype").and_then(Value::as_str)
+                                                    != Some("success")
+                                                {
                                                     fail("fake-claude: can_use_tool answered with an error response");
                                                 }
-                                                let body = r.get("response").cloned().unwrap_or(Value::Null);
+                                                let body = r
+                                                    .get("response")
+                                                    .cloned()
+                                                    .unwrap_or(Value::Null);
                                                 match body.get("behavior").and_then(Value::as_str) {
                                                     Some("allow") => {
                                                         let ui = body.get("updatedInput").cloned().unwrap_or(Value::Null);
@@ -216,8 +265,16 @@ pub fn main() {
                                                     _ => fail("fake-claude: behavior must be allow or deny"),
                                                 }
                                             }
-                                            Some("control_request") if m.pointer("/request/subtype").and_then(Value::as_str) == Some("interrupt") => {
-                                                let rid = m.get("request_id").and_then(Value::as_str).unwrap_or("").to_string();
+                                            Some("control_request")
+                                                if m.pointer("/request/subtype")
+                                                    .and_then(Value::as_str)
+                                                    == Some("interrupt") =>
+                                            {
+                                                let rid = m
+                                                    .get("request_id")
+                                                    .and_then(Value::as_str)
+                                                    .unwrap_or("")
+                                                    .to_string();
                                                 io.send(&json!({"type": "control_response", "response": {"subtype": "success", "request_id": rid, "response": {}}}));
                                                 for r in &rids {
                                                     io.send(&json!({"type": "control_cancel_request", "request_id": r}));
@@ -229,17 +286,25 @@ pub fn main() {
                                         }
                                     }
                                     if answers.windows(2).any(|w| w[0].0 != w[1].0) {
-                                        fail("fake-claude: repeated request answered inconsistently");
+                                        fail(
+                                            "fake-claude: repeated request answered inconsistently",
+                                        );
                                     }
                                     decision = answers.into_iter().next();
                                 }
                             }
-                            let (allowed, updated, message) = decision.unwrap_or((true, ts.input.clone(), String::new()));
+                            let (allowed, updated, message) =
+                                decision.unwrap_or((true, ts.input.clone(), String::new()));
                             let (out, is_error) = if allowed {
                                 if let Some(w) = &ts.write {
-                                    if let Err(e) = do_write("fake-claude", w) { fail(&e.to_string()); }
+                                    if let Err(e) = do_write("fake-claude", w) {
+                                        fail(&e.to_string());
+                                    }
                                 } else {
-                                    log_effect(&format!("fake-claude tool {} {}", ts.name, updated));
+                                    log_effect(&format!(
+                                        "fake-claude tool {} {}",
+                                        ts.name, updated
+                                    ));
                                 }
                                 (ts.output.clone().unwrap_or_else(|| "ok".into()), false)
                             } else {
@@ -250,20 +315,37 @@ pub fn main() {
                                 {"type": "tool_result", "tool_use_id": tu, "content": out, "is_error": is_error}]},
                                 "session_id": reported, "parent_tool_use_id": null}));
                         }
-                        Step::WriteFile(w) => { if let Err(e) = do_write("fake-claude", w) { fail(&e.to_string()); } }
-                        Step::Raw(l) => { io.send_raw_unflushed(l); io.flush(); }
+                        Step::WriteFile(w) => {
+                            if let Err(e) = do_write("fake-claude", w) {
+                                fail(&e.to_string());
+                            }
+                        }
+                        Step::Raw(l) => {
+                            io.send_raw_unflushed(l);
+                            io.flush();
+                        }
                         Step::Exit(c) => exit_now(&mut io, *c),
-                        Step::SleepMs(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+                        Step::SleepMs(ms) => {
+                            std::thread::sleep(std::time::Duration::from_millis(*ms))
+                        }
                         Step::Flood { count, text } => {
-                            let line = assistant(&reported, json!([{"type": "text", "text": text}])).to_string();
-                            for _ in 0..*count { io.send_raw_unflushed(&line); }
+                            let line =
+                                assistant(&reported, json!([{"type": "text", "text": text}]))
+                                    .to_string();
+                            for _ in 0..*count {
+                                io.send_raw_unflushed(&line);
+                            }
                             io.flush();
                             last_text = text.clone();
                         }
                     }
                 }
                 let u = turn.usage.unwrap_or_default();
-                let text = if interrupted { "Interrupted by user".to_string() } else { turn.result.clone().unwrap_or(last_text) };
+                let text = if interrupted {
+                    "Interrupted by user".to_string()
+                } else {
+                    turn.result.clone().unwrap_or(last_text)
+                };
                 io.send(&json!({
                     "type": "result",
                     "subtype": if interrupted { "error_during_execution" } else { "success" },
@@ -276,7 +358,9 @@ pub fn main() {
                 }));
                 append(&transcript, &json!({"type": "result", "result": text}));
             }
-            Some(other) => fail(&format!("fake-claude: unexpected message type {other:?} on stdin")),
+            Some(other) => fail(&format!(
+                "fake-claude: unexpected message type {other:?} on stdin"
+            )),
             None => fail("fake-claude: message without type on stdin"),
         }
     }

@@ -24,7 +24,11 @@ fn err(io: &mut Io, id: &Value, code: i64, message: &str) {
 
 fn append(path: &std::path::Path, v: &Value) {
     use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(f, "{v}");
     }
 }
@@ -56,12 +60,19 @@ pub fn main() {
     let mut srv_id = 0i64;
     let mut turn_seq = 0u64;
     let mut item_seq = 0u64;
-    let mut totals = Totals { input: 0, cached: 0, output: 0 };
+    let mut totals = Totals {
+        input: 0,
+        cached: 0,
+        output: 0,
+    };
     while let Some(msg) = io.read() {
         if msg.get("jsonrpc").is_some() {
             // The real server omits the header; it tolerates it, so do we.
         }
-        let method = msg.get("method").and_then(Value::as_str).map(str::to_string);
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let id = msg.get("id").cloned();
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let (Some(method), Some(id)) = (method.clone(), id) else {
@@ -77,8 +88,17 @@ pub fn main() {
                 err(&mut io, &id, -32600, "Already initialized");
                 continue;
             }
-            if params.pointer("/clientInfo/name").and_then(Value::as_str).is_none() {
-                err(&mut io, &id, -32602, "Invalid params: missing field `clientInfo`");
+            if params
+                .pointer("/clientInfo/name")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                err(
+                    &mut io,
+                    &id,
+                    -32602,
+                    "Invalid params: missing field `clientInfo`",
+                );
                 continue;
             }
             initialized = 1;
@@ -93,24 +113,43 @@ pub fn main() {
             "thread/start" | "thread/resume" => {
                 if let Some(ap) = params.get("approvalPolicy").and_then(Value::as_str) {
                     if !["untrusted", "on-failure", "on-request", "never"].contains(&ap) {
-                        err(&mut io, &id, -32602, &format!("Invalid params: unknown variant `{ap}`"));
+                        err(
+                            &mut io,
+                            &id,
+                            -32602,
+                            &format!("Invalid params: unknown variant `{ap}`"),
+                        );
                         continue;
                     }
                 }
                 if let Some(sb) = params.get("sandbox").and_then(Value::as_str) {
                     if !["read-only", "workspace-write", "danger-full-access"].contains(&sb) {
-                        err(&mut io, &id, -32602, &format!("Invalid params: unknown variant `{sb}`"));
+                        err(
+                            &mut io,
+                            &id,
+                            -32602,
+                            &format!("Invalid params: unknown variant `{sb}`"),
+                        );
                         continue;
                     }
                 }
                 let tid = if method == "thread/start" {
                     format!("thr_{}", uuid::Uuid::new_v4().simple())
                 } else {
-                    params.get("threadId").and_then(Value::as_str).unwrap_or("").to_string()
+                    params
+                        .get("threadId")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
                 };
                 let rollout = sessions.join(format!("{tid}.jsonl"));
                 if method == "thread/resume" && !rollout.is_file() {
-                    err(&mut io, &id, -32600, &format!("no rollout found for thread id {tid}"));
+                    err(
+                        &mut io,
+                        &id,
+                        -32600,
+                        &format!("no rollout found for thread id {tid}"),
+                    );
                     continue;
                 }
                 let played = std::fs::read_to_string(&rollout)
@@ -142,11 +181,20 @@ pub fn main() {
                     continue;
                 }
                 let Some(input) = params.get("input").and_then(Value::as_array) else {
-                    err(&mut io, &id, -32602, "Invalid params: missing field `input`");
+                    err(
+                        &mut io,
+                        &id,
+                        -32602,
+                        "Invalid params: missing field `input`",
+                    );
                     continue;
                 };
-                let prompt: String = input.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|i| i.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n");
+                let prompt: String = input
+                    .iter()
+                    .filter(|i| i.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|i| i.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 let turn = scenario.turns.get(played).cloned().unwrap_or_default();
                 if let Some(e) = &turn.expect_prompt_contains {
                     if !prompt.contains(e.as_str()) {
@@ -174,8 +222,15 @@ pub fn main() {
                             item_seq += 1;
                             let iid = format!("call_{item_seq}");
                             let is_file = ts.name == "file_change";
-                            let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
-                            let command = ts.input.get("command").and_then(Value::as_str).unwrap_or("true").to_string();
+                            let cwd = std::env::current_dir()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default();
+                            let command = ts
+                                .input
+                                .get("command")
+                                .and_then(Value::as_str)
+                                .unwrap_or("true")
+                                .to_string();
                             let changes = ts.write.as_ref().map(|w| json!([{"path": w.path, "kind": {"type": "add"}, "diff": w.content}])).unwrap_or(json!([]));
                             let item = if is_file {
                                 json!({"type": "fileChange", "id": iid, "changes": changes, "status": "inProgress"})
@@ -192,16 +247,26 @@ pub fn main() {
                                     srv_id += 1;
                                     ids.push(srv_id);
                                     let (m, p) = if is_file {
-                                        ("item/fileChange/requestApproval", json!({"threadId": tid, "turnId": turn_id, "itemId": iid, "reason": "write files"}))
+                                        (
+                                            "item/fileChange/requestApproval",
+                                            json!({"threadId": tid, "turnId": turn_id, "itemId": iid, "reason": "write files"}),
+                                        )
                                     } else {
-                                        ("item/commandExecution/requestApproval", json!({"threadId": tid, "turnId": turn_id, "itemId": iid, "reason": "run a command", "command": command, "cwd": cwd}))
+                                        (
+                                            "item/commandExecution/requestApproval",
+                                            json!({"threadId": tid, "turnId": turn_id, "itemId": iid, "reason": "run a command", "command": command, "cwd": cwd}),
+                                        )
                                     };
                                     io.send(&json!({"method": m, "id": srv_id, "params": p}));
                                 }
                                 let mut decisions = Vec::new();
                                 while decisions.len() < ids.len() {
-                                    let Some(m) = io.read_wire() else { std::process::exit(0) };
-                                    if m.get("method").and_then(Value::as_str) == Some("turn/interrupt") {
+                                    let Some(m) = io.read_wire() else {
+                                        std::process::exit(0)
+                                    };
+                                    if m.get("method").and_then(Value::as_str)
+                                        == Some("turn/interrupt")
+                                    {
                                         let rid = m.get("id").cloned().unwrap_or(Value::Null);
                                         io.send(&json!({"id": rid, "result": {}}));
                                         interrupted = true;
@@ -213,11 +278,20 @@ pub fn main() {
                                     }
                                     let rid = m.get("id").and_then(Value::as_i64).unwrap_or(-1);
                                     if !ids.contains(&rid) {
-                                        fail(&format!("fake-codex: response to unknown request id {rid}"));
+                                        fail(&format!(
+                                            "fake-codex: response to unknown request id {rid}"
+                                        ));
                                     }
-                                    let d = m.pointer("/result/decision").and_then(Value::as_str).unwrap_or("");
-                                    if !["accept", "acceptForSession", "decline", "cancel"].contains(&d) {
-                                        fail(&format!("fake-codex: invalid approval decision {d:?}"));
+                                    let d = m
+                                        .pointer("/result/decision")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or("");
+                                    if !["accept", "acceptForSession", "decline", "cancel"]
+                                        .contains(&d)
+                                    {
+                                        fail(&format!(
+                                            "fake-codex: invalid approval decision {d:?}"
+                                        ));
                                     }
                                     decisions.push(d.starts_with("accept"));
                                 }
@@ -229,13 +303,16 @@ pub fn main() {
                             let mut done = item.clone();
                             if accepted {
                                 if let Some(w) = &ts.write {
-                                    if let Err(e) = do_write("fake-codex", w) { fail(&e.to_string()); }
+                                    if let Err(e) = do_write("fake-codex", w) {
+                                        fail(&e.to_string());
+                                    }
                                 } else {
                                     log_effect(&format!("fake-codex exec {command}"));
                                 }
                                 done["status"] = json!("completed");
                                 if !is_file {
-                                    done["aggregatedOutput"] = json!(ts.output.clone().unwrap_or_else(|| "ok".into()));
+                                    done["aggregatedOutput"] =
+                                        json!(ts.output.clone().unwrap_or_else(|| "ok".into()));
                                     done["exitCode"] = json!(0);
                                     done["durationMs"] = json!(1);
                                 }
@@ -244,10 +321,19 @@ pub fn main() {
                             }
                             io.send(&json!({"method": "item/completed", "params": {"threadId": tid, "turnId": turn_id, "item": done}}));
                         }
-                        Step::WriteFile(w) => { if let Err(e) = do_write("fake-codex", w) { fail(&e.to_string()); } }
-                        Step::Raw(l) => { io.send_raw_unflushed(l); io.flush(); }
+                        Step::WriteFile(w) => {
+                            if let Err(e) = do_write("fake-codex", w) {
+                                fail(&e.to_string());
+                            }
+                        }
+                        Step::Raw(l) => {
+                            io.send_raw_unflushed(l);
+                            io.flush();
+                        }
                         Step::Exit(c) => exit_now(&mut io, *c),
-                        Step::SleepMs(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+                        Step::SleepMs(ms) => {
+                            std::thread::sleep(std::time::Duration::from_millis(*ms))
+                        }
                         Step::Flood { count, text } => {
                             for i in 0..*count {
                                 let line = json!({"method": "item/completed", "params": {"threadId": tid, "turnId": turn_id,
@@ -267,7 +353,11 @@ pub fn main() {
                     "total": bd(totals.input, totals.cached, totals.output),
                     "last": bd(u.input_tokens + u.cached_input_tokens, u.cached_input_tokens, u.output_tokens),
                     "modelContextWindow": 200000}}}));
-                let status = if interrupted { "interrupted" } else { "completed" };
+                let status = if interrupted {
+                    "interrupted"
+                } else {
+                    "completed"
+                };
                 io.send(&json!({"method": "turn/completed", "params": {"threadId": tid, "turn": {"id": turn_id, "status": status, "items": [], "error": null}}}));
             }
             other => err(&mut io, &id, -32601, &format!("method not found: {other}")),
