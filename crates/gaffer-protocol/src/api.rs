@@ -1,0 +1,1 @@
+//! HTTP API requests, responses and SSE events.

@@ -1,0 +1,1 @@
+//! The contracts agents answer in: plan, verdict, ruling.

@@ -1,0 +1,8 @@
+//! gaffer's wire types. This crate depends on serde and nothing of the engine or
+//! store, so clients, agents and the server agree on one definition.
+//!
+//! - [`api`]: HTTP API requests and responses, and SSE events.
+//! - [`contracts`]: what the planner, reviewer and arbiter must answer with.
+
+pub mod api;
+pub mod contracts;
