@@ -300,10 +300,13 @@ async fn drive(
                 }
                 Ok(None) | Err(_) => {
                     let status = p.exit_status().await;
-                    if st.prompt_req.is_some() {
-                        let stderr = em.redactor().redact(&p.stderr_tail());
-                        em.error(AgentError::ExitedMidTurn { agent: st.agent.clone(), status, stderr }).await;
-                    }
+                    let stderr = p.stderr_tail();
+                    let agent = st.agent.clone();
+                    em.error(if st.prompt_req.is_some() {
+                        AgentError::ExitedMidTurn { agent, status, stderr }
+                    } else {
+                        AgentError::Exited { agent, status, stderr }
+                    }).await;
                     return;
                 }
             },

@@ -288,10 +288,12 @@ async fn drive(
                 }
                 Ok(None) | Err(_) => {
                     let status = p.exit_status().await;
-                    if st.in_turn {
-                        let stderr = em.redactor().redact(&p.stderr_tail());
-                        em.error(AgentError::ExitedMidTurn { agent: AGENT.into(), status, stderr }).await;
-                    }
+                    let stderr = p.stderr_tail();
+                    em.error(if st.in_turn {
+                        AgentError::ExitedMidTurn { agent: AGENT.into(), status, stderr }
+                    } else {
+                        AgentError::Exited { agent: AGENT.into(), status, stderr }
+                    }).await;
                     return;
                 }
             },

@@ -85,6 +85,16 @@ pub enum AgentError {
         /// Error message.
         message: String,
     },
+    /// The agent process ended while no turn was running (e.g. it refused its arguments).
+    #[error("{agent} exited ({status}); stderr tail: {stderr:?}")]
+    Exited {
+        /// Agent.
+        agent: String,
+        /// Exit status description.
+        status: String,
+        /// Last bytes of stderr (redacted).
+        stderr: String,
+    },
     /// The session is closed; no more turns.
     #[error("session is closed")]
     Closed,
@@ -123,3 +133,63 @@ pub enum AgentError {
 
 /// `Result` with [`AgentError`].
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;
+
+impl AgentError {
+    /// The same error with every free-text field passed through the redactor.
+    pub fn redacted(self, r: &crate::redact::Redactor) -> Self {
+        match self {
+            AgentError::MalformedOutput {
+                agent,
+                line_no,
+                reason,
+                snippet,
+            } => AgentError::MalformedOutput {
+                agent,
+                line_no,
+                reason: r.redact(&reason),
+                snippet: r.redact(&snippet),
+            },
+            AgentError::ExitedMidTurn {
+                agent,
+                status,
+                stderr,
+            } => AgentError::ExitedMidTurn {
+                agent,
+                status,
+                stderr: r.redact(&stderr),
+            },
+            AgentError::Exited {
+                agent,
+                status,
+                stderr,
+            } => AgentError::Exited {
+                agent,
+                status,
+                stderr: r.redact(&stderr),
+            },
+            AgentError::Rejected {
+                agent,
+                method,
+                message,
+            } => AgentError::Rejected {
+                agent,
+                method,
+                message: r.redact(&message),
+            },
+            AgentError::Http { provider, message } => AgentError::Http {
+                provider,
+                message: r.redact(&message),
+            },
+            AgentError::SessionGone {
+                agent,
+                session_id,
+                detail,
+            } => AgentError::SessionGone {
+                agent,
+                session_id,
+                detail: r.redact(&detail),
+            },
+            other => other,
+        }
+    }
+}

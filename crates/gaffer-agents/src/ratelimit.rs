@@ -298,3 +298,41 @@ mod tests {
         assert_eq!(parse_retry_after("soon"), None);
     }
 }
+
+/// One shared [`RateLimiter`] per provider + model, all persisting through one store.
+pub struct Limiters {
+    store: std::sync::Arc<dyn CounterStore>,
+    defaults: RateLimits,
+    overrides: HashMap<String, RateLimits>,
+    map: Mutex<HashMap<String, std::sync::Arc<RateLimiter>>>,
+}
+
+impl Limiters {
+    /// Limiters with `defaults` for every provider/model without an override.
+    pub fn new(store: std::sync::Arc<dyn CounterStore>, defaults: RateLimits) -> Self {
+        Limiters {
+            store,
+            defaults,
+            overrides: HashMap::new(),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+    /// Configure the limits of one provider + model.
+    pub fn set_limits(&mut self, provider: &str, model: &str, limits: RateLimits) {
+        self.overrides.insert(format!("{provider}:{model}"), limits);
+    }
+    /// The limiter of a provider + model (created on first use).
+    pub fn get(&self, provider: &str, model: &str) -> std::sync::Arc<RateLimiter> {
+        let key = format!("{provider}:{model}");
+        let mut m = match self.map.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.entry(key.clone())
+            .or_insert_with(|| {
+                let limits = self.overrides.get(&key).copied().unwrap_or(self.defaults);
+                std::sync::Arc::new(RateLimiter::new(key, limits, self.store.clone()))
+            })
+            .clone()
+    }
+}

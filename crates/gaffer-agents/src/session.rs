@@ -179,7 +179,7 @@ impl Emitter {
         self.tx.send(Ok(ev)).await.is_ok()
     }
     pub(crate) async fn error(&self, e: AgentError) -> bool {
-        self.tx.send(Err(e)).await.is_ok()
+        self.tx.send(Err(e.redacted(&self.redactor))).await.is_ok()
     }
     pub(crate) fn redactor(&self) -> &Redactor {
         &self.redactor

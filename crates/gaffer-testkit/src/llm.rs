@@ -38,6 +38,11 @@ impl Drop for FakeLlmServer {
 impl FakeLlmServer {
     /// Start on `127.0.0.1:0`.
     pub async fn start(scenario: &Scenario) -> anyhow::Result<Self> {
+        Self::start_on(scenario, 0).await
+    }
+
+    /// Start on `127.0.0.1:port` (0: any free port).
+    pub async fn start_on(scenario: &Scenario, port: u16) -> anyhow::Result<Self> {
         let inner = Arc::new(Inner {
             replies: Mutex::new(scenario.llm.clone().into()),
             ..Default::default()
@@ -46,7 +51,7 @@ impl FakeLlmServer {
             .route("/v1/chat/completions", post(openai))
             .route("/v1/messages", post(anthropic))
             .with_state(inner.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;

@@ -336,3 +336,62 @@ async fn turn_rest(
         evs.push(ev);
     }
 }
+
+#[tokio::test]
+async fn planner_plan_block_and_owner_edits_pass_through_intact() {
+    let plan = "Plan:\n```json\n{\"steps\": [{\"title\": \"add greeting\", \"files\": [\"hello.txt\"]}]}\n```";
+    let env = Env::new(&scenario(json!({"turns": [
+        {"steps": [{"say": plan}]},
+        {"steps": [{"write_file": {"path": "hello.txt", "content": "hello\n"}}, {"say": "edited"}]}
+    ]})));
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
+    let (_, r) = turn(s.as_mut(), "plan it").await;
+    assert_eq!(r.unwrap().text, plan);
+    let (_, r) = turn(s.as_mut(), "do it").await;
+    assert_eq!(r.unwrap().text, "edited");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join("hello.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(env.log_count("fake-claude write hello.txt"), 1);
+}
+
+#[tokio::test]
+async fn agent_that_refuses_to_start_reports_why() {
+    let env = Env::new(&scenario(json!({})));
+    let mut opts = env.opts(Mode::ReadWrite);
+    opts.env.insert(
+        "GAFFER_FAKE_SCENARIO".into(),
+        "/nonexistent/scenario.json".into(),
+    );
+    let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
+    let ev = tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    match ev {
+        Err(AgentError::Exited { stderr, status, .. }) => {
+            assert!(stderr.contains("reading scenario"), "{stderr}");
+            assert!(status.contains('2'), "{status}");
+        }
+        other => panic!("expected Exited, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn secrets_in_malformed_lines_are_redacted_in_errors() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"raw": "oops sk-ant-api03-zzzzzzzzzzzzzzzzzzzz not json"}
+    ]}]})));
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
+    let (_, r) = turn(s.as_mut(), "go").await;
+    let e = r.unwrap_err().to_string();
+    assert!(!e.contains("zzzzzzzz"), "{e}");
+    assert!(e.contains("[REDACTED]"), "{e}");
+}
