@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 
 /// Bump when the layout of cached values changes: old entries are then never read again.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The key of one cached value: a 32-byte digest plus the index format version.
 ///
@@ -32,7 +32,10 @@ impl ContentKey {
         h.update(b"gaffer-index file\0");
         h.update(content_hash);
         h.update(lang_tag.as_bytes());
-        Self { format: FORMAT_VERSION, digest: *h.finalize().as_bytes() }
+        Self {
+            format: FORMAT_VERSION,
+            digest: *h.finalize().as_bytes(),
+        }
     }
 
     /// The key of a repository's manifest (path → size, mtime, content hash).
@@ -40,7 +43,10 @@ impl ContentKey {
         let mut h = blake3::Hasher::new();
         h.update(b"gaffer-index manifest\0");
         h.update(root.to_string_lossy().as_bytes());
-        Self { format: FORMAT_VERSION, digest: *h.finalize().as_bytes() }
+        Self {
+            format: FORMAT_VERSION,
+            digest: *h.finalize().as_bytes(),
+        }
     }
 
     /// A stable text form, `v{format}-{hex digest}`: a file name or a TEXT primary key.
@@ -87,12 +93,18 @@ impl MemoryCache {
 
 impl IndexCache for MemoryCache {
     fn get_many(&self, keys: &[ContentKey]) -> Result<Vec<Option<Vec<u8>>>> {
-        let map = self.map.lock().map_err(|_| Error::Cache("memory cache lock poisoned".into()))?;
+        let map = self
+            .map
+            .lock()
+            .map_err(|_| Error::Cache("memory cache lock poisoned".into()))?;
         Ok(keys.iter().map(|k| map.get(k).cloned()).collect())
     }
 
     fn put_many(&self, entries: &[(ContentKey, Vec<u8>)]) -> Result<()> {
-        let mut map = self.map.lock().map_err(|_| Error::Cache("memory cache lock poisoned".into()))?;
+        let mut map = self
+            .map
+            .lock()
+            .map_err(|_| Error::Cache("memory cache lock poisoned".into()))?;
         for (k, v) in entries {
             map.insert(*k, v.clone());
         }
@@ -140,7 +152,10 @@ impl IndexCache for DirCache {
             .map(|k| match std::fs::read(self.path_of(k)) {
                 Ok(v) => Ok(Some(v)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::Cache(format!("reading {}: {e}", self.path_of(k).display()))),
+                Err(e) => Err(Error::Cache(format!(
+                    "reading {}: {e}",
+                    self.path_of(k).display()
+                ))),
             })
             .collect()
     }
@@ -153,7 +168,8 @@ impl IndexCache for DirCache {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Error::Cache(format!("creating {}: {e}", parent.display())))?;
             let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, v).map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
+            std::fs::write(&tmp, v)
+                .map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
             std::fs::rename(&tmp, &path)
                 .map_err(|e| Error::Cache(format!("renaming to {}: {e}", path.display())))
         })

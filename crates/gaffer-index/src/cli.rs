@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::graph::FileGraph;
-use crate::index::{build_index, IndexOptions};
+use crate::index::{build_index, update_index, IndexOptions};
 use crate::pack::{fit, Mode, PackOptions, Tokenizer, TokenizerKind};
 use crate::rank::{rank, Weights};
 
@@ -95,24 +95,23 @@ struct JsonIndex<'a> {
 
 /// Runs `gaffer index`.
 pub fn run_index(args: &IndexArgs, cache: &dyn IndexCache, out: &mut dyn Write) -> Result<()> {
-    let opts = IndexOptions { max_file_bytes: args.max_file_bytes, ..IndexOptions::default() };
-    let index = build_index(&args.path, cache, &opts)?;
-    let symbols: usize = index.files.iter().map(|f| f.facts.defs.len()).sum();
-    let mut languages: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for f in &index.files {
-        *languages.entry(f.lang.tag()).or_insert(0) += 1;
-    }
-    let r = &index.report;
+    let opts = IndexOptions {
+        max_file_bytes: args.max_file_bytes,
+        ..IndexOptions::default()
+    };
+    let summary = update_index(&args.path, cache, &opts)?;
+    let languages: BTreeMap<&'static str, usize> = summary.languages.iter().map(|(l, c)| (l.tag(), *c)).collect();
+    let r = &summary.report;
     if args.json {
         let j = JsonIndex {
-            root: index.root.display().to_string(),
-            files: index.files.len(),
-            symbols,
+            root: summary.root.display().to_string(),
+            files: summary.files,
+            symbols: summary.symbols,
             languages,
             parsed: r.parsed,
             reused: r.reused,
             elapsed_ms: r.elapsed.as_millis(),
-            skipped: &index.skipped,
+            skipped: &summary.skipped,
         };
         serde_json::to_writer_pretty(&mut *out, &j)?;
         writeln!(out)?;
@@ -120,12 +119,12 @@ pub fn run_index(args: &IndexArgs, cache: &dyn IndexCache, out: &mut dyn Write) 
     }
     writeln!(
         out,
-        "indexed {} files ({} parsed, {} from cache), {} symbols, {} skipped, in {} ms",
-        index.files.len(),
+        "indexed {} files ({} parsed, {} unchanged), {} symbols, {} skipped, in {} ms",
+        summary.files,
         r.parsed,
-        r.reused,
-        symbols,
-        index.skipped.len(),
+        summary.files - r.parsed,
+        summary.symbols,
+        summary.skipped.len(),
         r.elapsed.as_millis()
     )?;
     if args.stats {
@@ -133,16 +132,15 @@ pub fn run_index(args: &IndexArgs, cache: &dyn IndexCache, out: &mut dyn Write) 
         for (l, c) in &languages {
             writeln!(out, "  {l:<12} {c}")?;
         }
-        let noted: Vec<_> = index.files.iter().filter(|f| !f.facts.notes.is_empty()).collect();
-        if !noted.is_empty() {
+        if !summary.notes.is_empty() {
             writeln!(out, "indexed with notes:")?;
-            for f in noted {
-                writeln!(out, "  {}: {}", f.path, f.facts.notes.join("; "))?;
+            for (path, notes) in &summary.notes {
+                writeln!(out, "  {path}: {}", notes.join("; "))?;
             }
         }
-        if !index.skipped.is_empty() {
+        if !summary.skipped.is_empty() {
             writeln!(out, "skipped:")?;
-            for s in &index.skipped {
+            for s in &summary.skipped {
                 writeln!(out, "  {}: {}", s.path, s.reason)?;
             }
         }
@@ -164,12 +162,24 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
         return Err(Error::EmptyText);
     }
     if args.budget == 0 {
-        return Err(Error::BudgetTooSmall { got: args.budget, min: 1 });
+        return Err(Error::BudgetTooSmall {
+            got: args.budget,
+            min: 1,
+        });
     }
     // Load the tokenizer while the index is built.
     let (tok, index) = rayon::join(
         || Tokenizer::load(args.tokenizer),
-        || build_index(&args.repo, cache, &IndexOptions { max_file_bytes: args.max_file_bytes, ..IndexOptions::default() }),
+        || {
+            build_index(
+                &args.repo,
+                cache,
+                &IndexOptions {
+                    max_file_bytes: args.max_file_bytes,
+                    ..IndexOptions::default()
+                },
+            )
+        },
     );
     let (tok, index) = (tok?, index?);
     let graph = FileGraph::build(&index);
@@ -200,7 +210,13 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
             files: sel
                 .files
                 .iter()
-                .map(|e| JsonFile { path: &e.path, tokens: e.tokens, mode: e.mode, score: e.score, reasons: &e.reasons })
+                .map(|e| JsonFile {
+                    path: &e.path,
+                    tokens: e.tokens,
+                    mode: e.mode,
+                    score: e.score,
+                    reasons: &e.reasons,
+                })
                 .collect(),
         };
         serde_json::to_writer(&mut *out, &j)?;
@@ -221,7 +237,15 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
             Mode::Full => "full",
             Mode::Skeleton => "skeleton",
         };
-        writeln!(out, "{:>3}. {:<60} {:>7} tok  {:<8} {:.3}", k + 1, e.path, e.tokens, mode, e.score)?;
+        writeln!(
+            out,
+            "{:>3}. {:<60} {:>7} tok  {:<8} {:.3}",
+            k + 1,
+            e.path,
+            e.tokens,
+            mode,
+            e.score
+        )?;
         for r in &e.reasons {
             writeln!(out, "       - {r}")?;
         }

@@ -74,7 +74,10 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => std::borrow::Cow::Borrowed(t),
         Err(e) => {
-            facts.notes.push(format!("invalid UTF-8 at byte {}: decoded lossily", e.valid_up_to()));
+            facts.notes.push(format!(
+                "invalid UTF-8 at byte {}: decoded lossily",
+                e.valid_up_to()
+            ));
             String::from_utf8_lossy(bytes)
         }
     };
@@ -92,7 +95,9 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     if lang.is_code() {
         match grammar(lang) {
             Some(g) => tags(g, text, lang, &mut facts),
-            None => facts.notes.push(format!("no grammar for {}: words only", lang.tag())),
+            None => facts
+                .notes
+                .push(format!("no grammar for {}: words only", lang.tag())),
         }
     }
     facts
@@ -107,13 +112,17 @@ fn tags(g: &crate::lang::Grammar, text: &str, lang: Lang, facts: &mut FileFacts)
         p.parse(text, None)
     });
     let Some(tree) = tree else {
-        facts.notes.push("tree-sitter could not parse the file: words only".into());
+        facts
+            .notes
+            .push("tree-sitter could not parse the file: words only".into());
         return;
     };
     let root = tree.root_node();
     if root.has_error() {
         let line = first_error_line(root).unwrap_or(0);
-        facts.notes.push(format!("syntax errors (first near line {line}): partial symbols"));
+        facts.notes.push(format!(
+            "syntax errors (first near line {line}): partial symbols"
+        ));
     }
     let names = g.tags.capture_names();
     let mut cursor = QueryCursor::new();
@@ -132,8 +141,12 @@ fn tags(g: &crate::lang::Grammar, text: &str, lang: Lang, facts: &mut FileFacts)
                 role = Some((cname, c.node));
             }
         }
-        let (Some(name_node), Some((cname, node))) = (name_node, role) else { continue };
-        let Ok(name) = name_node.utf8_text(text.as_bytes()) else { continue };
+        let (Some(name_node), Some((cname, node))) = (name_node, role) else {
+            continue;
+        };
+        let Ok(name) = name_node.utf8_text(text.as_bytes()) else {
+            continue;
+        };
         if name.is_empty() || name.len() > 200 {
             continue;
         }
@@ -238,7 +251,9 @@ fn doc(node: Node, text: &str, lang: Lang) -> Option<String> {
             return None;
         }
         let raw = s.utf8_text(text.as_bytes()).ok()?;
-        let inner = raw.trim_start_matches(['r', 'u', 'b', 'R', 'U', 'B']).trim_matches(['"', '\'']);
+        let inner = raw
+            .trim_start_matches(['r', 'u', 'b', 'R', 'U', 'B'])
+            .trim_matches(['"', '\'']);
         let para = inner.trim().split("\n\n").next().unwrap_or("");
         let d = collapse(para, 300);
         return (!d.is_empty()).then_some(d);
@@ -263,7 +278,12 @@ fn doc(node: Node, text: &str, lang: Lang) -> Option<String> {
     lines.reverse();
     let joined: String = lines
         .iter()
-        .map(|l| l.trim().trim_start_matches(['/', '*', '!', '#']).trim_end_matches(['*', '/']).trim())
+        .map(|l| {
+            l.trim()
+                .trim_start_matches(['/', '*', '!', '#'])
+                .trim_end_matches(['*', '/'])
+                .trim()
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let d = collapse(&joined, 300);
@@ -346,7 +366,8 @@ fn literal_re() -> Option<&'static (Regex, Regex)> {
     RE.get_or_init(|| {
         Some((
             Regex::new(r#""((?:[^"\\\n]|\\.){8,300})"|'((?:[^'\\\n]|\\.){8,300})'"#).ok()?,
-            Regex::new(r"\{[^{}]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxgeEXc]|\\[ntr]").ok()?,
+            Regex::new(r"\{[^{}]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxgeEXc]|\\[ntr]")
+                .ok()?,
         ))
     })
     .as_ref()
@@ -355,10 +376,14 @@ fn literal_re() -> Option<&'static (Regex, Regex)> {
 /// Message-like fragments of string literals: split on format placeholders and escapes, at
 /// least 8 characters, with a space or `:` in them (so not bare identifiers), at most 200 a file.
 fn literals(text: &str) -> Vec<String> {
-    let Some((lit, placeholder)) = literal_re() else { return Vec::new() };
+    let Some((lit, placeholder)) = literal_re() else {
+        return Vec::new();
+    };
     let mut out: Vec<String> = Vec::new();
     for c in lit.captures_iter(text) {
-        let Some(m) = c.get(1).or_else(|| c.get(2)) else { continue };
+        let Some(m) = c.get(1).or_else(|| c.get(2)) else {
+            continue;
+        };
         for frag in placeholder.split(m.as_str()) {
             let frag = frag.trim();
             if frag.len() >= 8
@@ -409,9 +434,15 @@ fn import_res() -> Option<&'static ImportRes> {
 }
 
 fn imports(lang: Lang, text: &str) -> Vec<Import> {
-    let Some(re) = import_res() else { return Vec::new() };
+    let Some(re) = import_res() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
-    let plain = |m: &str| Import { module: m.to_string(), names: Vec::new(), level: 0 };
+    let plain = |m: &str| Import {
+        module: m.to_string(),
+        names: Vec::new(),
+        level: 0,
+    };
     match lang {
         Lang::Python => {
             for c in re.py_import.captures_iter(text) {
@@ -430,7 +461,11 @@ fn imports(lang: Lang, text: &str) -> Vec<Import> {
                     .filter(|n| *n != "*" && *n != "\\")
                     .map(str::to_string)
                     .collect();
-                out.push(Import { module: c[2].to_string(), names, level: c[1].len() as u8 });
+                out.push(Import {
+                    module: c[2].to_string(),
+                    names,
+                    level: c[1].len() as u8,
+                });
             }
         }
         Lang::JavaScript | Lang::TypeScript | Lang::Tsx => {

@@ -75,7 +75,9 @@ fn normalize(path: &str) -> String {
 }
 
 fn py_components(path: &str) -> Option<Vec<&str>> {
-    let stem = path.strip_suffix(".py").or_else(|| path.strip_suffix(".pyi"))?;
+    let stem = path
+        .strip_suffix(".py")
+        .or_else(|| path.strip_suffix(".pyi"))?;
     let mut comps: Vec<&str> = stem.split('/').collect();
     if comps.last() == Some(&"__init__") {
         comps.pop();
@@ -102,7 +104,10 @@ impl<'a> Resolver<'a> {
             if let Some(comps) = py_components(&f.path) {
                 r.py_full.insert(comps.join("."), i);
                 for k in 0..comps.len() {
-                    r.py_modules.entry(comps[k..].join(".")).or_default().push(i);
+                    r.py_modules
+                        .entry(comps[k..].join("."))
+                        .or_default()
+                        .push(i);
                 }
             }
         }
@@ -114,7 +119,9 @@ impl<'a> Resolver<'a> {
         if !dotted.contains('.') && c.len() > 2 {
             return None;
         }
-        c.iter().copied().min_by_key(|&i| (self.files[i].path.len(), i))
+        c.iter()
+            .copied()
+            .min_by_key(|&i| (self.files[i].path.len(), i))
     }
 
     fn resolve_python(&self, from: usize, imp: &Import, out: &mut Vec<usize>) {
@@ -134,7 +141,9 @@ impl<'a> Resolver<'a> {
             return;
         }
         let path = &self.files[from].path;
-        let Some(mut pkg) = py_components(path) else { return };
+        let Some(mut pkg) = py_components(path) else {
+            return;
+        };
         if !path.ends_with("__init__.py") {
             pkg.pop();
         }
@@ -150,7 +159,11 @@ impl<'a> Resolver<'a> {
         }
         let mut any = false;
         for n in &imp.names {
-            let key = if base.is_empty() { n.clone() } else { format!("{base}.{n}") };
+            let key = if base.is_empty() {
+                n.clone()
+            } else {
+                format!("{base}.{n}")
+            };
             if let Some(&t) = self.py_full.get(&key) {
                 out.push(t);
                 any = true;
@@ -175,8 +188,24 @@ impl<'a> Resolver<'a> {
         if !imp.module.starts_with('.') {
             return;
         }
-        let base = normalize(&format!("{}/{}", dir_of(&self.files[from].path), imp.module));
-        let exts = ["", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", "/index.ts", "/index.tsx", "/index.js", "/index.jsx"];
+        let base = normalize(&format!(
+            "{}/{}",
+            dir_of(&self.files[from].path),
+            imp.module
+        ));
+        let exts = [
+            "",
+            ".ts",
+            ".tsx",
+            ".js",
+            ".jsx",
+            ".mjs",
+            ".cjs",
+            "/index.ts",
+            "/index.tsx",
+            "/index.js",
+            "/index.jsx",
+        ];
         for e in exts {
             if let Some(&t) = self.by_path.get(format!("{base}{e}").as_str()) {
                 out.push(t);
@@ -190,14 +219,16 @@ impl<'a> Resolver<'a> {
             let rest = if import == module {
                 Some("")
             } else {
-                import.strip_prefix(module.as_str()).and_then(|r| r.strip_prefix('/'))
+                import
+                    .strip_prefix(module.as_str())
+                    .and_then(|r| r.strip_prefix('/'))
             };
             if let Some(rest) = rest {
                 let target = normalize(&format!("{dir}/{rest}"));
                 if let Some(files) = self.by_dir.get(target.as_str()) {
-                    out.extend(
-                        files.iter().copied().filter(|&i| self.files[i].lang == Lang::Go && !is_test_path(&self.files[i].path)),
-                    );
+                    out.extend(files.iter().copied().filter(|&i| {
+                        self.files[i].lang == Lang::Go && !is_test_path(&self.files[i].path)
+                    }));
                 }
                 return;
             }
@@ -209,11 +240,16 @@ impl<'a> Resolver<'a> {
         let comps: Vec<&str> = suffix.split('/').collect();
         for k in 0..comps.len() {
             let s = comps[k..].join("/");
-            let candidates: Vec<&&str> =
-                self.by_dir.keys().filter(|d| **d == s || d.ends_with(&format!("/{s}"))).collect();
+            let candidates: Vec<&&str> = self
+                .by_dir
+                .keys()
+                .filter(|d| **d == s || d.ends_with(&format!("/{s}")))
+                .collect();
             if candidates.len() == 1 && (comps.len() - k >= 2 || k == 0) {
                 if let Some(files) = self.by_dir.get(*candidates[0]) {
-                    out.extend(files.iter().copied().filter(|&i| self.files[i].lang == lang && !is_test_path(&self.files[i].path)));
+                    out.extend(files.iter().copied().filter(|&i| {
+                        self.files[i].lang == lang && !is_test_path(&self.files[i].path)
+                    }));
                 }
                 return;
             }
@@ -230,7 +266,10 @@ impl<'a> Resolver<'a> {
             } else {
                 format!("{dir}/{}", file.trim_end_matches(".rs"))
             };
-            for cand in [format!("{base}/{}.rs", imp.module), format!("{base}/{}/mod.rs", imp.module)] {
+            for cand in [
+                format!("{base}/{}.rs", imp.module),
+                format!("{base}/{}/mod.rs", imp.module),
+            ] {
                 if let Some(&t) = self.by_path.get(normalize(&cand).as_str()) {
                     out.push(t);
                     return;
@@ -247,7 +286,11 @@ impl<'a> Resolver<'a> {
             },
             _ => dir.to_string(),
         };
-        let base = if first == "super" { dir_of(&base).to_string() } else { base };
+        let base = if first == "super" {
+            dir_of(&base).to_string()
+        } else {
+            base
+        };
         for n in (1..=segs.len()).rev() {
             let m = segs[..n].join("/");
             for cand in [format!("{base}/{m}.rs"), format!("{base}/{m}/mod.rs")] {
@@ -280,7 +323,11 @@ impl<'a> Resolver<'a> {
                 }
             }
             Lang::C | Lang::Cpp => {
-                let local = normalize(&format!("{}/{}", dir_of(&self.files[from].path), imp.module));
+                let local = normalize(&format!(
+                    "{}/{}",
+                    dir_of(&self.files[from].path),
+                    imp.module
+                ));
                 if let Some(&t) = self.by_path.get(local.as_str()) {
                     out.push(t);
                 } else if let Some(t) = self.by_suffix(&normalize(&imp.module)) {
@@ -300,7 +347,12 @@ pub fn is_test_path(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     let mut comps = lower.split('/').collect::<Vec<_>>();
     let file = comps.pop().unwrap_or("");
-    if comps.iter().any(|c| matches!(*c, "test" | "tests" | "testing" | "__tests__" | "spec" | "specs")) {
+    if comps.iter().any(|c| {
+        matches!(
+            *c,
+            "test" | "tests" | "testing" | "__tests__" | "spec" | "specs"
+        )
+    }) {
         return true;
     }
     let stem = file.split('.').next().unwrap_or(file);
@@ -319,15 +371,24 @@ impl FileGraph {
         let files = &index.files;
         let n = files.len();
         let mut resolver = Resolver::new(files);
-        for f in files.iter().filter(|f| f.path == "go.mod" || f.path.ends_with("/go.mod")) {
-            let Ok(text) = std::fs::read_to_string(index.root.join(&f.path)) else { continue };
+        for f in files
+            .iter()
+            .filter(|f| f.path == "go.mod" || f.path.ends_with("/go.mod"))
+        {
+            let Ok(text) = std::fs::read_to_string(index.root.join(&f.path)) else {
+                continue;
+            };
             if let Some(module) = text.lines().find_map(|l| l.trim().strip_prefix("module ")) {
                 let module = module.trim().trim_matches('"').to_string();
-                resolver.go_modules.push((module, dir_of(&f.path).to_string()));
+                resolver
+                    .go_modules
+                    .push((module, dir_of(&f.path).to_string()));
             }
         }
         // Longest module path first, so nested modules win.
-        resolver.go_modules.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        resolver
+            .go_modules
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()));
         let mut definers: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, f) in files.iter().enumerate() {
             for d in &f.facts.defs {
@@ -346,7 +407,9 @@ impl FileGraph {
                 }
             }
             for (name, count) in &f.facts.refs {
-                let Some(ds) = definers.get(name) else { continue };
+                let Some(ds) = definers.get(name) else {
+                    continue;
+                };
                 if ds.len() > MAX_DEFINERS {
                     continue;
                 }
@@ -362,7 +425,11 @@ impl FileGraph {
                 .map(|((to, imp), weight)| Edge {
                     to,
                     weight: if imp { 2.0 * weight } else { weight },
-                    kind: if imp { EdgeKind::Import } else { EdgeKind::Reference },
+                    kind: if imp {
+                        EdgeKind::Import
+                    } else {
+                        EdgeKind::Reference
+                    },
                 })
                 .collect();
             edges.sort_by_key(|e| (e.to, e.kind == EdgeKind::Reference));
@@ -371,7 +438,11 @@ impl FileGraph {
         let mut inc: Vec<Vec<Edge>> = vec![Vec::new(); n];
         for (i, edges) in out.iter().enumerate() {
             for e in edges {
-                inc[e.to].push(Edge { to: i, weight: e.weight, kind: e.kind });
+                inc[e.to].push(Edge {
+                    to: i,
+                    weight: e.weight,
+                    kind: e.kind,
+                });
             }
         }
         FileGraph { out, inc, definers }
@@ -390,7 +461,11 @@ impl FileGraph {
         } else {
             vec![1.0 / n as f32; n]
         };
-        let out_w: Vec<f32> = self.out.iter().map(|es| es.iter().map(|e| e.weight).sum()).collect();
+        let out_w: Vec<f32> = self
+            .out
+            .iter()
+            .map(|es| es.iter().map(|e| e.weight).sum())
+            .collect();
         let mut r = p.clone();
         for _ in 0..iterations {
             let mut next: Vec<f32> = p.iter().map(|x| (1.0 - damping) * x).collect();

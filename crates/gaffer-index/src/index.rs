@@ -24,7 +24,10 @@ pub struct IndexOptions {
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        Self { max_file_bytes: 1024 * 1024, hidden: false }
+        Self {
+            max_file_bytes: 1024 * 1024,
+            hidden: false,
+        }
     }
 }
 
@@ -85,6 +88,8 @@ struct ManifestEntry {
     mtime_ns: u128,
     hash: [u8; 32],
     lang: Lang,
+    symbols: u32,
+    notes: Vec<String>,
 }
 
 struct Walked {
@@ -97,11 +102,18 @@ struct Walked {
 
 fn rel_path(root: &Path, p: &Path) -> String {
     let rel = p.strip_prefix(root).unwrap_or(p);
-    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
-    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map(|d| d.as_nanos()).unwrap_or(0)
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
 }
 
 fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Walked> {
@@ -121,11 +133,16 @@ fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Wal
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                skipped.push(Skipped { path: String::new(), reason: format!("walk error: {e}") });
+                skipped.push(Skipped {
+                    path: String::new(),
+                    reason: format!("walk error: {e}"),
+                });
                 continue;
             }
         };
-        let Some(ft) = entry.file_type() else { continue };
+        let Some(ft) = entry.file_type() else {
+            continue;
+        };
         let abs = entry.path().to_path_buf();
         let rel = rel_path(root, &abs);
         if ft.is_dir() {
@@ -134,13 +151,21 @@ fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Wal
         let meta = if ft.is_symlink() {
             match std::fs::metadata(&abs) {
                 Err(_) => {
-                    skipped.push(Skipped { path: rel, reason: "broken symlink".into() });
+                    skipped.push(Skipped {
+                        path: rel,
+                        reason: "broken symlink".into(),
+                    });
                     continue;
                 }
                 Ok(m) => {
-                    let inside = std::fs::canonicalize(&abs).map(|t| t.starts_with(root)).unwrap_or(false);
+                    let inside = std::fs::canonicalize(&abs)
+                        .map(|t| t.starts_with(root))
+                        .unwrap_or(false);
                     if !inside {
-                        skipped.push(Skipped { path: rel, reason: "symlink points outside the repository".into() });
+                        skipped.push(Skipped {
+                            path: rel,
+                            reason: "symlink points outside the repository".into(),
+                        });
                         continue;
                     }
                     if !m.is_file() {
@@ -153,7 +178,10 @@ fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Wal
             match entry.metadata() {
                 Ok(m) => m,
                 Err(e) => {
-                    skipped.push(Skipped { path: rel, reason: format!("unreadable: {e}") });
+                    skipped.push(Skipped {
+                        path: rel,
+                        reason: format!("unreadable: {e}"),
+                    });
                     continue;
                 }
             }
@@ -161,17 +189,30 @@ fn walk(root: &Path, opts: &IndexOptions, skipped: &mut Vec<Skipped>) -> Vec<Wal
             continue;
         };
         let Some(lang) = Lang::detect(&abs) else {
-            skipped.push(Skipped { path: rel, reason: "binary file type".into() });
+            skipped.push(Skipped {
+                path: rel,
+                reason: "binary file type".into(),
+            });
             continue;
         };
         if meta.len() > opts.max_file_bytes {
             skipped.push(Skipped {
                 path: rel,
-                reason: format!("too large ({} bytes > {} max)", meta.len(), opts.max_file_bytes),
+                reason: format!(
+                    "too large ({} bytes > {} max)",
+                    meta.len(),
+                    opts.max_file_bytes
+                ),
             });
             continue;
         }
-        out.push(Walked { rel, abs, size: meta.len(), mtime_ns: mtime_ns(&meta), lang });
+        out.push(Walked {
+            rel,
+            abs,
+            size: meta.len(),
+            mtime_ns: mtime_ns(&meta),
+            lang,
+        });
     }
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
     out
@@ -199,10 +240,72 @@ fn hash_file(w: &Walked) -> Hashed {
     }
 }
 
+/// What [`update_index`] reports: the index is up to date in the cache, facts not loaded.
+#[derive(Clone, Debug, Default)]
+pub struct IndexSummary {
+    /// Canonical root.
+    pub root: PathBuf,
+    /// Number of indexed files.
+    pub files: usize,
+    /// Number of definitions over all files.
+    pub symbols: usize,
+    /// Indexed files per language.
+    pub languages: std::collections::BTreeMap<Lang, usize>,
+    /// Indexed files with notes (invalid UTF-8, syntax errors): path and notes.
+    pub notes: Vec<(String, Vec<String>)>,
+    /// Files skipped with a reason.
+    pub skipped: Vec<Skipped>,
+    /// What this update did.
+    pub report: IndexReport,
+}
+
+struct Scan {
+    root: PathBuf,
+    entries: Vec<ManifestEntry>,
+    /// `None` where the file was unchanged and facts were not asked for.
+    facts: Vec<Option<FileFacts>>,
+    skipped: Vec<Skipped>,
+    report: IndexReport,
+}
+
 /// Indexes the repository at `root`, reusing facts from `cache` for unchanged content and
 /// parsing only files whose content is new. Unreadable, binary, huge files and broken symlinks
 /// are skipped with a reason; a file tree-sitter cannot fully parse keeps what could be read.
 pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<Index> {
+    let scan = scan(root, cache, opts, true)?;
+    let files = scan
+        .entries
+        .into_iter()
+        .zip(scan.facts)
+        .map(|(e, f)| IndexedFile { path: e.path, lang: e.lang, size: e.size, hash: e.hash, facts: f.unwrap_or_default() })
+        .collect();
+    Ok(Index { root: scan.root, files, skipped: scan.skipped, report: scan.report })
+}
+
+/// Brings the cached index of `root` up to date without loading the facts of unchanged files
+/// (what `gaffer index` does): a walk, a stat per file, and a parse per changed file.
+pub fn update_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<IndexSummary> {
+    let scan = scan(root, cache, opts, false)?;
+    let mut summary = IndexSummary {
+        root: scan.root,
+        files: scan.entries.len(),
+        skipped: scan.skipped,
+        report: scan.report,
+        ..IndexSummary::default()
+    };
+    for (e, f) in scan.entries.iter().zip(&scan.facts) {
+        summary.symbols += e.symbols as usize;
+        *summary.languages.entry(e.lang).or_insert(0) += 1;
+        if !e.notes.is_empty() {
+            summary.notes.push((e.path.clone(), e.notes.clone()));
+        } else if let Some(f) = f.as_ref().filter(|f| !f.notes.is_empty()) {
+            summary.notes.push((e.path.clone(), f.notes.clone()));
+        }
+    }
+    Ok(summary)
+}
+
+fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged: bool) -> Result<Scan> {
     let started = Instant::now();
     let meta = std::fs::metadata(root).map_err(|source| Error::Repo { path: root.to_path_buf(), source })?;
     if !meta.is_dir() {
@@ -229,32 +332,40 @@ pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> 
     let now_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let racy = |m: u128| now_ns.saturating_sub(m) < 2_000_000_000;
 
+    let settled = |w: &Walked| -> Option<&ManifestEntry> {
+        old.get(&w.rel)
+            .filter(|e| e.size == w.size && e.mtime_ns == w.mtime_ns && e.mtime_ns != 0 && e.lang == w.lang)
+    };
     let hashes: Vec<(usize, Hashed, bool)> = walked
         .par_iter()
         .enumerate()
-        .map(|(i, w)| match old.get(&w.rel) {
-            Some(e) if e.size == w.size && e.mtime_ns == w.mtime_ns && e.mtime_ns != 0 && e.lang == w.lang => {
-                (i, Hashed::Ok(e.hash), false)
-            }
-            _ => (i, hash_file(w), true),
+        .map(|(i, w)| match settled(w) {
+            Some(e) => (i, Hashed::Ok(e.hash), false),
+            None => (i, hash_file(w), true),
         })
         .collect();
     let mut report = IndexReport::default();
-    let mut kept: Vec<(usize, [u8; 32])> = Vec::with_capacity(hashes.len());
+    // (walked index, content hash, unchanged since the manifest)
+    let mut kept: Vec<(usize, [u8; 32], bool)> = Vec::with_capacity(hashes.len());
     for (i, h, fresh) in hashes {
         report.hashed += fresh as usize;
         match h {
-            Hashed::Ok(hash) => kept.push((i, hash)),
+            Hashed::Ok(hash) => {
+                let same = old.get(&walked[i].rel).is_some_and(|e| e.hash == hash && e.lang == walked[i].lang);
+                kept.push((i, hash, same));
+            }
             Hashed::Skip(reason) => skipped.push(Skipped { path: walked[i].rel.clone(), reason }),
         }
     }
 
-    let keys: Vec<ContentKey> =
-        kept.iter().map(|(i, h)| ContentKey::for_file(h, walked[*i].lang.tag())).collect();
-    let cached = cache.get_many(&keys)?;
-    let mut facts: Vec<Option<FileFacts>> =
-        cached.into_iter().map(|v| v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok())).collect();
-    let missing: Vec<usize> = (0..kept.len()).filter(|&k| facts[k].is_none()).collect();
+    let keys: Vec<ContentKey> = kept.iter().map(|(i, h, _)| ContentKey::for_file(h, walked[*i].lang.tag())).collect();
+    let wanted: Vec<usize> = (0..kept.len()).filter(|&k| load_unchanged || !kept[k].2).collect();
+    let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
+    let mut facts: Vec<Option<FileFacts>> = vec![None; kept.len()];
+    for (&k, v) in wanted.iter().zip(cache.get_many(&wanted_keys)?) {
+        facts[k] = v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok());
+    }
+    let missing: Vec<usize> = wanted.iter().copied().filter(|&k| facts[k].is_none()).collect();
     report.reused = kept.len() - missing.len();
     let parsed: Vec<(usize, std::result::Result<FileFacts, String>)> = missing
         .par_iter()
@@ -285,29 +396,34 @@ pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> 
         cache.put_many(&puts)?;
     }
 
-    let mut files = Vec::with_capacity(kept.len());
-    let mut manifest = Vec::with_capacity(kept.len());
+    let mut entries = Vec::with_capacity(kept.len());
+    let mut kept_facts = Vec::with_capacity(kept.len());
     let mut changed = kept.len() != old.len();
-    for (k, ((i, hash), f)) in kept.into_iter().zip(facts).enumerate() {
+    for (k, ((i, hash, _), f)) in kept.into_iter().zip(facts).enumerate() {
         if unreadable.contains(&k) {
             continue;
         }
-        let Some(f) = f else { continue };
         let w = &walked[i];
+        let prev = old.get(&w.rel);
+        let (symbols, notes) = match (&f, prev) {
+            (Some(f), _) => (f.defs.len() as u32, f.notes.clone()),
+            (None, Some(e)) => (e.symbols, e.notes.clone()),
+            (None, None) => (0, Vec::new()),
+        };
         let mtime = if racy(w.mtime_ns) { 0 } else { w.mtime_ns };
-        match old.get(&w.rel) {
+        match prev {
             Some(e) if e.hash == hash && e.mtime_ns == mtime && e.size == w.size && e.lang == w.lang => {}
             _ => changed = true,
         }
-        manifest.push(ManifestEntry { path: w.rel.clone(), size: w.size, mtime_ns: mtime, hash, lang: w.lang });
-        files.push(IndexedFile { path: w.rel.clone(), lang: w.lang, size: w.size, hash, facts: f });
+        entries.push(ManifestEntry { path: w.rel.clone(), size: w.size, mtime_ns: mtime, hash, lang: w.lang, symbols, notes });
+        kept_facts.push(f);
     }
     if changed {
-        if let Ok(bytes) = postcard::to_allocvec(&manifest) {
+        if let Ok(bytes) = postcard::to_allocvec(&entries) {
             cache.put_many(&[(manifest_key, bytes)])?;
         }
     }
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     report.elapsed = started.elapsed();
-    Ok(Index { root, files, skipped, report })
+    Ok(Scan { root, entries, facts: kept_facts, skipped, report })
 }

@@ -45,17 +45,19 @@ const ALL_PARSED: [Lang; 9] = [
 
 /// Extensions of text files worth indexing lexically.
 const TEXT_EXTS: &[&str] = &[
-    "md", "rst", "txt", "toml", "yaml", "yml", "json", "cfg", "ini", "html", "css", "scss", "sh", "bash",
-    "rb", "php", "kt", "kts", "scala", "swift", "cs", "lua", "sql", "proto", "xml", "gradle", "cmake", "mk",
-    "pyi", "pyx", "pxd", "m", "mm", "r", "ex", "exs", "erl", "hs", "ml", "vue", "svelte", "zig", "nim", "dart",
+    "md", "rst", "txt", "toml", "yaml", "yml", "json", "cfg", "ini", "html", "css", "scss", "sh",
+    "bash", "rb", "php", "kt", "kts", "scala", "swift", "cs", "lua", "sql", "proto", "xml",
+    "gradle", "cmake", "mk", "pyi", "pyx", "pxd", "m", "mm", "r", "ex", "exs", "erl", "hs", "ml",
+    "vue", "svelte", "zig", "nim", "dart",
 ];
 
 /// Extensions that are never text (skipped without reading).
 const BINARY_EXTS: &[&str] = &[
-    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "pdf", "zip", "gz", "tgz", "bz2", "xz", "zst", "7z",
-    "tar", "jar", "class", "so", "dylib", "dll", "exe", "o", "a", "lib", "pyc", "pyo", "whl", "egg", "woff",
-    "woff2", "ttf", "otf", "eot", "mp3", "mp4", "wav", "ogg", "mov", "avi", "nc", "h5", "hdf5", "npy", "npz",
-    "pkl", "pickle", "db", "sqlite", "bin", "dat", "grib", "parquet", "feather", "svgz", "psd", "xlsx", "docx",
+    "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "pdf", "zip", "gz", "tgz", "bz2", "xz",
+    "zst", "7z", "tar", "jar", "class", "so", "dylib", "dll", "exe", "o", "a", "lib", "pyc", "pyo",
+    "whl", "egg", "woff", "woff2", "ttf", "otf", "eot", "mp3", "mp4", "wav", "ogg", "mov", "avi",
+    "nc", "h5", "hdf5", "npy", "npz", "pkl", "pickle", "db", "sqlite", "bin", "dat", "grib",
+    "parquet", "feather", "svgz", "psd", "xlsx", "docx",
 ];
 
 impl Lang {
@@ -83,7 +85,11 @@ impl Lang {
     /// The language of `path` by extension: `Some(Text)` for known text, `None` for known binary
     /// and `Some(Text)` for unknown extensions (the caller then checks the bytes).
     pub fn detect(path: &Path) -> Option<Lang> {
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let lang = match ext.as_str() {
             "py" => Lang::Python,
             "rs" => Lang::Rust,
@@ -102,7 +108,11 @@ impl Lang {
 
     /// Whether the extension is one of the known text kinds (as opposed to unknown).
     pub fn known_text_ext(path: &Path) -> bool {
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         TEXT_EXTS.contains(&ext.as_str())
     }
 
@@ -155,9 +165,21 @@ fn extra_tags(lang: Lang) -> &'static str {
 
 fn load(lang: Lang) -> Option<Grammar> {
     let (language, own, base): (Language, &str, &str) = match lang {
-        Lang::Python => (tree_sitter_python::LANGUAGE.into(), tree_sitter_python::TAGS_QUERY, ""),
-        Lang::Rust => (tree_sitter_rust::LANGUAGE.into(), tree_sitter_rust::TAGS_QUERY, ""),
-        Lang::JavaScript => (tree_sitter_javascript::LANGUAGE.into(), tree_sitter_javascript::TAGS_QUERY, ""),
+        Lang::Python => (
+            tree_sitter_python::LANGUAGE.into(),
+            tree_sitter_python::TAGS_QUERY,
+            "",
+        ),
+        Lang::Rust => (
+            tree_sitter_rust::LANGUAGE.into(),
+            tree_sitter_rust::TAGS_QUERY,
+            "",
+        ),
+        Lang::JavaScript => (
+            tree_sitter_javascript::LANGUAGE.into(),
+            tree_sitter_javascript::TAGS_QUERY,
+            "",
+        ),
         Lang::TypeScript => (
             tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into(),
             tree_sitter_typescript::TAGS_QUERY,
@@ -168,10 +190,26 @@ fn load(lang: Lang) -> Option<Grammar> {
             tree_sitter_typescript::TAGS_QUERY,
             tree_sitter_javascript::TAGS_QUERY,
         ),
-        Lang::Go => (tree_sitter_go::LANGUAGE.into(), tree_sitter_go::TAGS_QUERY, ""),
-        Lang::Java => (tree_sitter_java::LANGUAGE.into(), tree_sitter_java::TAGS_QUERY, ""),
-        Lang::C => (tree_sitter_c::LANGUAGE.into(), tree_sitter_c::TAGS_QUERY, ""),
-        Lang::Cpp => (tree_sitter_cpp::LANGUAGE.into(), tree_sitter_cpp::TAGS_QUERY, tree_sitter_c::TAGS_QUERY),
+        Lang::Go => (
+            tree_sitter_go::LANGUAGE.into(),
+            tree_sitter_go::TAGS_QUERY,
+            "",
+        ),
+        Lang::Java => (
+            tree_sitter_java::LANGUAGE.into(),
+            tree_sitter_java::TAGS_QUERY,
+            "",
+        ),
+        Lang::C => (
+            tree_sitter_c::LANGUAGE.into(),
+            tree_sitter_c::TAGS_QUERY,
+            "",
+        ),
+        Lang::Cpp => (
+            tree_sitter_cpp::LANGUAGE.into(),
+            tree_sitter_cpp::TAGS_QUERY,
+            tree_sitter_c::TAGS_QUERY,
+        ),
         Lang::Text => return None,
     };
     let extra = extra_tags(lang);

@@ -31,12 +31,19 @@ impl Tokenizer {
         static CL: OnceLock<std::result::Result<CoreBPE, String>> = OnceLock::new();
         static O2: OnceLock<std::result::Result<CoreBPE, String>> = OnceLock::new();
         let (cell, name, f): (_, _, fn() -> std::result::Result<CoreBPE, String>) = match kind {
-            TokenizerKind::Cl100k => (&CL, "cl100k", || tiktoken_rs::cl100k_base().map_err(|e| e.to_string())),
-            TokenizerKind::O200k => (&O2, "o200k", || tiktoken_rs::o200k_base().map_err(|e| e.to_string())),
+            TokenizerKind::Cl100k => (&CL, "cl100k", || {
+                tiktoken_rs::cl100k_base().map_err(|e| e.to_string())
+            }),
+            TokenizerKind::O200k => (&O2, "o200k", || {
+                tiktoken_rs::o200k_base().map_err(|e| e.to_string())
+            }),
         };
         match cell.get_or_init(f) {
             Ok(bpe) => Ok(Self { bpe }),
-            Err(message) => Err(Error::Tokenizer { name: name.into(), message: message.clone() }),
+            Err(message) => Err(Error::Tokenizer {
+                name: name.into(),
+                message: message.clone(),
+            }),
         }
     }
 
@@ -110,7 +117,14 @@ pub struct PackOptions {
 
 impl Default for PackOptions {
     fn default() -> Self {
-        Self { budget: 8000, full_share: 0.8, file_share: 0.5, skeleton_share: 0.15, cut_skeletons: 3, max_candidates: 200 }
+        Self {
+            budget: 8000,
+            full_share: 0.8,
+            file_share: 0.5,
+            skeleton_share: 0.15,
+            cut_skeletons: 3,
+            max_candidates: 200,
+        }
     }
 }
 
@@ -131,7 +145,13 @@ pub fn skeleton_lines(f: &IndexedFile) -> Vec<String> {
         if let Some(p) = d.parent {
             depth[i] = depth.get(p as usize).map(|x| x + 1).unwrap_or(0);
         }
-        lines.push(format!("{}{}  # L{}-{}", "  ".repeat(depth[i]), d.signature, d.line, d.end_line));
+        lines.push(format!(
+            "{}{}  # L{}-{}",
+            "  ".repeat(depth[i]),
+            d.signature,
+            d.line,
+            d.end_line
+        ));
     }
     lines
 }
@@ -215,5 +235,9 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
             });
         }
     }
-    Selection { budget, used, files }
+    Selection {
+        budget,
+        used,
+        files,
+    }
 }

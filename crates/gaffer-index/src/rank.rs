@@ -88,23 +88,173 @@ pub struct Ranked {
 }
 
 const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "that", "this", "with", "from", "are", "was", "were", "but", "not", "you", "your", "have",
-    "has", "had", "can", "will", "would", "should", "could", "when", "what", "which", "there", "their", "then",
-    "than", "them", "they", "been", "being", "into", "also", "some", "any", "all", "only", "just", "like", "about",
-    "use", "using", "used", "does", "did", "doing", "how", "why", "where", "who", "its", "our", "out", "get", "got",
-    "one", "two", "more", "most", "other", "such", "very", "same", "see", "seems", "seem", "way", "want", "need",
-    "here", "these", "those", "because", "while", "after", "before", "over", "under", "between", "both", "each",
-    "few", "many", "much", "own", "so", "if", "is", "it", "in", "on", "of", "to", "as", "at", "be", "by", "or", "an",
-    "we", "my", "me", "do", "no", "up", "self", "none", "true", "false", "def", "return", "import", "class", "print",
-    "py", "line", "file", "lib", "site", "packages", "python", "version", "expected", "error", "issue", "example",
-    "following", "output", "code", "problem", "bug", "work", "works", "working", "instead", "still", "now", "new",
-    "make", "think", "thanks", "please", "would", "happen", "happened", "what", "actual", "behavior", "behaviour",
-    "traceback", "recent", "call", "last", "most", "http", "https", "www", "com", "github",
+    "the",
+    "and",
+    "for",
+    "that",
+    "this",
+    "with",
+    "from",
+    "are",
+    "was",
+    "were",
+    "but",
+    "not",
+    "you",
+    "your",
+    "have",
+    "has",
+    "had",
+    "can",
+    "will",
+    "would",
+    "should",
+    "could",
+    "when",
+    "what",
+    "which",
+    "there",
+    "their",
+    "then",
+    "than",
+    "them",
+    "they",
+    "been",
+    "being",
+    "into",
+    "also",
+    "some",
+    "any",
+    "all",
+    "only",
+    "just",
+    "like",
+    "about",
+    "use",
+    "using",
+    "used",
+    "does",
+    "did",
+    "doing",
+    "how",
+    "why",
+    "where",
+    "who",
+    "its",
+    "our",
+    "out",
+    "get",
+    "got",
+    "one",
+    "two",
+    "more",
+    "most",
+    "other",
+    "such",
+    "very",
+    "same",
+    "see",
+    "seems",
+    "seem",
+    "way",
+    "want",
+    "need",
+    "here",
+    "these",
+    "those",
+    "because",
+    "while",
+    "after",
+    "before",
+    "over",
+    "under",
+    "between",
+    "both",
+    "each",
+    "few",
+    "many",
+    "much",
+    "own",
+    "so",
+    "if",
+    "is",
+    "it",
+    "in",
+    "on",
+    "of",
+    "to",
+    "as",
+    "at",
+    "be",
+    "by",
+    "or",
+    "an",
+    "we",
+    "my",
+    "me",
+    "do",
+    "no",
+    "up",
+    "self",
+    "none",
+    "true",
+    "false",
+    "def",
+    "return",
+    "import",
+    "class",
+    "print",
+    "py",
+    "line",
+    "file",
+    "lib",
+    "site",
+    "packages",
+    "python",
+    "version",
+    "expected",
+    "error",
+    "issue",
+    "example",
+    "following",
+    "output",
+    "code",
+    "problem",
+    "bug",
+    "work",
+    "works",
+    "working",
+    "instead",
+    "still",
+    "now",
+    "new",
+    "make",
+    "think",
+    "thanks",
+    "please",
+    "would",
+    "happen",
+    "happened",
+    "what",
+    "actual",
+    "behavior",
+    "behaviour",
+    "traceback",
+    "recent",
+    "call",
+    "last",
+    "most",
+    "http",
+    "https",
+    "www",
+    "com",
+    "github",
 ];
 
 fn stopword(t: &str) -> bool {
     static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
-    SET.get_or_init(|| STOPWORDS.iter().copied().collect()).contains(t)
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect())
+        .contains(t)
 }
 
 /// What the text names or mentions.
@@ -141,9 +291,15 @@ fn code_mask(text: &str) -> Vec<bool> {
     for line in text.split_inclusive('\n') {
         let t = line.trim_start();
         let fence = t.starts_with("```") || t.starts_with("~~~");
-        let code_line = in_fence || fence || t.starts_with(">>>") || line.starts_with("    ") || line.starts_with('\t');
+        let code_line = in_fence
+            || fence
+            || t.starts_with(">>>")
+            || line.starts_with("    ")
+            || line.starts_with('\t');
         if code_line {
-            mask[pos..pos + line.len()].iter_mut().for_each(|m| *m = true);
+            mask[pos..pos + line.len()]
+                .iter_mut()
+                .for_each(|m| *m = true);
         } else {
             let mut inside = false;
             for (i, b) in line.bytes().enumerate() {
@@ -168,7 +324,10 @@ fn details_mask(text: &str) -> Vec<bool> {
     let mut mask = vec![false; text.len()];
     let mut from = 0;
     while let Some(start) = text[from..].find("<details").map(|i| i + from) {
-        let end = text[start..].find("</details>").map(|i| start + i + 10).unwrap_or(text.len());
+        let end = text[start..]
+            .find("</details>")
+            .map(|i| start + i + 10)
+            .unwrap_or(text.len());
         mask[start..end].iter_mut().for_each(|m| *m = true);
         from = end;
     }
@@ -177,7 +336,9 @@ fn details_mask(text: &str) -> Vec<bool> {
 
 fn looks_like_code(ident: &str) -> bool {
     let b = ident.as_bytes();
-    ident.contains('_') || b.windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+    ident.contains('_')
+        || b.windows(2)
+            .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
 }
 
 fn parse_query(text: &str, w: &Weights) -> Query {
@@ -195,7 +356,11 @@ fn parse_query(text: &str, w: &Weights) -> Query {
             continue;
         }
         let at = ident.as_ptr() as usize - text.as_ptr() as usize;
-        let wt = if details.get(at).copied().unwrap_or(false) { w.details_terms } else { 1.0 };
+        let wt = if details.get(at).copied().unwrap_or(false) {
+            w.details_terms
+        } else {
+            1.0
+        };
         let parts = split_identifier(ident);
         if parts.len() > 1 {
             *counts.entry(ident.to_lowercase()).or_insert(0.0) += wt;
@@ -209,9 +374,12 @@ fn parse_query(text: &str, w: &Weights) -> Query {
             q.terms.insert(t, if c >= 1.0 { 1.0 + c.ln() } else { c });
         }
     }
-    let Some((frame_re, path_re, ident_re)) = res() else { return q };
+    let Some((frame_re, path_re, ident_re)) = res() else {
+        return q;
+    };
     for c in frame_re.captures_iter(text) {
-        q.paths.push((c[1].replace('\\', "/"), 1.0, c[2].parse().ok()));
+        q.paths
+            .push((c[1].replace('\\', "/"), 1.0, c[2].parse().ok()));
     }
     for c in path_re.captures_iter(text) {
         let m = c.get(0).map(|m| m.as_str()).unwrap_or("");
@@ -238,7 +406,10 @@ fn parse_query(text: &str, w: &Weights) -> Query {
             if comp.len() < 3 {
                 continue;
             }
-            let codey = in_code || comps.len() > 1 || looks_like_code(comp) || (called && k + 1 == comps.len());
+            let codey = in_code
+                || comps.len() > 1
+                || looks_like_code(comp)
+                || (called && k + 1 == comps.len());
             let weight = if codey { 1.0 } else { w.prose_mention };
             let e = q.idents.entry(comp.to_string()).or_insert(0.0);
             *e = e.max(weight);
@@ -264,8 +435,12 @@ fn match_path(index: &Index, by_name: &HashMap<&str, Vec<usize>>, mention: &str)
         || mention.contains("site-packages/")
         || mention.contains("dist-packages/");
     let comps: Vec<&str> = mention.split('/').filter(|c| !c.is_empty()).collect();
-    let Some(name) = comps.last() else { return Vec::new() };
-    let Some(cands) = by_name.get(name) else { return Vec::new() };
+    let Some(name) = comps.last() else {
+        return Vec::new();
+    };
+    let Some(cands) = by_name.get(name) else {
+        return Vec::new();
+    };
     // A relative mention must match whole; a foreign (absolute, installed) path may lose its
     // leading directories, down to `dir/file`, or the file alone if its name is distinctive.
     let shortest = if !foreign {
@@ -308,7 +483,9 @@ fn literal_hits(index: &Index, text: &str) -> (Vec<f32>, Vec<Vec<String>>) {
     let patterns: Vec<&str> = owners.keys().copied().collect();
     let mut score = vec![0f32; n];
     let mut hits: Vec<Vec<String>> = vec![Vec::new(); n];
-    let Ok(ac) = aho_corasick::AhoCorasick::new(&patterns) else { return (score, hits) };
+    let Ok(ac) = aho_corasick::AhoCorasick::new(&patterns) else {
+        return (score, hits);
+    };
     let mut seen = HashSet::new();
     for m in ac.find_overlapping_iter(text) {
         let p = patterns[m.pattern().as_usize()];
@@ -342,7 +519,11 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     // (a) lexical: BM25 over content, and path terms.
     let mut tf: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
     let qterms: Vec<(&String, &f32)> = q.terms.iter().collect();
-    let qidx: HashMap<&str, usize> = qterms.iter().enumerate().map(|(i, (t, _))| (t.as_str(), i)).collect();
+    let qidx: HashMap<&str, usize> = qterms
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| (t.as_str(), i))
+        .collect();
     let mut df = vec![0u32; qterms.len()];
     let mut total_len = 0f64;
     for (i, f) in index.files.iter().enumerate() {
@@ -355,8 +536,10 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
         }
     }
     let avgdl = (total_len / n as f64).max(1.0) as f32;
-    let idf: Vec<f32> =
-        df.iter().map(|&d| ((n as f32 - d as f32 + 0.5) / (d as f32 + 0.5) + 1.0).ln()).collect();
+    let idf: Vec<f32> = df
+        .iter()
+        .map(|&d| ((n as f32 - d as f32 + 0.5) / (d as f32 + 0.5) + 1.0).ln())
+        .collect();
     let mut lex = vec![0f32; n];
     for i in 0..n {
         let dl = index.files[i].facts.term_total as f32;
@@ -371,7 +554,11 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
         lex[i] = contrib.iter().map(|c| c.0).sum();
         contrib.sort_by(|a, b| b.0.total_cmp(&a.0));
         if !contrib.is_empty() {
-            let top: Vec<&str> = contrib.iter().take(6).map(|c| qterms[c.1].0.as_str()).collect();
+            let top: Vec<&str> = contrib
+                .iter()
+                .take(6)
+                .map(|c| qterms[c.1].0.as_str())
+                .collect();
             reasons[i].push(format!("matched terms: {}", top.join(", ")));
         }
     }
@@ -386,7 +573,11 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
             let mut ts = Vec::new();
             for (k, c) in comps.iter().enumerate() {
                 let is_stem = k + 1 == comps.len();
-                let c = if is_stem { c.split('.').next().unwrap_or(c) } else { c };
+                let c = if is_stem {
+                    c.split('.').next().unwrap_or(c)
+                } else {
+                    c
+                };
                 let mut parts = split_identifier(c);
                 if parts.len() > 1 {
                     parts.push(c.to_lowercase());
@@ -409,7 +600,8 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
         for (t, is_stem) in &path_terms[i] {
             if let Some(qw) = q.terms.get(t) {
                 let d = path_df.get(t).copied().unwrap_or(1) as f32;
-                path[i] += (1.0 + n as f32 / d).ln() * qw.min(2.0) * if *is_stem { 1.0 } else { 0.4 };
+                path[i] +=
+                    (1.0 + n as f32 / d).ln() * qw.min(2.0) * if *is_stem { 1.0 } else { 0.4 };
                 hit.push(t.as_str());
             }
         }
@@ -424,13 +616,19 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut sym_hits: Vec<Vec<String>> = vec![Vec::new(); n];
     let mut lower_definers: HashMap<String, Vec<usize>> = HashMap::new();
     for (name, files) in &graph.definers {
-        lower_definers.entry(name.to_lowercase()).or_default().extend(files.iter().copied());
+        lower_definers
+            .entry(name.to_lowercase())
+            .or_default()
+            .extend(files.iter().copied());
     }
     for (name, ctx) in &q.idents {
         let (files, exact) = match graph.definers.get(name) {
             Some(f) => (f.clone(), 1.0),
             None => match lower_definers.get(&name.to_lowercase()) {
-                Some(f) if looks_like_code(name) || name.chars().next().is_some_and(char::is_uppercase) => {
+                Some(f)
+                    if looks_like_code(name)
+                        || name.chars().next().is_some_and(char::is_uppercase) =>
+                {
                     (f.clone(), 0.6)
                 }
                 _ => continue,
@@ -446,7 +644,9 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
         }
     }
     for (outer, inner) in &q.pairs {
-        let Some(files) = graph.definers.get(inner) else { continue };
+        let Some(files) = graph.definers.get(inner) else {
+            continue;
+        };
         if files.len() > 40 {
             continue;
         }
@@ -455,7 +655,9 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
             let defs = &index.files[f].facts.defs;
             let nested = defs.iter().any(|d| {
                 d.name == *inner
-                    && d.parent.and_then(|p| defs.get(p as usize)).is_some_and(|p| p.name.eq_ignore_ascii_case(outer))
+                    && d.parent
+                        .and_then(|p| defs.get(p as usize))
+                        .is_some_and(|p| p.name.eq_ignore_ascii_case(outer))
             });
             if nested {
                 sym[f] += 2.0 * idf;
@@ -477,7 +679,10 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut modules: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, f) in index.files.iter().enumerate() {
-        by_name.entry(f.path.rsplit('/').next().unwrap_or(&f.path)).or_default().push(i);
+        by_name
+            .entry(f.path.rsplit('/').next().unwrap_or(&f.path))
+            .or_default()
+            .push(i);
         if let Some(stem) = f.path.strip_suffix(".py") {
             let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
             let comps: Vec<&str> = stem.split('/').collect();
@@ -521,25 +726,40 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let (mut lit, lit_hits) = literal_hits(index, text);
     for (i, h) in lit_hits.into_iter().enumerate() {
         if !h.is_empty() {
-            reasons[i].push(format!("contains text quoted in the task: {}", h.join(", ")));
+            reasons[i].push(format!(
+                "contains text quoted in the task: {}",
+                h.join(", ")
+            ));
         }
     }
     normalise(&mut lit);
     for x in named.iter_mut() {
-        *x = if *x > 0.0 { 1.0 + x.ln().max(0.0) * 0.3 } else { 0.0 };
+        *x = if *x > 0.0 {
+            1.0 + x.ln().max(0.0) * 0.3
+        } else {
+            0.0
+        };
     }
 
     // Combine, apply priors.
     let mut s0 = vec![0f32; n];
     for i in 0..n {
         let f = &index.files[i];
-        let mut s = w.lexical * lex[i] + w.path * path[i] + w.symbol * sym[i] + w.literal * lit[i] + w.named * named[i];
+        let mut s = w.lexical * lex[i]
+            + w.path * path[i]
+            + w.symbol * sym[i]
+            + w.literal * lit[i]
+            + w.named * named[i];
         if !is_named[i] && is_test_path(&f.path) {
             s *= w.test_prior;
         }
         if !f.lang.is_code() {
             // Config and docs a text names are usually the user's own copies.
-            s *= if is_named[i] { w.text_prior.sqrt() } else { w.text_prior };
+            s *= if is_named[i] {
+                w.text_prior.sqrt()
+            } else {
+                w.text_prior
+            };
         }
         s0[i] = s;
     }
@@ -550,7 +770,11 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     normalise(&mut pr);
     let mut s1: Vec<f32> = (0..n)
         .map(|i| {
-            let prior = if is_test_path(&index.files[i].path) && !is_named[i] { w.test_prior } else { 1.0 };
+            let prior = if is_test_path(&index.files[i].path) && !is_named[i] {
+                w.test_prior
+            } else {
+                1.0
+            };
             s0[i] + w.pagerank * pr[i] * prior
         })
         .collect();
@@ -605,8 +829,16 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
 
     let mut out: Vec<Ranked> = (0..n)
         .filter(|&i| s1[i] > 0.0)
-        .map(|i| Ranked { file: i, score: s1[i], reasons: std::mem::take(&mut reasons[i]) })
+        .map(|i| Ranked {
+            file: i,
+            score: s1[i],
+            reasons: std::mem::take(&mut reasons[i]),
+        })
         .collect();
-    out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| index.files[a.file].path.cmp(&index.files[b.file].path)));
+    out.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| index.files[a.file].path.cmp(&index.files[b.file].path))
+    });
     out
 }

@@ -1,6 +1,9 @@
 //! The cache: unchanged files are not parsed again.
 
-use gaffer_index::{build_index, ContentKey, DirCache, IndexCache, IndexOptions, MemoryCache, FORMAT_VERSION};
+use gaffer_index::{
+    update_index,
+    build_index, ContentKey, DirCache, IndexCache, IndexOptions, MemoryCache, FORMAT_VERSION,
+};
 use pretty_assertions::assert_eq;
 
 use super::support::*;
@@ -43,7 +46,12 @@ fn unchanged_files_are_not_even_read_once_their_mtime_is_settled() {
     let repo = Repo::new(&[("a.py", "def a(): pass\n"), ("b.py", "def b(): pass\n")]);
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
     for f in ["a.py", "b.py"] {
-        std::fs::File::options().write(true).open(repo.path().join(f)).unwrap().set_modified(old).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(repo.path().join(f))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
     }
     let cache = MemoryCache::new();
     build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
@@ -55,11 +63,24 @@ fn unchanged_files_are_not_even_read_once_their_mtime_is_settled() {
 fn the_directory_cache_round_trips_and_survives_a_new_process() {
     let repo = Repo::new(&[("a.py", "def a(): pass\n"), ("b.rs", "fn b() {}\n")]);
     let dir = tempfile::tempdir().unwrap();
-    let first = build_index(repo.path(), &DirCache::new(dir.path()), &IndexOptions::default()).unwrap();
+    let first = build_index(
+        repo.path(),
+        &DirCache::new(dir.path()),
+        &IndexOptions::default(),
+    )
+    .unwrap();
     assert_eq!(first.report.parsed, 2);
-    let second = build_index(repo.path(), &DirCache::new(dir.path()), &IndexOptions::default()).unwrap();
+    let second = build_index(
+        repo.path(),
+        &DirCache::new(dir.path()),
+        &IndexOptions::default(),
+    )
+    .unwrap();
     assert_eq!((second.report.parsed, second.report.reused), (0, 2));
-    assert_eq!(first.files.iter().map(|f| &f.facts).collect::<Vec<_>>(), second.files.iter().map(|f| &f.facts).collect::<Vec<_>>());
+    assert_eq!(
+        first.files.iter().map(|f| &f.facts).collect::<Vec<_>>(),
+        second.files.iter().map(|f| &f.facts).collect::<Vec<_>>()
+    );
 
     let cache = DirCache::new(dir.path());
     let key = ContentKey::for_file(&[7; 32], "python");
@@ -75,7 +96,10 @@ fn keys_carry_the_format_version_and_the_language() {
     assert!(k.to_hex().starts_with(&format!("v{FORMAT_VERSION}-")));
     assert_ne!(k, ContentKey::for_file(&[1; 32], "text"));
     assert_ne!(k, ContentKey::for_file(&[2; 32], "python"));
-    let older = ContentKey { format: FORMAT_VERSION - 1, ..k };
+    let older = ContentKey {
+        format: FORMAT_VERSION - 1,
+        ..k
+    };
     let cache = MemoryCache::new();
     cache.put_many(&[(older, b"old layout".to_vec())]).unwrap();
     assert_eq!(cache.get_many(&[k]).unwrap(), vec![None]);
@@ -91,4 +115,18 @@ fn a_corrupt_cached_value_is_parsed_again() {
     let again = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
     assert_eq!(again.report.parsed, 1);
     assert!(has_def(&again, "a.py", "a", "function"));
+}
+
+#[test]
+fn update_index_parses_only_the_changed_file_and_counts_like_a_full_build() {
+    let repo = Repo::new(&[("a.py", "def a(): pass\n"), ("b.py", "def b(): pass\ndef b2(): pass\n"), ("r.md", "# doc\n")]);
+    let cache = MemoryCache::new();
+    let first = update_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    assert_eq!((first.files, first.symbols, first.report.parsed), (3, 3, 3));
+    repo.write("a.py", b"def a(): pass\ndef a2(): pass\n");
+    let second = update_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    assert_eq!((second.files, second.symbols, second.report.parsed), (3, 4, 1));
+    let full = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    assert_eq!(full.report.parsed, 0);
+    assert_eq!(full.files.iter().map(|f| f.facts.defs.len()).sum::<usize>(), 4);
 }

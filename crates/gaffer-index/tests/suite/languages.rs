@@ -23,15 +23,28 @@ fn python_definitions_references_docs_and_imports() {
     let send = models.facts.defs.iter().find(|d| d.name == "send").unwrap();
     assert_eq!(send.signature, "def send(self, request, timeout=None):");
     assert_eq!((send.line, send.end_line), (6, 8));
-    let parent = send.parent.map(|p| models.facts.defs[p as usize].name.clone());
+    let parent = send
+        .parent
+        .map(|p| models.facts.defs[p as usize].name.clone());
     assert_eq!(parent.as_deref(), Some("Session"));
-    let session = models.facts.defs.iter().find(|d| d.name == "Session").unwrap();
+    let session = models
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "Session")
+        .unwrap();
     assert_eq!(session.doc.as_deref(), Some("A session."));
     assert!(refs(&index, "pkg/api.py").contains(&"send".to_string()));
     assert!(refs(&index, "pkg/models.py").contains(&"helper".to_string()));
     let graph = FileGraph::build(&index);
-    assert_eq!(imports_of(&index, &graph, "pkg/api.py"), vec!["pkg/models.py", "pkg/util.py"]);
-    assert_eq!(imports_of(&index, &graph, "pkg/__init__.py"), vec!["pkg/models.py"]);
+    assert_eq!(
+        imports_of(&index, &graph, "pkg/api.py"),
+        vec!["pkg/models.py", "pkg/util.py"]
+    );
+    assert_eq!(
+        imports_of(&index, &graph, "pkg/__init__.py"),
+        vec!["pkg/models.py"]
+    );
 }
 
 #[test]
@@ -48,13 +61,26 @@ fn rust_definitions_docs_and_module_imports() {
     assert!(has_def(&index, "src/parser.rs", "Parser", "class"));
     assert!(has_def(&index, "src/parser.rs", "parse", "method"));
     assert!(has_def(&index, "src/lib.rs", "run", "function"));
-    let parser = file(&index, "src/parser.rs").facts.defs.iter().find(|d| d.name == "Parser").unwrap();
+    let parser = file(&index, "src/parser.rs")
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "Parser")
+        .unwrap();
     assert_eq!(parser.doc.as_deref(), Some("Parses things."));
-    let parse = file(&index, "src/parser.rs").facts.defs.iter().find(|d| d.name == "parse").unwrap();
+    let parse = file(&index, "src/parser.rs")
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "parse")
+        .unwrap();
     assert_eq!(parse.signature, "pub fn parse(&self) -> u32");
     assert!(refs(&index, "src/lib.rs").contains(&"parse".to_string()));
     let graph = FileGraph::build(&index);
-    assert_eq!(imports_of(&index, &graph, "src/lib.rs"), vec!["src/parser.rs"]);
+    assert_eq!(
+        imports_of(&index, &graph, "src/lib.rs"),
+        vec!["src/parser.rs"]
+    );
 }
 
 #[test]
@@ -73,8 +99,14 @@ fn javascript_and_typescript_definitions_and_relative_imports() {
     assert!(has_def(&index, "src/view.tsx", "View", "function"));
     assert!(refs(&index, "src/app.js").contains(&"total".to_string()));
     let graph = FileGraph::build(&index);
-    assert_eq!(imports_of(&index, &graph, "src/app.js"), vec!["src/cart.ts", "src/lib/index.js"]);
-    assert_eq!(imports_of(&index, &graph, "src/view.tsx"), vec!["src/cart.ts"]);
+    assert_eq!(
+        imports_of(&index, &graph, "src/app.js"),
+        vec!["src/cart.ts", "src/lib/index.js"]
+    );
+    assert_eq!(
+        imports_of(&index, &graph, "src/view.tsx"),
+        vec!["src/cart.ts"]
+    );
 }
 
 #[test]
@@ -88,11 +120,19 @@ fn go_definitions_and_package_imports() {
     assert!(has_def(&index, "util/strings.go", "Reverse", "function"));
     assert!(has_def(&index, "util/strings.go", "Open", "method"));
     assert!(has_def(&index, "util/strings.go", "Box", "type"));
-    let rev = file(&index, "util/strings.go").facts.defs.iter().find(|d| d.name == "Reverse").unwrap();
+    let rev = file(&index, "util/strings.go")
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "Reverse")
+        .unwrap();
     assert_eq!(rev.doc.as_deref(), Some("Reverse reverses."));
     assert!(refs(&index, "main.go").contains(&"Reverse".to_string()));
     let graph = FileGraph::build(&index);
-    assert_eq!(imports_of(&index, &graph, "main.go"), vec!["util/strings.go"]);
+    assert_eq!(
+        imports_of(&index, &graph, "main.go"),
+        vec!["util/strings.go"]
+    );
 }
 
 #[test]
@@ -105,9 +145,24 @@ fn java_definitions_and_imports() {
         ("src/main/java/com/ex/util/Tool.java", "package com.ex.util;\n\npublic class Tool {\n    public int apply() { return 1; }\n}\n"),
     ]);
     let index = repo.index();
-    assert!(has_def(&index, "src/main/java/com/ex/App.java", "App", "class"));
-    assert!(has_def(&index, "src/main/java/com/ex/App.java", "run", "method"));
-    assert!(has_def(&index, "src/main/java/com/ex/util/Tool.java", "apply", "method"));
+    assert!(has_def(
+        &index,
+        "src/main/java/com/ex/App.java",
+        "App",
+        "class"
+    ));
+    assert!(has_def(
+        &index,
+        "src/main/java/com/ex/App.java",
+        "run",
+        "method"
+    ));
+    assert!(has_def(
+        &index,
+        "src/main/java/com/ex/util/Tool.java",
+        "apply",
+        "method"
+    ));
     assert!(refs(&index, "src/main/java/com/ex/App.java").contains(&"apply".to_string()));
     let graph = FileGraph::build(&index);
     assert_eq!(
@@ -132,7 +187,10 @@ fn c_and_cpp_definitions_and_includes() {
     assert!(refs(&index, "src/main.c").contains(&"add".to_string()));
     let graph = FileGraph::build(&index);
     assert_eq!(imports_of(&index, &graph, "src/main.c"), vec!["src/util.h"]);
-    assert_eq!(imports_of(&index, &graph, "src/widget.cpp"), vec!["src/util.h"]);
+    assert_eq!(
+        imports_of(&index, &graph, "src/widget.cpp"),
+        vec!["src/util.h"]
+    );
 }
 
 #[test]

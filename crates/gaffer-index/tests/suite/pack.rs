@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 
 use gaffer_index::cli::{run_context, ContextArgs};
-use gaffer_index::{fit, rank, FileGraph, MemoryCache, Mode, PackOptions, Tokenizer, TokenizerKind, Weights};
+use gaffer_index::{
+    fit, rank, FileGraph, MemoryCache, Mode, PackOptions, Tokenizer, TokenizerKind, Weights,
+};
 use proptest::prelude::*;
 
 use super::support::*;
@@ -20,7 +22,10 @@ fn sample_repo() -> Repo {
         files.push((format!("pkg/mod_{i}.py"), body));
     }
     files.push(("README.md".into(), "Parse records quickly.\n".into()));
-    let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     Repo::new(&refs)
 }
 
@@ -62,24 +67,59 @@ fn top_files_go_in_full_then_skeletons() {
     let repo = sample_repo();
     let index = repo.index();
     let graph = FileGraph::build(&index);
-    let ranked = rank(&index, &graph, "parse record options in pkg/mod_11.py", &Weights::default());
+    let ranked = rank(
+        &index,
+        &graph,
+        "parse record options in pkg/mod_11.py",
+        &Weights::default(),
+    );
     assert_eq!(index.files[ranked[0].file].path, "pkg/mod_11.py");
     let tok = Tokenizer::load(TokenizerKind::Cl100k).unwrap();
-    let sel = fit(&index, &ranked, &PackOptions { budget: 3000, ..PackOptions::default() }, &tok);
+    let sel = fit(
+        &index,
+        &ranked,
+        &PackOptions {
+            budget: 3000,
+            ..PackOptions::default()
+        },
+        &tok,
+    );
     // mod_11 is ~6k tokens: it cannot go in full, its skeleton is cut to fit.
     assert_eq!(sel.files[0].path, "pkg/mod_11.py");
     assert_eq!(sel.files[0].mode, Mode::Skeleton);
-    assert!(sel.files[0].text.contains("def parse_record_0(record, options=None):  # L1-3"), "{}", sel.files[0].text);
-    let modes: Vec<(&str, Mode, usize)> = sel.files.iter().map(|e| (e.path.as_str(), e.mode, e.tokens)).collect();
-    assert!(sel.files.iter().any(|e| e.mode == Mode::Full), "small files fit in full: {modes:?}");
-    assert!(sel.used <= 3000 && sel.used > 2000, "budget used: {}", sel.used);
+    assert!(
+        sel.files[0]
+            .text
+            .contains("def parse_record_0(record, options=None):  # L1-3"),
+        "{}",
+        sel.files[0].text
+    );
+    let modes: Vec<(&str, Mode, usize)> = sel
+        .files
+        .iter()
+        .map(|e| (e.path.as_str(), e.mode, e.tokens))
+        .collect();
+    assert!(
+        sel.files.iter().any(|e| e.mode == Mode::Full),
+        "small files fit in full: {modes:?}"
+    );
+    assert!(
+        sel.used <= 3000 && sel.used > 2000,
+        "budget used: {}",
+        sel.used
+    );
 }
 
 #[test]
 fn json_output_follows_the_contract() {
     let repo = sample_repo();
     let mut out = Vec::new();
-    run_context(&args(&repo, "parse record options", 5000), &MemoryCache::new(), &mut out).unwrap();
+    run_context(
+        &args(&repo, "parse record options", 5000),
+        &MemoryCache::new(),
+        &mut out,
+    )
+    .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let keys: BTreeSet<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, BTreeSet::from(["budget", "used", "files"]));
@@ -90,9 +130,15 @@ fn json_output_follows_the_contract() {
     let mut prev = f64::INFINITY;
     for f in files {
         let keys: BTreeSet<&str> = f.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, BTreeSet::from(["path", "tokens", "mode", "score", "reasons"]));
+        assert_eq!(
+            keys,
+            BTreeSet::from(["path", "tokens", "mode", "score", "reasons"])
+        );
         let path = f["path"].as_str().unwrap();
-        assert!(!path.starts_with('/') && repo.path().join(path).is_file(), "{path}");
+        assert!(
+            !path.starts_with('/') && repo.path().join(path).is_file(),
+            "{path}"
+        );
         assert!(matches!(f["mode"].as_str(), Some("full" | "skeleton")));
         assert!(!f["reasons"].as_array().unwrap().is_empty());
         let score = f["score"].as_f64().unwrap();
@@ -112,7 +158,11 @@ fn the_pack_fits_the_budget_as_one_text() {
         let mut out = Vec::new();
         run_context(&a, &MemoryCache::new(), &mut out).unwrap();
         let pack = String::from_utf8(out).unwrap();
-        assert!(tok.count(&pack) <= budget, "pack of {} tokens over {budget}", tok.count(&pack));
+        assert!(
+            tok.count(&pack) <= budget,
+            "pack of {} tokens over {budget}",
+            tok.count(&pack)
+        );
         if budget >= 700 {
             assert!(pack.contains("----- pkg/"), "{pack}");
         }
@@ -122,8 +172,18 @@ fn the_pack_fits_the_budget_as_one_text() {
 #[test]
 fn empty_text_and_zero_budget_are_refused_with_a_reason() {
     let repo = sample_repo();
-    let err = run_context(&args(&repo, "  \n", 1000), &MemoryCache::new(), &mut Vec::new()).unwrap_err();
+    let err = run_context(
+        &args(&repo, "  \n", 1000),
+        &MemoryCache::new(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(matches!(err, gaffer_index::Error::EmptyText), "{err}");
-    let err = run_context(&args(&repo, "parse", 0), &MemoryCache::new(), &mut Vec::new()).unwrap_err();
+    let err = run_context(
+        &args(&repo, "parse", 0),
+        &MemoryCache::new(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("budget 0 is too small"), "{err}");
 }

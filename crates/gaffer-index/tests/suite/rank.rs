@@ -33,7 +33,11 @@ fn a_file_named_in_the_text_ranks_first() {
     let text = "Rendering the template with a cold cache and context fails; the culprit is pkg/helpers.py.";
     let ranked = ranked_paths(&repo, text);
     assert_eq!(ranked[0].0, "pkg/helpers.py", "{ranked:?}");
-    assert!(ranked[0].1.iter().any(|r| r.contains("named in text")), "{:?}", ranked[0].1);
+    assert!(
+        ranked[0].1.iter().any(|r| r.contains("named in text")),
+        "{:?}",
+        ranked[0].1
+    );
 }
 
 #[test]
@@ -41,9 +45,16 @@ fn a_stack_trace_frame_pulls_in_its_file() {
     let repo = noisy_repo();
     let text = "Template cache context is broken when rendering:\n\nTraceback (most recent call last):\n  File \"/usr/lib/python3.11/site-packages/pkg/deep/runner.py\", line 2, in run_job\n    return job\nKeyError: 'x'\n";
     let ranked = ranked_paths(&repo, text);
-    let hit = ranked.iter().position(|(p, _)| p == "pkg/deep/runner.py").expect("frame file ranked");
+    let hit = ranked
+        .iter()
+        .position(|(p, _)| p == "pkg/deep/runner.py")
+        .expect("frame file ranked");
     assert!(hit < 2, "{ranked:?}");
-    assert!(ranked[hit].1.iter().any(|r| r.contains("runner.py:2")), "{:?}", ranked[hit].1);
+    assert!(
+        ranked[hit].1.iter().any(|r| r.contains("runner.py:2")),
+        "{:?}",
+        ranked[hit].1
+    );
 }
 
 #[test]
@@ -52,7 +63,11 @@ fn a_symbol_named_in_code_ranks_its_definer_first() {
     let text = "Calling `slugify(value)` on a template cache context returns the wrong value.";
     let ranked = ranked_paths(&repo, text);
     assert_eq!(ranked[0].0, "pkg/helpers.py", "{ranked:?}");
-    assert!(ranked[0].1.iter().any(|r| r.contains("`slugify`")), "{:?}", ranked[0].1);
+    assert!(
+        ranked[0].1.iter().any(|r| r.contains("`slugify`")),
+        "{:?}",
+        ranked[0].1
+    );
 }
 
 #[test]
@@ -62,7 +77,11 @@ fn lexical_match_ranks_source_above_its_test() {
     assert_eq!(ranked[0].0, "core/engine.py", "{ranked:?}");
     let engine_test = ranked.iter().position(|(p, _)| p == "tests/test_engine.py");
     assert!(engine_test.is_some_and(|i| i > 0), "{ranked:?}");
-    assert!(ranked[0].1.iter().any(|r| r.starts_with("matched terms:")), "{:?}", ranked[0].1);
+    assert!(
+        ranked[0].1.iter().any(|r| r.starts_with("matched terms:")),
+        "{:?}",
+        ranked[0].1
+    );
 }
 
 #[test]
@@ -74,9 +93,22 @@ fn graph_neighbours_of_a_strong_file_get_a_reason() {
     ]);
     let ranked = ranked_paths(&repo, "login_view returns 500");
     assert_eq!(ranked[0].0, "app/views.py");
-    let forms = ranked.iter().find(|(p, _)| p == "app/forms.py").expect("neighbour ranked");
-    assert!(forms.1.iter().any(|r| r.contains("graph neighbour") && r.contains("app/views.py")), "{:?}", forms.1);
-    assert!(!ranked.iter().any(|(p, _)| p == "app/unrelated.py"), "{ranked:?}");
+    let forms = ranked
+        .iter()
+        .find(|(p, _)| p == "app/forms.py")
+        .expect("neighbour ranked");
+    assert!(
+        forms
+            .1
+            .iter()
+            .any(|r| r.contains("graph neighbour") && r.contains("app/views.py")),
+        "{:?}",
+        forms.1
+    );
+    assert!(
+        !ranked.iter().any(|(p, _)| p == "app/unrelated.py"),
+        "{ranked:?}"
+    );
 }
 
 #[test]
@@ -85,6 +117,9 @@ fn an_error_message_quoted_in_the_text_finds_the_file_raising_it() {
         ("lib/config.py", "def load(path):\n    raise ValueError(\"Unable to load configuration file\")\n"),
         ("lib/loader.py", "def load_configuration(config_file):\n    \"\"\"Load the configuration file.\"\"\"\n    return config_file\n"),
     ]);
-    let ranked = ranked_paths(&repo, "I get `ValueError: Unable to load configuration file (No such file)` on start");
+    let ranked = ranked_paths(
+        &repo,
+        "I get `ValueError: Unable to load configuration file (No such file)` on start",
+    );
     assert_eq!(ranked[0].0, "lib/config.py", "{ranked:?}");
 }

@@ -10,7 +10,9 @@ pub struct Repo {
 
 impl Repo {
     pub fn new(files: &[(&str, &str)]) -> Self {
-        let repo = Repo { dir: tempfile::tempdir().unwrap() };
+        let repo = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
         for (path, content) in files {
             repo.write(path, content.as_bytes());
         }
@@ -33,9 +35,16 @@ impl Repo {
 }
 
 pub fn file<'a>(index: &'a Index, path: &str) -> &'a gaffer_index::IndexedFile {
-    index.files.iter().find(|f| f.path == path).unwrap_or_else(|| {
-        panic!("{path} not indexed; have {:?}", index.files.iter().map(|f| &f.path).collect::<Vec<_>>())
-    })
+    index
+        .files
+        .iter()
+        .find(|f| f.path == path)
+        .unwrap_or_else(|| {
+            panic!(
+                "{path} not indexed; have {:?}",
+                index.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+            )
+        })
 }
 
 pub fn pos(index: &Index, path: &str) -> usize {
@@ -55,13 +64,25 @@ pub fn imports_of(index: &Index, graph: &FileGraph, from: &str) -> Vec<String> {
 }
 
 pub fn def_names(index: &Index, path: &str) -> Vec<(String, String)> {
-    file(index, path).facts.defs.iter().map(|d| (d.name.clone(), d.kind.clone())).collect()
+    file(index, path)
+        .facts
+        .defs
+        .iter()
+        .map(|d| (d.name.clone(), d.kind.clone()))
+        .collect()
 }
 
 pub fn has_def(index: &Index, path: &str, name: &str, kind: &str) -> bool {
-    def_names(index, path).iter().any(|(n, k)| n == name && k == kind)
+    def_names(index, path)
+        .iter()
+        .any(|(n, k)| n == name && k == kind)
 }
 
 pub fn refs(index: &Index, path: &str) -> Vec<String> {
-    file(index, path).facts.refs.iter().map(|(n, _)| n.clone()).collect()
+    file(index, path)
+        .facts
+        .refs
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect()
 }
