@@ -1,0 +1,3 @@
+//! gaffer-protocol tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod suite;
