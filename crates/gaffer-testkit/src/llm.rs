@@ -132,6 +132,27 @@ fn check_openai(body: &Value) -> Result<(), String> {
     if msgs.is_empty() {
         return Err("'messages' must not be empty".into());
     }
+    for (i, t) in body
+        .get("tools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if t.get("type").and_then(Value::as_str) != Some("function")
+            || t.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_none()
+            || !t
+                .pointer("/function/parameters")
+                .is_some_and(Value::is_object)
+        {
+            return Err(format!(
+                "tools[{i}]: expected {{type: \"function\", function: {{name, parameters}}}}"
+            ));
+        }
+    }
     let mut open: Vec<String> = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");

@@ -395,3 +395,39 @@ async fn secrets_in_malformed_lines_are_redacted_in_errors() {
     assert!(!e.contains("zzzzzzzz"), "{e}");
     assert!(e.contains("[REDACTED]"), "{e}");
 }
+
+#[tokio::test]
+async fn direct_answer_wins_over_a_late_gate_decision() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"tool": {"name": "Bash", "input": {"command": "echo hi"}}}
+    ]}]})));
+    let (gate, mut rx) = gaffer_agents::ChannelGate::new();
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(gate))
+        .await
+        .unwrap();
+    s.send_turn("go").await.unwrap();
+    let pending = rx.recv().await.unwrap();
+    s.answer_permission(&pending.request.id, PermissionDecision::allow())
+        .await
+        .unwrap();
+    let (events, r) = turn_rest(s.as_mut()).await;
+    assert_eq!(r.status, TurnStatus::Completed);
+    // The late gate decision is ignored: no second response reaches the agent.
+    pending.decide(PermissionDecision::deny("too late"));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let resolved: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::PermissionResolved { .. }))
+        .collect();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(env.log_count("fake-claude tool Bash"), 1);
+    // A second turn still works (the agent was not confused by a stray response).
+    let (ev2, r2) = turn(s.as_mut(), "again").await;
+    r2.unwrap();
+    assert!(
+        !ev2.iter()
+            .any(|e| matches!(e, AgentEvent::PermissionResolved { .. })),
+        "a late decision must not be relayed: {ev2:?}"
+    );
+}

@@ -227,3 +227,43 @@ async fn builtin_resume_needs_a_saved_transcript() {
         .unwrap();
     assert!(matches!(err, AgentError::SessionGone { .. }));
 }
+
+#[tokio::test]
+async fn fake_llm_refuses_what_the_real_apis_refuse() {
+    let s = scenario(json!({"llm": [{"text": "unused"}]}));
+    let server = FakeLlmServer::start(&s).await.unwrap();
+    let http = reqwest::Client::new();
+    // A tool result without its call.
+    let r = http
+        .post(format!("{}/chat/completions", server.openai_base()))
+        .json(&json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "call_x", "content": "out"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // Anthropic without x-api-key, and without max_tokens.
+    let r = http
+        .post(format!("{}/v1/messages", server.anthropic_base()))
+        .header("anthropic-version", "2023-06-01")
+        .json(&json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .post(format!("{}/v1/messages", server.anthropic_base()))
+        .header("anthropic-version", "2023-06-01")
+        .header("x-api-key", "k")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        server.remaining(),
+        1,
+        "refused requests consume no scripted reply"
+    );
+}
