@@ -228,6 +228,44 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
     Some(t.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
+/// One shared [`RateLimiter`] per provider + model, all persisting through one store.
+pub struct Limiters {
+    store: std::sync::Arc<dyn CounterStore>,
+    defaults: RateLimits,
+    overrides: HashMap<String, RateLimits>,
+    map: Mutex<HashMap<String, std::sync::Arc<RateLimiter>>>,
+}
+
+impl Limiters {
+    /// Limiters with `defaults` for every provider/model without an override.
+    pub fn new(store: std::sync::Arc<dyn CounterStore>, defaults: RateLimits) -> Self {
+        Limiters {
+            store,
+            defaults,
+            overrides: HashMap::new(),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+    /// Configure the limits of one provider + model.
+    pub fn set_limits(&mut self, provider: &str, model: &str, limits: RateLimits) {
+        self.overrides.insert(format!("{provider}:{model}"), limits);
+    }
+    /// The limiter of a provider + model (created on first use).
+    pub fn get(&self, provider: &str, model: &str) -> std::sync::Arc<RateLimiter> {
+        let key = format!("{provider}:{model}");
+        let mut m = match self.map.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.entry(key.clone())
+            .or_insert_with(|| {
+                let limits = self.overrides.get(&key).copied().unwrap_or(self.defaults);
+                std::sync::Arc::new(RateLimiter::new(key, limits, self.store.clone()))
+            })
+            .clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,42 +335,27 @@ mod tests {
         );
         assert_eq!(parse_retry_after("soon"), None);
     }
-}
 
-/// One shared [`RateLimiter`] per provider + model, all persisting through one store.
-pub struct Limiters {
-    store: std::sync::Arc<dyn CounterStore>,
-    defaults: RateLimits,
-    overrides: HashMap<String, RateLimits>,
-    map: Mutex<HashMap<String, std::sync::Arc<RateLimiter>>>,
-}
-
-impl Limiters {
-    /// Limiters with `defaults` for every provider/model without an override.
-    pub fn new(store: std::sync::Arc<dyn CounterStore>, defaults: RateLimits) -> Self {
-        Limiters {
-            store,
-            defaults,
-            overrides: HashMap::new(),
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-    /// Configure the limits of one provider + model.
-    pub fn set_limits(&mut self, provider: &str, model: &str, limits: RateLimits) {
-        self.overrides.insert(format!("{provider}:{model}"), limits);
-    }
-    /// The limiter of a provider + model (created on first use).
-    pub fn get(&self, provider: &str, model: &str) -> std::sync::Arc<RateLimiter> {
-        let key = format!("{provider}:{model}");
-        let mut m = match self.map.lock() {
-            Ok(m) => m,
-            Err(p) => p.into_inner(),
-        };
-        m.entry(key.clone())
-            .or_insert_with(|| {
-                let limits = self.overrides.get(&key).copied().unwrap_or(self.defaults);
-                std::sync::Arc::new(RateLimiter::new(key, limits, self.store.clone()))
-            })
-            .clone()
+    #[tokio::test]
+    async fn limiters_share_one_limiter_per_provider_model() {
+        let mut l = Limiters::new(
+            Arc::new(MemoryCounterStore::default()),
+            RateLimits::default(),
+        );
+        l.set_limits(
+            "openai",
+            "small",
+            RateLimits {
+                rpm: 1000,
+                rpd: 1,
+                tpm: None,
+            },
+        );
+        let a = l.get("openai", "small");
+        let b = l.get("openai", "small");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(a.check().await.unwrap().is_none());
+        assert_eq!(b.check().await.unwrap().unwrap().reason, "rpd");
+        assert!(l.get("openai", "big").check().await.unwrap().is_none());
     }
 }
