@@ -143,6 +143,14 @@ pub enum Event {
         /// The step.
         step_id: StepId,
     },
+    /// What an agent is doing during a running step (tool call, message, usage), already
+    /// redacted. Changes no state; it is there for people watching and for the record.
+    AgentActivity {
+        /// The running step.
+        step_id: StepId,
+        /// The normalized agent event.
+        activity: serde_json::Value,
+    },
     /// The step's effect finished, with a receipt.
     StepCompleted {
         /// The step.
@@ -286,6 +294,7 @@ impl Event {
             Event::TaskBlocked { .. } => "task_blocked",
             Event::StepIntentRecorded { .. } => "step_intent_recorded",
             Event::StepStarted { .. } => "step_started",
+            Event::AgentActivity { .. } => "agent_activity",
             Event::StepCompleted { .. } => "step_completed",
             Event::StepFailed { .. } => "step_failed",
             Event::StepInterrupted { .. } => "step_interrupted",
@@ -318,7 +327,9 @@ impl Event {
             Event::ProjectRegistered { .. }
             | Event::ProjectCheckCommandSet { .. }
             | Event::ProjectAutoApproveSet { .. } => Touched::Project,
-            Event::TaskCreated { .. } | Event::TaskStageEntered { .. } => Touched::Task,
+            Event::TaskCreated { .. }
+            | Event::TaskStageEntered { .. }
+            | Event::AgentActivity { .. } => Touched::Task,
             Event::TaskDone { .. }
             | Event::TaskFailed { .. }
             | Event::TaskCancelled { .. }

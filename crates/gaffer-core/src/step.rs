@@ -89,6 +89,8 @@ pub struct Step {
     pub receipt: Option<serde_json::Value>,
     /// Why it failed or needs a human, when it did.
     pub error: Option<String>,
+    /// Position among the task's steps in recording order (0, 1, …).
+    pub order: u32,
     /// When the intent was recorded.
     pub recorded_at: Timestamp,
     /// When the step last changed.

@@ -163,6 +163,7 @@ impl TaskState {
                         attempt: 1,
                         receipt: None,
                         error: None,
+                        order: self.steps.len() as u32,
                         recorded_at: at,
                         updated_at: at,
                     },
@@ -177,6 +178,9 @@ impl TaskState {
                     });
                 }
                 self.set_step(at, step_id, |s| s.state = StepState::Started);
+            }
+            Event::AgentActivity { step_id, .. } => {
+                self.step_in(step_id, &[StepState::Started], event)?;
             }
             Event::StepCompleted { step_id, receipt } => {
                 self.step_in(step_id, AWAITING_OUTCOME, event)?;
@@ -369,6 +373,18 @@ impl TaskState {
         self.approvals
             .values()
             .filter(|a| a.state == ApprovalState::Pending)
+    }
+
+    /// Steps in the order they were recorded.
+    pub fn steps_in_order(&self) -> Vec<&Step> {
+        let mut steps: Vec<&Step> = self.steps.values().collect();
+        steps.sort_by_key(|s| s.order);
+        steps
+    }
+
+    /// The step recorded last, if any.
+    pub fn last_step(&self) -> Option<&Step> {
+        self.steps.values().max_by_key(|s| s.order)
     }
 
     /// Whether every step is settled (completed, or a failed read-only observation).

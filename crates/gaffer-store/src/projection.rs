@@ -52,6 +52,8 @@ pub struct StepRow {
     pub task_id: String,
     /// Step id within the task.
     pub step_id: String,
+    /// Recording order within the task.
+    pub ord: i64,
     /// What it does.
     pub name: String,
     /// `read_only` | `idempotent` | `non_idempotent`.
@@ -228,6 +230,7 @@ pub(crate) fn step_row(t: &TaskState, s: &Step) -> StepRow {
     StepRow {
         task_id: t.id.0.clone(),
         step_id: s.id.0.clone(),
+        ord: i64::from(s.order),
         name: s.name.clone(),
         intent: s.intent.as_str().to_owned(),
         state: s.state.as_str().to_owned(),

@@ -256,15 +256,16 @@ async fn upsert_task(tx: &mut SqliteConnection, r: &TaskRow) -> Result<()> {
 
 async fn upsert_step(tx: &mut SqliteConnection, r: &StepRow) -> Result<()> {
     sqlx::query(
-        "INSERT INTO steps (task_id, step_id, name, intent, state, attempt, depends_on, input,
+        "INSERT INTO steps (task_id, step_id, ord, name, intent, state, attempt, depends_on, input,
            receipt, error, recorded_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (task_id, step_id) DO UPDATE SET state = excluded.state,
            attempt = excluded.attempt, receipt = excluded.receipt, error = excluded.error,
            updated_at = excluded.updated_at",
     )
     .bind(&r.task_id)
     .bind(&r.step_id)
+    .bind(r.ord)
     .bind(&r.name)
     .bind(&r.intent)
     .bind(&r.state)
@@ -712,11 +713,10 @@ impl Journal for SqliteJournal {
         else {
             return Ok(None);
         };
-        let steps =
-            sqlx::query_as("SELECT * FROM steps WHERE task_id = ? ORDER BY recorded_at, step_id")
-                .bind(id)
-                .fetch_all(&mut *conn)
-                .await?;
+        let steps = sqlx::query_as("SELECT * FROM steps WHERE task_id = ? ORDER BY ord")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
         let approvals =
             sqlx::query_as("SELECT * FROM approvals WHERE task_id = ? ORDER BY requested_at, id")
                 .bind(id)

@@ -38,6 +38,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
             }
         ),
         4 => pick(STEPS).prop_map(|s| Event::StepStarted { step_id: s.into() }),
+        1 => pick(STEPS).prop_map(|s| Event::AgentActivity { step_id: s.into(), activity: json!({"type": "text"}) }),
         3 => pick(STEPS).prop_map(|s| Event::StepCompleted { step_id: s.into(), receipt: json!({"n": 1}) }),
         2 => pick(STEPS).prop_map(|s| Event::StepFailed { step_id: s.into(), error: "e".into() }),
         2 => pick(STEPS).prop_map(|s| Event::StepInterrupted { step_id: s.into() }),

@@ -40,6 +40,7 @@ CREATE INDEX tasks_by_stage ON tasks (stage, created_at);
 CREATE TABLE steps (
     task_id     TEXT    NOT NULL REFERENCES tasks (id),
     step_id     TEXT    NOT NULL,
+    ord         INTEGER NOT NULL,
     name        TEXT    NOT NULL,
     intent      TEXT    NOT NULL,
     state       TEXT    NOT NULL,
