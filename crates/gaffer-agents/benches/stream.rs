@@ -15,7 +15,15 @@ use gaffer_testkit::scenario::{Scenario, Step, Turn};
 use tokio::io::AsyncBufReadExt;
 use tokio::io::AsyncWriteExt;
 
-const N: u64 = 100_000;
+/// Events per run under `cargo bench`; `cargo test --benches` (no `--bench` argument)
+/// runs a quick smoke version.
+fn n_events() -> (u64, usize) {
+    if std::env::args().any(|a| a == "--bench") {
+        (100_000, 3)
+    } else {
+        (2_000, 1)
+    }
+}
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -26,6 +34,7 @@ fn main() {
 }
 
 async fn run() {
+    let (n_total, rounds) = n_events();
     let bin = fake_bin("fake-claude");
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
@@ -33,7 +42,7 @@ async fn run() {
     let scenario = Scenario {
         turns: vec![Turn {
             steps: vec![Step::Flood {
-                count: N,
+                count: n_total,
                 text: "a normalized event of ordinary length, with a few words".into(),
             }],
             ..Default::default()
@@ -58,7 +67,7 @@ async fn run() {
 
     // Baseline: the fake writing and the pipe, read line by line, no parsing.
     let mut best_base = f64::MAX;
-    for _ in 0..3 {
+    for _ in 0..rounds {
         let args = claude_args(&opts, &uuid::Uuid::new_v4().to_string(), false, &[]);
         let mut child = tokio::process::Command::new(&bin)
             .args(&args)
@@ -84,7 +93,7 @@ async fn run() {
             n += 1;
         }
         best_base = best_base.min(t.elapsed().as_secs_f64());
-        assert!(n >= N);
+        assert!(n >= n_total);
         drop(stdin);
         let _ = child.wait().await;
     }
@@ -95,7 +104,7 @@ async fn run() {
         ..Default::default()
     });
     let mut best = f64::MAX;
-    for _ in 0..3 {
+    for _ in 0..rounds {
         let mut s = backend
             .start(opts.clone(), Arc::new(AllowAll))
             .await
@@ -111,21 +120,21 @@ async fn run() {
             }
         }
         best = best.min(t.elapsed().as_secs_f64());
-        assert_eq!(n, N);
+        assert_eq!(n, n_total);
         s.shutdown().await.unwrap();
     }
-    let per_event = best / N as f64;
-    let overhead = (best - best_base).max(0.0) / N as f64;
-    println!("stream bench: {N} normalized events from fake-claude (best of 3)");
+    let per_event = best / n_total as f64;
+    let overhead = (best - best_base).max(0.0) / n_total as f64;
+    println!("stream bench: {n_total} normalized events from fake-claude (best of {rounds})");
     println!(
         "  raw line read (baseline): {:.3} s  ({:.0} lines/s)",
         best_base,
-        N as f64 / best_base
+        n_total as f64 / best_base
     );
     println!(
         "  event pipeline:           {:.3} s  ({:.0} events/s, {:.2} µs/event)",
         best,
-        N as f64 / best,
+        n_total as f64 / best,
         per_event * 1e6
     );
     println!(
