@@ -602,8 +602,27 @@ async fn handle_line(
                 .to_string();
             tracing::warn!(agent = AGENT, error = %em.redactor().redact(&msg), "control request failed");
         }
+        "rate_limit_event" => {
+            let info = v.get("rate_limit_info").cloned().unwrap_or(Value::Null);
+            let status = info.get("status").and_then(Value::as_str).unwrap_or("");
+            if status == "rejected" {
+                if let Some(secs) = info.get("resetsAt").and_then(Value::as_u64) {
+                    let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+                    let kind = info
+                        .get("rateLimitType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("usage");
+                    em.emit(AgentEvent::RateLimited {
+                        until: humantime::format_rfc3339_seconds(until).to_string(),
+                        provider: AGENT.into(),
+                        reason: format!("usage limit ({kind})"),
+                    })
+                    .await;
+                }
+            }
+        }
         _ => {
-            // stream_event, rate_limit_event and future message types: not needed.
+            // stream_event and future message types: not needed.
         }
     }
     Ok(())

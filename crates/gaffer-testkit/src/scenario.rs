@@ -99,6 +99,14 @@ pub enum Step {
     Exit(i32),
     /// Sleep.
     SleepMs(u64),
+    /// Claude: a `rate_limit_event` (`status`: `allowed`, `allowed_warning`, `rejected`;
+    /// `resets_at`: unix seconds). Other fakes ignore it.
+    RateLimit {
+        /// Status.
+        status: String,
+        /// Reset time, unix seconds.
+        resets_at: u64,
+    },
     /// Emit `count` assistant text messages as fast as possible (benchmarks).
     Flood {
         /// How many.

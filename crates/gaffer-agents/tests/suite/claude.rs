@@ -431,3 +431,29 @@ async fn direct_answer_wins_over_a_late_gate_decision() {
         "a late decision must not be relayed: {ev2:?}"
     );
 }
+
+#[tokio::test]
+async fn rejected_rate_limit_event_becomes_a_visible_wait() {
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [
+        {"rate_limit": {"status": "allowed", "resets_at": 1_900_000_000u64}},
+        {"rate_limit": {"status": "rejected", "resets_at": 1_900_000_000u64}},
+        {"say": "Claude AI usage limit reached|1900000000"}
+    ]}]})));
+    let mut s = backend()
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
+    let (events, r) = turn(s.as_mut(), "go").await;
+    r.unwrap();
+    let waits: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::RateLimited { until, reason, .. } => Some((until.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert_eq!(waits[0].0, "2030-03-17T17:46:40Z");
+    assert!(waits[0].1.contains("five_hour"));
+    assert_eq!(waits[1].0, "2030-03-17T17:46:40Z");
+}

@@ -320,6 +320,12 @@ pub fn main() {
                                 fail(&e.to_string());
                             }
                         }
+                        Step::RateLimit { status, resets_at } => io.send(&json!({
+                            "type": "rate_limit_event",
+                            "rate_limit_info": {"status": status, "resetsAt": resets_at,
+                                                "rateLimitType": "five_hour", "isUsingOverage": false},
+                            "uuid": uuid::Uuid::new_v4().to_string(), "session_id": reported
+                        })),
                         Step::Raw(l) => {
                             io.send_raw_unflushed(l);
                             io.flush();

@@ -326,6 +326,7 @@ pub fn main() {
                                 fail(&e.to_string());
                             }
                         }
+                        Step::RateLimit { .. } => {}
                         Step::Raw(l) => {
                             io.send_raw_unflushed(l);
                             io.flush();
