@@ -55,6 +55,20 @@ impl Actor {
     }
 }
 
+/// How a task should run, chosen when it is created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskOptions {
+    /// Branch to start from (default: the project's default branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// Put every role on this backend (`claude`, `codex`, `gemini`, `acp:<name>`, `openai`, `anthropic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Approve the plan and every permission request by policy (`gaffer run --yes`).
+    #[serde(default)]
+    pub auto_approve: bool,
+}
+
 /// Everything that can happen, as recorded in the journal. The first event of a
 /// stream creates it (`project_registered` or `task_created`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,6 +108,9 @@ pub enum Event {
         request: String,
         /// Who asked.
         by: Actor,
+        /// How it should run (base branch, agent, auto-approval).
+        #[serde(default)]
+        options: TaskOptions,
     },
     /// The task moved to another working stage.
     TaskStageEntered {

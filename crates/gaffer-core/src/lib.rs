@@ -21,7 +21,7 @@ mod stream;
 mod task;
 
 pub use approval::{Approval, ApprovalKind, ApprovalState, Decision};
-pub use event::{Actor, ActorKind, Event, Touched};
+pub use event::{Actor, ActorKind, Event, TaskOptions, Touched};
 pub use frontier::Frontier;
 pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};
 pub use project::ProjectState;

@@ -1,6 +1,6 @@
 use crate::{
     Actor, Approval, ApprovalId, ApprovalState, Decision, Event, Intent, ProjectId, Rejected,
-    Session, SessionId, Stage, Step, StepId, StepState, TaskId, Timestamp,
+    Session, SessionId, Stage, Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,6 +16,9 @@ pub struct TaskState {
     pub request: String,
     /// Who asked.
     pub created_by: Actor,
+    /// How it should run.
+    #[serde(default)]
+    pub options: TaskOptions,
     /// Where it is in its lifecycle.
     pub stage: Stage,
     /// The final summary (done) or reason (failed, cancelled, blocked).
@@ -41,6 +44,7 @@ impl TaskState {
                 project_id,
                 request,
                 by,
+                options,
             } => {
                 if task_id.as_str().is_empty() {
                     return Err(Rejected::Empty("task_id"));
@@ -56,6 +60,7 @@ impl TaskState {
                     project_id: project_id.clone(),
                     request: request.clone(),
                     created_by: by.clone(),
+                    options: options.clone(),
                     stage: Stage::Queued,
                     outcome: None,
                     steps: BTreeMap::new(),

@@ -18,6 +18,7 @@ fn task_events(i: usize, n: usize) -> Vec<Event> {
         project_id: "p".into(),
         request: format!("task {i}: add an installation section to the README"),
         by: Actor::user("bench", "cli"),
+        options: Default::default(),
     }];
     let mut k = 0;
     while out.len() < n {

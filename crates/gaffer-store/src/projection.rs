@@ -37,6 +37,8 @@ pub struct TaskRow {
     pub stage: String,
     /// Who asked (JSON of an `Actor`).
     pub created_by: String,
+    /// How it runs (JSON of `TaskOptions`).
+    pub options: String,
     /// Final summary or reason (JSON), once final.
     pub outcome: Option<String>,
     /// Created at (ms).
@@ -220,6 +222,7 @@ pub(crate) fn task_row(t: &TaskState) -> TaskRow {
         request: t.request.clone(),
         stage: t.stage.as_str().to_owned(),
         created_by: json(&t.created_by),
+        options: json(&t.options),
         outcome: t.outcome.as_ref().map(json),
         created_at: t.created_at,
         updated_at: t.updated_at,

@@ -235,8 +235,8 @@ async fn upsert_project(tx: &mut SqliteConnection, r: &ProjectRow) -> Result<()>
 
 async fn upsert_task(tx: &mut SqliteConnection, r: &TaskRow) -> Result<()> {
     sqlx::query(
-        "INSERT INTO tasks (id, project_id, request, stage, created_by, outcome, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        "INSERT INTO tasks (id, project_id, request, stage, created_by, options, outcome, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET stage = excluded.stage, outcome = excluded.outcome,
            updated_at = excluded.updated_at",
     )
@@ -245,6 +245,7 @@ async fn upsert_task(tx: &mut SqliteConnection, r: &TaskRow) -> Result<()> {
     .bind(&r.request)
     .bind(&r.stage)
     .bind(&r.created_by)
+    .bind(&r.options)
     .bind(&r.outcome)
     .bind(r.created_at)
     .bind(r.updated_at)

@@ -8,6 +8,7 @@ fn created() -> Event {
         project_id: "p-1".into(),
         request: "add a README section".into(),
         by: Actor::user("ana", "cli"),
+        options: Default::default(),
     }
 }
 
@@ -118,6 +119,7 @@ fn an_empty_request_is_refused() {
         project_id: "p-1".into(),
         request: "   ".into(),
         by: Actor::system("test"),
+        options: Default::default(),
     };
     assert_eq!(
         StreamState::start(0, &e).unwrap_err(),

@@ -79,6 +79,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
             project_id: "p".into(),
             request: "again".into(),
             by: Actor::user("u", "t"),
+            options: Default::default(),
         }),
     ]
 }
@@ -89,6 +90,7 @@ fn creation() -> Event {
         project_id: "p".into(),
         request: "r".into(),
         by: Actor::user("u", "t"),
+        options: Default::default(),
     }
 }
 

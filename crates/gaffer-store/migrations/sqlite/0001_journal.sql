@@ -30,6 +30,7 @@ CREATE TABLE tasks (
     request     TEXT    NOT NULL,
     stage       TEXT    NOT NULL,
     created_by  TEXT    NOT NULL,
+    options     TEXT    NOT NULL,
     outcome     TEXT,
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL

@@ -48,6 +48,7 @@ pub fn task(id: &str, project: &str) -> Event {
         project_id: project.into(),
         request: format!("request for {id}: add an installation section to README"),
         by: Actor::user("ana", "cli"),
+        options: Default::default(),
     }
 }
 

@@ -81,6 +81,7 @@ impl Home {
                             project_id: "p-demo".into(),
                             request: request.into(),
                             by: Actor::user("ana", "cli"),
+                            options: Default::default(),
                         }),
                         ev(Event::StepIntentRecorded {
                             step_id: "plan".into(),
