@@ -1,1 +1,361 @@
-//! HTTP API requests, responses and SSE events.
+//! HTTP API requests, responses and SSE events: the stable contract under `/api`.
+//!
+//! Ids are strings (`p-…` projects, `t-…` tasks, `ap-…` approvals), timestamps are
+//! milliseconds since the Unix epoch in `*_at` fields, enums are snake_case.
+//! Requests are `*Params`; every error is an [`ErrorResponse`]. With the
+//! `openapi` feature each type derives a `utoipa::ToSchema`, so the server's
+//! `/api/openapi.json` is generated from these very definitions.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error answer: `{"error":{"code":…,"message":…,"field"?:…}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorResponse {
+    /// What went wrong.
+    pub error: ErrorBody,
+    /// For `already_decided`: the approval as recorded by the first decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// The body of an [`ErrorResponse`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorBody {
+    /// Machine-readable: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
+    /// `conflict`, `already_decided`, `payload_too_large`, `internal`, …
+    pub code: String,
+    /// For people: what was wrong and what to do.
+    pub message: String,
+    /// The request field at fault, when one is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// `POST /api/projects`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AddProjectParams {
+    /// A git work tree on the server's machine; stored as its physical path.
+    pub path: String,
+    /// Short unique name; defaults to the directory's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The check command; detected from the files when absent.
+    #[serde(default)]
+    pub check: Option<String>,
+}
+
+/// A registered project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Project {
+    /// `p-…`.
+    pub id: String,
+    /// Unique short name.
+    pub name: String,
+    /// Canonical (physical) path.
+    pub path: String,
+    /// The command that checks the project.
+    pub check_command: Option<String>,
+    /// The project-wide auto-approve toggle.
+    pub auto_approve: bool,
+    /// Registered at.
+    pub created_at: i64,
+    /// Last change.
+    pub updated_at: i64,
+}
+
+/// `POST /api/projects/{id}/auto`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetAutoApproveParams {
+    /// On or off.
+    pub enabled: bool,
+}
+
+/// `POST /api/tasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CreateTaskParams {
+    /// Project name or id.
+    pub project: String,
+    /// What to do, in words.
+    pub request: String,
+    /// Which agent (`claude`, `codex`, `gemini`, `openai`, `anthropic`, `acp:<name>`).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// `POST /api/tasks/{id}/cancel`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CancelTaskParams {
+    /// Why.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `GET /api/tasks` query.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TaskListQuery {
+    /// Only this project (name or id).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Only this stage.
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// At most this many (1..=500, default 50).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Skip this many.
+    #[serde(default)]
+    pub offset: Option<i64>,
+}
+
+/// A task, as listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Task {
+    /// `t-…`.
+    pub id: String,
+    /// Its project's id.
+    pub project_id: String,
+    /// Its project's name.
+    pub project: String,
+    /// What was asked.
+    pub request: String,
+    /// Lifecycle stage: `queued`, `planning`, …, `done`, `failed`, `cancelled`, `blocked`.
+    pub stage: String,
+    /// Who asked (`name via`).
+    pub created_by: String,
+    /// The agent chosen for every role, if the request named one.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Final summary or reason.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub outcome: Option<serde_json::Value>,
+    /// Tokens used so far (from step receipts).
+    pub tokens: u64,
+    /// Cost so far in US dollars (from step receipts).
+    pub cost_usd: f64,
+    /// Created at.
+    pub created_at: i64,
+    /// Last change.
+    pub updated_at: i64,
+}
+
+/// A step of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Step {
+    /// Unique within the task.
+    pub id: String,
+    /// What it does.
+    pub name: String,
+    /// `read_only` | `idempotent` | `non_idempotent`.
+    pub intent: String,
+    /// Step state.
+    pub state: String,
+    /// Attempt number.
+    pub attempt: i64,
+    /// Receipt once completed.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub receipt: Option<serde_json::Value>,
+    /// Error, if failed.
+    pub error: Option<String>,
+    /// Last change.
+    pub updated_at: i64,
+}
+
+/// An agent session of a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Session {
+    /// gaffer's session id.
+    pub id: String,
+    /// The task.
+    pub task_id: String,
+    /// Backend.
+    pub agent: String,
+    /// Role.
+    pub role: String,
+    /// Confirmed by the agent's own record.
+    pub verified: bool,
+    /// Why it ended.
+    pub ended: Option<String>,
+    /// Started at.
+    pub started_at: i64,
+}
+
+/// One task with everything that hangs off it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskDetail {
+    /// The task.
+    #[serde(flatten)]
+    pub task: Task,
+    /// Its steps, in order.
+    pub steps: Vec<Step>,
+    /// Its approvals, oldest first.
+    pub approvals: Vec<Approval>,
+    /// Its sessions.
+    pub sessions: Vec<Session>,
+}
+
+/// Who decided an approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DecidedBy {
+    /// `user`, `policy` or `system`.
+    pub kind: String,
+    /// The person, the rule, or `gaffer`.
+    pub name: String,
+    /// Where from: `cli`, `api:<token>`, `web`, `policy`, …
+    pub via: String,
+}
+
+/// An approval, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Approval {
+    /// `ap-…`.
+    pub id: String,
+    /// The task that asks.
+    pub task_id: String,
+    /// The task's project.
+    pub project_id: String,
+    /// The step that waits.
+    pub step_id: String,
+    /// Which request of that step.
+    pub attempt: i64,
+    /// `plan` | `tool` | `ship` | `manual` | `escalation`.
+    pub kind: String,
+    /// `pending` | `approved` | `denied` | `expired` | `withdrawn`.
+    pub state: String,
+    /// The question in words a human can judge.
+    pub summary: String,
+    /// Command, files, diff excerpt, reason; `policy` holds what was decided at creation.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub details: serde_json::Value,
+    /// Who decided, once decided.
+    pub decided_by: Option<DecidedBy>,
+    /// The decider's note, or why it expired or was withdrawn.
+    pub note: Option<String>,
+    /// Asked at.
+    pub requested_at: i64,
+    /// Settled at.
+    pub decided_at: Option<i64>,
+    /// When it expires unanswered (and counts as denied).
+    pub expires_at: Option<i64>,
+}
+
+/// `GET /api/approvals` query.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalListQuery {
+    /// Only this state (`pending`, …); every approval, newest first, when absent.
+    #[serde(default)]
+    pub state: Option<String>,
+}
+
+/// `POST /api/approvals/{id}/decision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DecisionParams {
+    /// `approve` or `deny`.
+    pub decision: String,
+    /// Why, for the record and for the agent.
+    #[serde(default)]
+    pub note: Option<String>,
+    /// Optional guard: the task the decider believes this approval belongs to.
+    /// A mismatch is refused (409 `wrong_scope`) and nothing is recorded.
+    #[serde(default)]
+    pub task_id: Option<String>,
+    /// Optional guard: the project the decider believes this approval belongs to.
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+/// Token and cost totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Usage {
+    /// Tasks counted.
+    pub tasks: u64,
+    /// Tokens used.
+    pub tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Health {
+    /// `ok`.
+    pub status: String,
+    /// gaffer's version.
+    pub version: String,
+}
+
+/// One journal event on an SSE stream. The SSE `id:` is `pos`, so a client
+/// reconnecting with `Last-Event-ID: <pos>` gets every event after it; the SSE
+/// `event:` name is the event's `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamEvent {
+    /// Global journal position.
+    pub pos: i64,
+    /// The stream (task or project id).
+    pub stream_id: String,
+    /// Position within the stream.
+    pub seq: i64,
+    /// When (ms).
+    pub at: i64,
+    /// The event's `type` (`task_created`, `approval_decided`, …).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The event as recorded (secrets are redacted before they reach the journal).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub event: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn error_shape_is_stable() {
+        let e = ErrorResponse {
+            error: ErrorBody {
+                code: "bad_request".into(),
+                message: "`request` must not be empty".into(),
+                field: Some("request".into()),
+            },
+            approval: None,
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"error":{"code":"bad_request","message":"`request` must not be empty","field":"request"}})
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let r: Result<CreateTaskParams, _> =
+            serde_json::from_str(r#"{"project":"a","request":"b","agnet":"x"}"#);
+        assert!(r.unwrap_err().to_string().contains("agnet"));
+    }
+}

@@ -1,0 +1,127 @@
+//! Projection rows → wire types.
+
+use gaffer_protocol::api;
+use gaffer_store::{ApprovalRow, ProjectRow, SessionRow, StepRow, TaskRow};
+
+fn parse(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or(serde_json::Value::String(text.to_owned()))
+}
+
+pub(crate) fn project(r: &ProjectRow) -> api::Project {
+    api::Project {
+        id: r.id.clone(),
+        name: r.name.clone(),
+        path: r.path.clone(),
+        check_command: r.check_command.clone(),
+        auto_approve: r.auto_approve,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    }
+}
+
+pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
+    let details = parse(&r.details);
+    let expires_at = details
+        .pointer("/policy/expires_at")
+        .and_then(serde_json::Value::as_i64);
+    api::Approval {
+        id: r.id.clone(),
+        task_id: r.task_id.clone(),
+        project_id: r.project_id.clone(),
+        step_id: r.step_id.clone(),
+        attempt: r.attempt,
+        kind: r.kind.clone(),
+        state: r.state.clone(),
+        summary: r.summary.clone(),
+        details,
+        decided_by: r.decided_by.as_deref().and_then(|a| {
+            serde_json::from_str::<gaffer_core::Actor>(a)
+                .ok()
+                .map(|a| api::DecidedBy {
+                    kind: match a.kind {
+                        gaffer_core::ActorKind::User => "user",
+                        gaffer_core::ActorKind::Policy => "policy",
+                        gaffer_core::ActorKind::System => "system",
+                    }
+                    .into(),
+                    name: a.name,
+                    via: a.via,
+                })
+        }),
+        note: r.note.clone(),
+        requested_at: r.requested_at,
+        decided_at: r.decided_at,
+        expires_at,
+    }
+}
+
+/// Tokens and cost from a receipt: `tokens`/`cost_usd` at the top or under `usage`.
+pub(crate) fn usage_of(receipt: &serde_json::Value) -> (u64, f64) {
+    let pick = |v: &serde_json::Value| {
+        (
+            v.get("tokens")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            v.get("cost_usd")
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0),
+        )
+    };
+    let (t1, c1) = pick(receipt);
+    let (t2, c2) = receipt.get("usage").map(pick).unwrap_or((0, 0.0));
+    (t1 + t2, c1 + c2)
+}
+
+pub(crate) fn step(r: &StepRow) -> api::Step {
+    api::Step {
+        id: r.step_id.clone(),
+        name: r.name.clone(),
+        intent: r.intent.clone(),
+        state: r.state.clone(),
+        attempt: r.attempt,
+        receipt: r.receipt.as_deref().map(parse),
+        error: r.error.clone(),
+        updated_at: r.updated_at,
+    }
+}
+
+pub(crate) fn session(r: &SessionRow) -> api::Session {
+    api::Session {
+        id: r.id.clone(),
+        task_id: r.task_id.clone(),
+        agent: r.agent.clone(),
+        role: r.role.clone(),
+        verified: r.verified,
+        ended: r.ended.clone(),
+        started_at: r.started_at,
+    }
+}
+
+pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::Task {
+    let (mut tokens, mut cost_usd) = (0u64, 0.0f64);
+    for s in steps {
+        if let Some(receipt) = s.receipt.as_deref() {
+            let (t, c) = usage_of(&parse(receipt));
+            tokens += t;
+            cost_usd += c;
+        }
+    }
+    let created_by = serde_json::from_str::<gaffer_core::Actor>(&r.created_by)
+        .map(|a| format!("{} via {}", a.name, a.via))
+        .unwrap_or_else(|_| r.created_by.clone());
+    let options: gaffer_core::TaskOptions = serde_json::from_str(&r.options).unwrap_or_default();
+    api::Task {
+        id: r.id.clone(),
+        agent: options.agent,
+        project_id: r.project_id.clone(),
+        project: project_name.to_owned(),
+        request: r.request.clone(),
+        stage: r.stage.clone(),
+        created_by,
+        outcome: r.outcome.as_deref().map(parse),
+        tokens,
+        cost_usd,
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+    }
+}

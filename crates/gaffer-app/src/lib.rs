@@ -1,0 +1,112 @@
+//! gaffer's app service: the one API that the CLI, the HTTP server, the Discord
+//! adapter and the engine call. It turns requests into journal events (the
+//! reducer in `gaffer-core` judges each one) and reads projections back as the
+//! wire types of `gaffer_protocol::api`. It holds no state of its own beyond a
+//! cache of facts that never change (which task an approval belongs to).
+//!
+//! # Approvals, for the engine
+//!
+//! ```text
+//! engine                         app                              journal
+//! ──────                         ───                              ───────
+//! request_approval(key, …) ───►  same key recorded? → return it
+//!                                else judge policy ONCE ───────►  approval_requested
+//!                                (auto rule / toggle fired?) ──►  + approval_decided(by policy)  [one append]
+//! wait_for_decision(id) ──────►  subscribe, read; pending? sleep on the
+//!                                committed-event broadcast until a settle event
+//!                                of this approval or its task, or expires_at ─► approval_expired
+//! ◄── Resolution (approved / denied / expired / withdrawn, with the reason)
+//!
+//! person ─► decide(id, decision, actor, note, scope) ─► approval_decided (first wins)
+//! engine ─► withdraw(id, reason)  (the asker moved on)  ─► approval_withdrawn (once)
+//! ```
+//!
+//! - **One approval per key.** [`App::request_approval`] is keyed by
+//!   `(task, step, attempt)`: asking again for the same key returns the
+//!   recorded approval — pending or long decided — never a second one (the
+//!   reducer and the store's `UNIQUE(task_id, step_id, attempt)` refuse a
+//!   duplicate; a lost race re-reads and returns the winner). To ask a new
+//!   question about the same step, the engine bumps `attempt`.
+//! - **Policy once.** Auto-approve rules (tool name, command prefix, path glob,
+//!   intent), the project-wide toggle (`ProjectAutoApproveSet`), the deciders and
+//!   the expiry are evaluated when the approval is created and recorded in its
+//!   `details.policy`. An auto-approval is the `approval_decided` event (by a
+//!   `policy` actor) appended **in the same append** as the request, so it can
+//!   neither fire twice nor be lost.
+//! - **First decision wins.** [`App::decide`] appends `approval_decided` to the
+//!   approval's own task stream at the head it read; a later or concurrent
+//!   decision is refused by the reducer and gets the recorded approval back
+//!   with [`Decided::applied`] `= false` (the HTTP API answers 409
+//!   `already_decided` with it). A decision names its approval id; the optional
+//!   `scope` (task id, project id) must match or nothing is recorded.
+//! - **No polling.** [`App::wait_for_decision`] is woken by the journal's
+//!   committed-event broadcast; its only timer is the approval's own expiry.
+//!   Expiry records `approval_expired` with the reason the agent is shown and
+//!   counts as a denial. A final task event withdraws every pending approval.
+//! - **Resolves once.** [`App::withdraw`] (the asker moved on) settles a pending
+//!   approval once; withdrawing again, or after a decision, changes nothing.
+//!   Each approval thus has exactly one settle event: one notification.
+//!
+//! # Projects and tasks
+//!
+//! [`App::add_project`] registers a git work tree by its physical path;
+//! [`App::create_task`] queues a request (the engine picks queued tasks up);
+//! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
+
+mod approvals;
+mod convert;
+mod error;
+pub mod policy;
+mod projects;
+mod tasks;
+
+pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
+pub use error::{AppError, Result};
+pub use policy::{Policy, Subject};
+pub use projects::{detect_check_command, AddProject};
+pub use tasks::{NewTask, TaskQuery};
+
+use gaffer_store::Journal;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The app service. Cheap to clone; every clone shares one journal.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    journal: Arc<dyn Journal>,
+    policy: Policy,
+    /// approval id → (task id, project id): facts that never change once recorded.
+    homes: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl App {
+    /// An app over `journal`, judging new approvals by `policy`.
+    pub fn new(journal: Arc<dyn Journal>, policy: Policy) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                journal,
+                policy,
+                homes: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The journal, for event streams (`subscribe`, `events_after`).
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.inner.journal
+    }
+
+    /// The policy in effect.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+}
+
+/// A fresh id with a prefix: `t-`, `p-`, `ap-` followed by a UUID v7 (time-ordered).
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::now_v7().simple())
+}

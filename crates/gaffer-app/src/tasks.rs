@@ -1,0 +1,301 @@
+//! Tasks: requests queued for the engine.
+
+use crate::error::{AppError, Result};
+use crate::{convert, new_id, App};
+use gaffer_core::{Actor, Event, ProjectId, Stage, StreamId, TaskId, TaskOptions};
+use gaffer_protocol::api;
+use gaffer_store::{NewEvent, StoreError, TaskFilter};
+use std::collections::HashMap;
+
+/// Longest request accepted, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// What [`App::create_task`] needs.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    /// Project name or id.
+    pub project: String,
+    /// What to do.
+    pub request: String,
+    /// Which agent, if not the configured one.
+    pub agent: Option<String>,
+}
+
+/// Filters for [`App::tasks`].
+#[derive(Debug, Clone, Default)]
+pub struct TaskQuery {
+    /// Project name or id.
+    pub project: Option<String>,
+    /// Stage name.
+    pub stage: Option<String>,
+    /// 1..=500, default 50.
+    pub limit: Option<i64>,
+    /// Skip this many.
+    pub offset: Option<i64>,
+}
+
+const AGENTS: &[&str] = &["claude", "codex", "gemini", "openai", "anthropic"];
+
+fn valid_agent(agent: &str) -> bool {
+    AGENTS.contains(&agent)
+        || agent.strip_prefix("acp:").is_some_and(|n| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+}
+
+impl App {
+    /// Queue a request in a project (name or id). An empty request, an unknown
+    /// project or agent is refused and nothing is stored.
+    ///
+    pub async fn create_task(&self, req: NewTask, by: Actor) -> Result<api::Task> {
+        if req.project.trim().is_empty() {
+            return Err(AppError::invalid("project", "`project` must not be empty"));
+        }
+        let request = req.request.trim();
+        if request.is_empty() {
+            return Err(AppError::invalid("request", "`request` must not be empty"));
+        }
+        if request.len() > MAX_REQUEST_BYTES {
+            return Err(AppError::invalid(
+                "request",
+                format!("`request` is longer than {MAX_REQUEST_BYTES} bytes"),
+            ));
+        }
+        if let Some(agent) = &req.agent {
+            if !valid_agent(agent) {
+                return Err(AppError::invalid(
+                    "agent",
+                    format!(
+                        "`agent` `{agent}` is unknown; use one of {}, or acp:<name>",
+                        AGENTS.join(", ")
+                    ),
+                ));
+            }
+        }
+        let project = match self.project_row(req.project.trim()).await {
+            Ok(p) => p,
+            Err(AppError::NotFound { id, .. }) => {
+                return Err(AppError::invalid(
+                    "project",
+                    format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        let id = TaskId(new_id("t"));
+        let event = Event::TaskCreated {
+            task_id: id.clone(),
+            project_id: ProjectId(project.id.clone()),
+            request: request.to_owned(),
+            by,
+            options: TaskOptions {
+                agent: req.agent.clone(),
+                ..TaskOptions::default()
+            },
+        };
+        self.journal()
+            .append(&StreamId::from(&id), 0, vec![NewEvent::now(event)])
+            .await?;
+        self.task(id.as_str()).await.map(|d| d.task)
+    }
+
+    /// Tasks, newest first.
+    pub async fn tasks(&self, q: &TaskQuery) -> Result<Vec<api::Task>> {
+        let limit = q.limit.unwrap_or(50);
+        if !(1..=500).contains(&limit) {
+            return Err(AppError::invalid(
+                "limit",
+                "`limit` must be between 1 and 500",
+            ));
+        }
+        let offset = q.offset.unwrap_or(0);
+        if offset < 0 {
+            return Err(AppError::invalid("offset", "`offset` must not be negative"));
+        }
+        if let Some(stage) = &q.stage {
+            if !Stage::ALL.iter().any(|s| s.as_str() == stage) {
+                return Err(AppError::invalid(
+                    "stage",
+                    format!(
+                        "`stage` `{stage}` is unknown; use one of {}",
+                        Stage::ALL.map(|s| s.as_str()).join(", ")
+                    ),
+                ));
+            }
+        }
+        let projects: HashMap<String, String> = self
+            .journal()
+            .projects()
+            .await?
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect();
+        let project_id = match &q.project {
+            Some(p) => Some(
+                projects
+                    .iter()
+                    .find(|(id, name)| *id == p || *name == p)
+                    .map(|(id, _)| id.clone())
+                    .ok_or_else(|| {
+                        AppError::invalid("project", format!("`project` `{p}` is not registered"))
+                    })?,
+            ),
+            None => None,
+        };
+        let rows = self
+            .journal()
+            .tasks(&TaskFilter {
+                project_id,
+                stage: q.stage.clone(),
+                limit: Some(limit),
+                offset: Some(offset),
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let steps = match self.journal().task(&r.id).await? {
+                Some(v) => v.steps,
+                None => Vec::new(),
+            };
+            let name = projects
+                .get(&r.project_id)
+                .map(String::as_str)
+                .unwrap_or("");
+            out.push(convert::task(r, name, &steps));
+        }
+        Ok(out)
+    }
+
+    /// One task with its steps, approvals and sessions.
+    pub async fn task(&self, id: &str) -> Result<api::TaskDetail> {
+        let view = self
+            .journal()
+            .task(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound {
+                what: "task",
+                id: id.to_owned(),
+            })?;
+        let name = self
+            .journal()
+            .projects()
+            .await?
+            .into_iter()
+            .find(|p| p.id == view.task.project_id)
+            .map(|p| p.name)
+            .unwrap_or_default();
+        Ok(api::TaskDetail {
+            task: convert::task(&view.task, &name, &view.steps),
+            steps: view.steps.iter().map(convert::step).collect(),
+            approvals: view.approvals.iter().map(convert::approval).collect(),
+            sessions: view.sessions.iter().map(convert::session).collect(),
+        })
+    }
+
+    /// Stop a task: `task_cancelled`, which also withdraws its pending approvals.
+    /// A task already final is refused (409 `task_finished`).
+    pub async fn cancel_task(
+        &self,
+        id: &str,
+        by: Actor,
+        reason: Option<String>,
+    ) -> Result<api::TaskDetail> {
+        let stream = StreamId(id.to_owned());
+        for _ in 0..32 {
+            let view = self
+                .journal()
+                .task(id)
+                .await?
+                .ok_or_else(|| AppError::NotFound {
+                    what: "task",
+                    id: id.to_owned(),
+                })?;
+            if is_final(&view.task.stage) {
+                return Err(AppError::conflict(
+                    "task_finished",
+                    format!("task `{id}` is already {}", view.task.stage),
+                ));
+            }
+            let event = Event::TaskCancelled {
+                by: by.clone(),
+                reason: reason.clone(),
+            };
+            match self
+                .journal()
+                .append(&stream, view.head_seq, vec![NewEvent::now(event)])
+                .await
+            {
+                Ok(_) => return self.task(id).await,
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::Rejected { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(AppError::conflict(
+            "conflict",
+            "the task is changing too fast; try again",
+        ))
+    }
+
+    /// Ask again: a new queued task with the same project and request as a
+    /// failed, cancelled or blocked one. Refused for a task still running or done.
+    pub async fn retry_task(&self, id: &str, by: Actor) -> Result<api::Task> {
+        let view = self
+            .journal()
+            .task(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound {
+                what: "task",
+                id: id.to_owned(),
+            })?;
+        if !matches!(view.task.stage.as_str(), "failed" | "cancelled" | "blocked") {
+            return Err(AppError::conflict(
+                "conflict",
+                format!(
+                    "task `{id}` is {}; only failed, cancelled or blocked tasks can be retried",
+                    view.task.stage
+                ),
+            ));
+        }
+        self.create_task(
+            NewTask {
+                project: view.task.project_id.clone(),
+                request: view.task.request.clone(),
+                agent: serde_json::from_str::<TaskOptions>(&view.task.options)
+                    .ok()
+                    .and_then(|o| o.agent),
+            },
+            by,
+        )
+        .await
+    }
+
+    /// Sessions of one task.
+    pub async fn sessions(&self, task_id: &str) -> Result<Vec<api::Session>> {
+        Ok(self.task(task_id).await?.sessions)
+    }
+
+    /// Token and cost totals over every task.
+    pub async fn usage(&self) -> Result<api::Usage> {
+        let p = self.journal().projections().await?;
+        let mut u = api::Usage {
+            tasks: p.tasks.len() as u64,
+            ..Default::default()
+        };
+        for s in &p.steps {
+            if let Some(r) = s.receipt.as_deref() {
+                let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
+                let (t, c) = convert::usage_of(&v);
+                u.tokens += t;
+                u.cost_usd += c;
+            }
+        }
+        Ok(u)
+    }
+}
+
+pub(crate) fn is_final(stage: &str) -> bool {
+    matches!(stage, "done" | "failed" | "cancelled" | "blocked")
+}

@@ -1,0 +1,241 @@
+use super::support::*;
+use gaffer_app::{AppError, Outcome, Scope};
+use gaffer_core::{Actor, Decision};
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn a_decision_wakes_the_waiter_at_once() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    let app = env.app.clone();
+    let id = a.id.clone();
+    let waiter = tokio::spawn(async move { app.wait_for_decision(&id).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished());
+    let started = Instant::now();
+    env.app
+        .decide(
+            &a.id,
+            Decision::Deny,
+            user("bob"),
+            Some("too risky".into()),
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    let r = waiter.await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(r.outcome, Outcome::Denied);
+    assert!(!r.approved());
+    assert_eq!(r.reason(), "denied by bob (test): too risky");
+    // Already settled: returns at once.
+    let again = env.app.wait_for_decision(&a.id).await.unwrap();
+    assert_eq!(again, r);
+}
+
+#[tokio::test]
+async fn expiry_denies_by_default_with_the_reason_shown() {
+    let env = env("[approvals]\nexpiry_secs = 1\n").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    assert!(a.expires_at.unwrap() - a.requested_at == 1000);
+    let r = tokio::time::timeout(Duration::from_secs(5), env.app.wait_for_decision(&a.id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Expired);
+    assert!(!r.approved());
+    assert_eq!(
+        r.reason(),
+        "denied: nobody decided within 1s; denied by default"
+    );
+    // A late decision changes nothing.
+    let late = env
+        .app
+        .decide(
+            &a.id,
+            Decision::Approve,
+            user("bob"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert!(!late.applied);
+    assert_eq!(late.approval.state, "expired");
+}
+
+#[tokio::test]
+async fn expiry_without_a_waiter_is_done_by_run_expiry() {
+    let env = env("[approvals]\nexpiry_secs = 1\n").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let app = env.app.clone();
+    let runner = tokio::spawn(async move { app.run_expiry().await });
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    let mut rx = env.app.journal().subscribe();
+    let e = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let e = rx.recv().await.unwrap();
+            if e.event.kind() == "approval_expired" {
+                return e;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(e.stream_id, task);
+    assert_eq!(env.app.approval(&a.id).await.unwrap().state, "expired");
+    runner.abort();
+}
+
+#[tokio::test]
+async fn cancelling_the_task_withdraws_and_wakes_the_waiter() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    let app = env.app.clone();
+    let id = a.id.clone();
+    let waiter = tokio::spawn(async move { app.wait_for_decision(&id).await });
+    env.app
+        .cancel_task(&task, user("alice"), Some("changed my mind".into()))
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Withdrawn);
+    let err = env
+        .app
+        .cancel_task(&task, user("alice"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        AppError::Conflict {
+            code: "task_finished",
+            ..
+        }
+    ));
+    let err = env
+        .app
+        .request_approval(tool_request(&task, "plan", 2, command("deploy")))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        AppError::Conflict {
+            code: "task_finished",
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn only_listed_deciders_and_only_people_decide() {
+    let env = env("[projects.alpha]\ndeciders = [\"bob\"]\n").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    let err = env
+        .app
+        .decide(
+            &a.id,
+            Decision::Approve,
+            user("mallory"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AppError::Forbidden(_)), "{err}");
+    let err = env
+        .app
+        .decide(
+            &a.id,
+            Decision::Approve,
+            Actor::policy("sneaky"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AppError::Forbidden(_)), "{err}");
+    assert_eq!(env.app.approval(&a.id).await.unwrap().state, "pending");
+    let d = env
+        .app
+        .decide(
+            &a.id,
+            Decision::Approve,
+            user("bob"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert!(d.applied);
+    assert_eq!(d.approval.decided_by.unwrap().name, "bob");
+}
+
+#[tokio::test]
+async fn bad_requests_store_nothing() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let before = env
+        .app
+        .journal()
+        .events_after(0, 10_000)
+        .await
+        .unwrap()
+        .len();
+    let mut r = tool_request(&task, "plan", 1, command("x"));
+    r.summary = "  ".into();
+    assert!(
+        matches!(env.app.request_approval(r).await.unwrap_err(), AppError::Invalid { field, .. } if field == "summary")
+    );
+    let r = tool_request(&task, "nope", 1, command("x"));
+    assert!(
+        matches!(env.app.request_approval(r).await.unwrap_err(), AppError::Invalid { field, .. } if field == "step_id")
+    );
+    let r = tool_request("t-missing", "plan", 1, command("x"));
+    assert!(matches!(
+        env.app.request_approval(r).await.unwrap_err(),
+        AppError::NotFound { .. }
+    ));
+    assert_eq!(
+        env.app
+            .journal()
+            .events_after(0, 10_000)
+            .await
+            .unwrap()
+            .len(),
+        before
+    );
+}

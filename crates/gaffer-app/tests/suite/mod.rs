@@ -1,0 +1,4 @@
+mod approvals;
+mod projects;
+mod seed000;
+mod support;

@@ -1,0 +1,191 @@
+use super::support::*;
+use gaffer_app::{AddProject, AppError, NewTask};
+
+fn add(path: &std::path::Path, name: Option<&str>) -> AddProject {
+    AddProject {
+        path: path.to_string_lossy().into_owned(),
+        name: name.map(str::to_owned),
+        check: None,
+    }
+}
+
+#[tokio::test]
+async fn one_project_per_physical_path() {
+    let env = env("").await;
+    let repo = env.dir.path().join("repo");
+    git_repo(&repo);
+    std::fs::write(repo.join("Cargo.toml"), "[package]\n").unwrap();
+    let p = env
+        .app
+        .add_project(add(&repo, None), user("a"))
+        .await
+        .unwrap();
+    assert_eq!(p.name, "repo");
+    assert_eq!(p.check_command.as_deref(), Some("cargo test"));
+    assert_eq!(
+        p.path,
+        std::fs::canonicalize(&repo).unwrap().to_string_lossy()
+    );
+    assert!(p.id.starts_with("p-"));
+    let link = env.dir.path().join("link");
+    std::os::unix::fs::symlink(&repo, &link).unwrap();
+    for other in [
+        format!("{}/", repo.display()),
+        format!("{}/../repo/.", repo.display()),
+        link.display().to_string(),
+    ] {
+        let err = env
+            .app
+            .add_project(
+                AddProject {
+                    path: other.clone(),
+                    name: Some("other".into()),
+                    check: None,
+                },
+                user("a"),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AppError::Conflict {
+                    code: "path_taken",
+                    ..
+                }
+            ),
+            "{other}: {err}"
+        );
+    }
+    // Name taken.
+    let repo2 = env.dir.path().join("repo2");
+    git_repo(&repo2);
+    let err = env
+        .app
+        .add_project(add(&repo2, Some("repo")), user("a"))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        AppError::Conflict {
+            code: "name_taken",
+            ..
+        }
+    ));
+    assert_eq!(env.app.projects().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn not_a_git_work_tree_or_bad_name_is_refused() {
+    let env = env("").await;
+    let plain = env.dir.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let err = env
+        .app
+        .add_project(add(&plain, None), user("a"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppError::Invalid { field, .. } if field == "path"),
+        "{err}"
+    );
+    let err = env
+        .app
+        .add_project(add(&env.dir.path().join("missing"), None), user("a"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppError::Invalid { field, .. } if field == "path"),
+        "{err}"
+    );
+    let repo = env.dir.path().join("r");
+    git_repo(&repo);
+    let err = env
+        .app
+        .add_project(add(&repo, Some("bad name!")), user("a"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppError::Invalid { field, .. } if field == "name"),
+        "{err}"
+    );
+    assert!(env.app.projects().await.unwrap().is_empty());
+}
+
+#[test]
+fn check_commands_are_detected_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let detect = || gaffer_app::detect_check_command(d);
+    assert_eq!(detect(), None);
+    std::fs::write(d.join("Makefile"), "build:\n\tcc x.c\n").unwrap();
+    assert_eq!(detect(), None);
+    std::fs::write(d.join("Makefile"), "build:\n\tcc\ncheck: build\n\t./t\n").unwrap();
+    assert_eq!(detect().as_deref(), Some("make check"));
+    std::fs::write(d.join("go.mod"), "module x\n").unwrap();
+    assert_eq!(detect().as_deref(), Some("go test ./..."));
+    std::fs::write(d.join("pytest.ini"), "").unwrap();
+    assert_eq!(detect().as_deref(), Some("pytest"));
+    std::fs::write(d.join("package.json"), "{}").unwrap();
+    assert_eq!(detect().as_deref(), Some("npm test"));
+    std::fs::write(d.join("Cargo.toml"), "").unwrap();
+    assert_eq!(detect().as_deref(), Some("cargo test"));
+}
+
+#[tokio::test]
+async fn tasks_are_created_listed_and_bad_ones_store_nothing() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let before = env.app.journal().events_after(0, 1000).await.unwrap().len();
+    for (project, request, agent, field) in [
+        ("alpha", "   ", None, "request"),
+        ("nope", "do it", None, "project"),
+        ("alpha", "do it", Some("gpt-42"), "agent"),
+    ] {
+        let err = env
+            .app
+            .create_task(
+                NewTask {
+                    project: project.into(),
+                    request: request.into(),
+                    agent: agent.map(str::to_owned),
+                },
+                user("a"),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, AppError::Invalid { field: f, .. } if f == field),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        env.app.journal().events_after(0, 1000).await.unwrap().len(),
+        before
+    );
+    let t = env
+        .app
+        .create_task(
+            NewTask {
+                project: "alpha".into(),
+                request: "add a flag".into(),
+                agent: Some("codex".into()),
+            },
+            user("a"),
+        )
+        .await
+        .unwrap();
+    assert!(t.id.starts_with("t-"));
+    assert_eq!(t.stage, "queued");
+    assert_eq!(t.project, "alpha");
+    assert_eq!(t.agent.as_deref(), Some("codex"));
+    let list = env.app.tasks(&Default::default()).await.unwrap();
+    assert_eq!(list.len(), 1);
+    let detail = env.app.task(&t.id).await.unwrap();
+    assert_eq!(detail.task, t);
+    env.app.cancel_task(&t.id, user("a"), None).await.unwrap();
+    let retry = env.app.retry_task(&t.id, user("a")).await.unwrap();
+    assert_ne!(retry.id, t.id);
+    assert_eq!(retry.request, t.request);
+    assert_eq!(retry.agent.as_deref(), Some("codex"));
+}
