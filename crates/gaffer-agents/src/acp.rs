@@ -193,7 +193,7 @@ async fn rpc(
 ) -> Result<std::result::Result<Value, String>> {
     *next_id += 1;
     let id = *next_id;
-    p.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+    p.send_or_exited(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
         .await?;
     loop {
         let line = match p.lines.next_line().await {
@@ -319,7 +319,7 @@ async fn drive(
                     st.text.clear();
                     let msg = json!({"jsonrpc": "2.0", "id": st.next_id, "method": "session/prompt",
                         "params": {"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}});
-                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
                 }
                 Some(Command::Cancel) => {
                     let _ = p.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": st.session}})).await;

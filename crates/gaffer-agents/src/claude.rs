@@ -82,12 +82,13 @@ impl ClaudeBackend {
         let args = claude_args(&opts, &session_id, resume, &self.cfg.extra_args);
         let bin = self.bin()?;
         let mut proc = AgentProcess::spawn(AGENT, &bin, &args, &ws, &env)?;
-        proc.send(&json!({
+        proc.send_or_exited(&json!({
             "type": "control_request",
             "request_id": format!("req_init_{}", uuid::Uuid::new_v4().simple()),
             "request": {"subtype": "initialize", "hooks": null}
         }))
-        .await?;
+        .await
+        .map_err(|e| e.redacted(&self.cfg.redactor))?;
         let record = SessionRecord {
             agent: AgentKind::ClaudeCode,
             role: opts.role.clone(),
@@ -257,7 +258,7 @@ async fn drive(
                         "parent_tool_use_id": null,
                         "session_id": st.expected,
                     });
-                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
                 }
                 Some(Command::Cancel) => {
                     st.cancelled = true;

@@ -101,7 +101,7 @@ impl CodexBackend {
                 message: m,
             });
         }
-        p.send(&json!({"method": "initialized"})).await?;
+        p.send_or_exited(&json!({"method": "initialized"})).await?;
         let cwd = ws.to_string_lossy().into_owned();
         let (method, params) = match resume {
             Some(id) => {
@@ -178,7 +178,7 @@ async fn rpc(
 ) -> Result<std::result::Result<Value, String>> {
     *next_id += 1;
     let id = *next_id;
-    p.send(&json!({"method": method, "id": id, "params": params}))
+    p.send_or_exited(&json!({"method": method, "id": id, "params": params}))
         .await?;
     loop {
         let line = match p.lines.next_line().await {
@@ -308,7 +308,7 @@ async fn drive(
                     st.turn_start_req = Some(st.next_id);
                     let msg = json!({"method": "turn/start", "id": st.next_id, "params": {
                         "threadId": st.thread, "input": [{"type": "text", "text": text}]}});
-                    if let Err(e) = p.send(&msg).await { em.error(e).await; p.kill().await; return; }
+                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
                 }
                 Some(Command::Cancel) => {
                     if let Some(turn) = st.turn.clone() {

@@ -117,6 +117,22 @@ impl AgentProcess {
         })
     }
 
+    /// Like [`AgentProcess::send`], but when the pipe is broken because the agent already
+    /// exited, report that exit (status and stderr) instead of the bare IO error.
+    pub(crate) async fn send_or_exited(&mut self, v: &serde_json::Value) -> Result<()> {
+        match self.send(v).await {
+            Err(AgentError::Io { .. }) => {
+                let status = self.exit_status().await;
+                Err(AgentError::Exited {
+                    agent: self.agent.clone(),
+                    status,
+                    stderr: self.stderr_tail(),
+                })
+            }
+            other => other,
+        }
+    }
+
     /// The last bytes the agent wrote to stderr.
     pub(crate) fn stderr_tail(&self) -> String {
         match self.stderr_tail.lock() {

@@ -20,8 +20,49 @@ fn profile_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// Names of the executables this crate builds.
+pub const FAKE_BINS: &[&str] = &["fake-claude", "fake-codex", "fake-acp", "fake-llm"];
+
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::fs::metadata(dir).ok()?.modified().ok()?;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest_source(&p)?
+        } else {
+            e.metadata().ok()?.modified().ok()?
+        };
+        newest = newest.max(t);
+    }
+    Some(newest)
+}
+
+/// The bins exist and are newer than every source file of this crate (so a nested
+/// `cargo build` can be skipped: under nextest every test is its own process).
+fn up_to_date(dir: &Path) -> bool {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(src) = newest_source(&root.join("src")) else {
+        return false;
+    };
+    let Some(manifest) = std::fs::metadata(root.join("Cargo.toml"))
+        .ok()
+        .and_then(|m| m.modified().ok())
+    else {
+        return false;
+    };
+    let newest = src.max(manifest);
+    FAKE_BINS.iter().all(|b| {
+        std::fs::metadata(dir.join(b))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= newest)
+    })
+}
+
 fn build() -> Result<PathBuf, String> {
     let dir = profile_dir()?;
+    if up_to_date(&dir) {
+        return Ok(dir);
+    }
     let profile = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

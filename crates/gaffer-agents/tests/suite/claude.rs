@@ -367,13 +367,17 @@ async fn agent_that_refuses_to_start_reports_why() {
         "GAFFER_FAKE_SCENARIO".into(),
         "/nonexistent/scenario.json".into(),
     );
-    let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
-    let ev = tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())
-        .await
-        .unwrap()
-        .unwrap();
-    match ev {
-        Err(AgentError::Exited { stderr, status, .. }) => {
+    // The agent may die before or after `start` wrote to it: both must say why.
+    let err = match backend().start(opts, Arc::new(AllowAll)).await {
+        Err(e) => e,
+        Ok(mut s) => tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap_err(),
+    };
+    match err {
+        AgentError::Exited { stderr, status, .. } => {
             assert!(stderr.contains("reading scenario"), "{stderr}");
             assert!(status.contains('2'), "{status}");
         }
