@@ -33,7 +33,7 @@ mod workspace;
 
 pub use error::{AgentError, Result};
 
-pub use process::find_executable;
+pub use process::{find_executable, find_executable_in};
 pub use redact::{Redactor, REDACTED};
 pub use session::{
     redact_event, run_turn, AgentBackend, AgentSession, AllowAll, ApprovalGate, ChannelGate,

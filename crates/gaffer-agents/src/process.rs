@@ -13,12 +13,26 @@ use crate::error::{AgentError, Result};
 
 /// Find an executable: the env var (if set and non-empty) wins, then `PATH`.
 pub fn find_executable(env_var: &str, name: &str) -> Result<PathBuf> {
-    if let Ok(v) = std::env::var(env_var) {
-        if !v.is_empty() {
-            return Ok(PathBuf::from(v));
-        }
+    find_executable_in(
+        env_var,
+        std::env::var(env_var).ok(),
+        std::env::var_os("PATH"),
+        name,
+    )
+}
+
+/// [`find_executable`] with the environment given explicitly (for tests and for callers
+/// that resolve a session's own environment).
+pub fn find_executable_in(
+    env_var: &str,
+    override_value: Option<String>,
+    path: Option<std::ffi::OsString>,
+    name: &str,
+) -> Result<PathBuf> {
+    if let Some(v) = override_value.filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(v));
     }
-    if let Some(paths) = std::env::var_os("PATH") {
+    if let Some(paths) = path {
         for dir in std::env::split_paths(&paths) {
             let p = dir.join(name);
             if p.is_file() {

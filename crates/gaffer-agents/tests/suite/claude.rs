@@ -461,3 +461,74 @@ async fn rejected_rate_limit_event_becomes_a_visible_wait() {
     assert!(waits[0].1.contains("five_hour"));
     assert_eq!(waits[1].0, "2030-03-17T17:46:40Z");
 }
+
+/// Odd but well-formed JSON is tolerated or refused with a typed error; never a panic
+/// (a panicking driver would close the session without a reason).
+#[tokio::test]
+async fn odd_lines_give_typed_errors_or_are_ignored() {
+    let cases: &[(&str, bool)] = &[
+        (r#"{"type":"assistant"}"#, true),
+        (r#"{"type":5}"#, true),
+        (r#"{"no_type":true}"#, true),
+        (r#"[]"#, true),
+        (r#"{"type":"control_request"}"#, true),
+        (
+            r#"{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool"}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"user","message":{"content":[{"type":"tool_result"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use"},{"type":"text"},{"type":"image"}]}}"#,
+            false,
+        ),
+        (r#"{"type":"system","subtype":"init"}"#, false),
+        (
+            r#"{"type":"rate_limit_event","rate_limit_info":"x"}"#,
+            false,
+        ),
+        (r#"{"type":"control_cancel_request"}"#, false),
+        (r#"{"type":"some_future_message","x":[1,2,3]}"#, false),
+    ];
+    for (line, malformed) in cases {
+        let env = Env::new(&scenario(
+            json!({"turns": [{"steps": [{"raw": line}, {"say": "after"}]}]}),
+        ));
+        let gate = RecordingGate::new(vec![PermissionDecision::deny("no")]);
+        let mut s = backend()
+            .start(env.opts(Mode::ReadWrite), gate)
+            .await
+            .unwrap();
+        s.send_turn("go").await.unwrap();
+        let mut got_malformed = false;
+        let mut completed = false;
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(std::time::Duration::from_secs(5), s.next_event()).await
+        {
+            match ev {
+                Err(AgentError::MalformedOutput { .. }) => {
+                    got_malformed = true;
+                    break;
+                }
+                Err(other) => panic!("{line}: unexpected error {other:?}"),
+                Ok(AgentEvent::TurnCompleted { .. }) => {
+                    completed = true;
+                    break;
+                }
+                Ok(_) => {}
+            }
+        }
+        if *malformed {
+            assert!(got_malformed, "{line}: expected MalformedOutput");
+        } else {
+            // The bare can_use_tool line is answered by the gate; the fake (strictly) exits
+            // on a response it did not ask for, so only require no malformed error there.
+            assert!(!got_malformed, "{line}: should be tolerated");
+            if !line.contains("can_use_tool") {
+                assert!(completed, "{line}: the turn should complete");
+            }
+        }
+    }
+}

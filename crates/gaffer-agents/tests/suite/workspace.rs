@@ -46,3 +46,40 @@ fn missing_workspace_is_a_clear_error() {
     let err = canonical_workspace_from(tmp.path(), Path::new("nope")).unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
 }
+
+#[test]
+fn executables_come_from_the_env_var_then_path() {
+    use gaffer_agents::{find_executable_in, AgentError};
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("claude");
+    std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+    let path = std::env::join_paths([Path::new("/nonexistent"), tmp.path()]).unwrap();
+    assert_eq!(
+        find_executable_in("GAFFER_CLAUDE_BIN", None, Some(path.clone()), "claude").unwrap(),
+        bin
+    );
+    assert_eq!(
+        find_executable_in(
+            "GAFFER_CLAUDE_BIN",
+            Some("/opt/c".into()),
+            Some(path.clone()),
+            "claude"
+        )
+        .unwrap(),
+        Path::new("/opt/c")
+    );
+    // An empty override falls back to PATH.
+    assert_eq!(
+        find_executable_in(
+            "GAFFER_CLAUDE_BIN",
+            Some(String::new()),
+            Some(path),
+            "claude"
+        )
+        .unwrap(),
+        bin
+    );
+    let err = find_executable_in("GAFFER_GEMINI_BIN", None, None, "gemini").unwrap_err();
+    assert!(matches!(err, AgentError::ExecutableNotFound { .. }));
+    assert!(err.to_string().contains("GAFFER_GEMINI_BIN"), "{err}");
+}
