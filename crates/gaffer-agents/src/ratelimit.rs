@@ -358,4 +358,23 @@ mod tests {
         assert_eq!(b.check().await.unwrap().unwrap().reason, "rpd");
         assert!(l.get("openai", "big").check().await.unwrap().is_none());
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokens_per_minute_limit_waits_for_the_window() {
+        let l = RateLimiter::new(
+            "p:m",
+            RateLimits {
+                rpm: 1000,
+                rpd: 1000,
+                tpm: Some(100),
+            },
+            Arc::new(MemoryCounterStore::default()),
+        );
+        assert!(l.check().await.unwrap().is_none());
+        l.record_tokens(150);
+        let w = l.check().await.unwrap().unwrap();
+        assert_eq!(w.reason, "tpm");
+        tokio::time::advance(w.delay).await;
+        assert!(l.check().await.unwrap().is_none());
+    }
 }

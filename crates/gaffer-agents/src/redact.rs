@@ -133,3 +133,48 @@ impl Redactor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn known_shapes_and_configured_values_are_replaced() {
+        let r = Redactor::new(["db-pass-9000"]);
+        for secret in [
+            "sk-ant-api03-AAAAAAAAAAAAAAAAAAAA",
+            "sk-proj-abcdefghijklmnopqrstuvwx",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123",
+            "github_pat_11ABCDEFGHIJKLMNOPQRSTUV",
+            "xoxb-1234567890-abcdef",
+            "AKIAABCDEFGHIJKLMNOP",
+            "Bearer abcdefghijklmnop.qrstuv",
+            "db-pass-9000",
+        ] {
+            let out = r.redact(&format!("token={secret} end"));
+            assert!(!out.contains(secret), "{secret} survived: {out}");
+            assert!(out.contains(REDACTED) && out.ends_with(" end"), "{out}");
+        }
+        // Ordinary text is untouched.
+        let text = "the task-id is 42 and sk is short; bearer of news";
+        assert_eq!(r.redact(text), text);
+    }
+
+    #[test]
+    fn json_values_are_redacted_everywhere() {
+        let r = Redactor::new(["hunter2hunter2"]);
+        let mut v = json!({"a": ["x hunter2hunter2 y", {"b": "sk-ant-xxxxxxxxxxxxxxxx"}], "n": 5});
+        r.redact_json(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": ["x [REDACTED] y", {"b": "[REDACTED]"}], "n": 5})
+        );
+    }
+
+    #[test]
+    fn short_configured_values_are_ignored() {
+        let r = Redactor::new(["ab", ""]);
+        assert_eq!(r.redact("abc"), "abc");
+    }
+}

@@ -18,6 +18,13 @@
 //!    "result": "done", "usage": {"input_tokens": 10, "output_tokens": 5}, "cost_usd": 0.01}
 //! ]}
 //! ```
+//!
+//! A pipeline test uses one scenario per role: the planner `say`s a fenced ```` ```json ````
+//! plan block, the owner `write_file`s or calls tools that `write`, the reviewer `say`s its
+//! verdict block; `GAFFER_FAKE_LOG` then counts the effects (`<fake> write <path>`,
+//! `<fake> tool|exec ...`; `spawn` and `turn` lines are informational). The LLM server uses
+//! `llm`: `[{"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]},
+//! {"status": 429, "retry_after": 1}, {"text": "done"}]`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
