@@ -144,20 +144,28 @@ fn main() {
     let index = build_index(&tree, &cache, &IndexOptions::default()).unwrap();
     let victim = tree.join(&index.files.iter().find(|f| f.lang.is_code()).unwrap().path);
     let original = std::fs::read(&victim).unwrap();
-    let mut incr = Vec::new();
-    for k in 0..10 {
+    let (mut incr, mut reload) = (Vec::new(), Vec::new());
+    for k in 0..20 {
         let mut changed = original.clone();
         changed.extend_from_slice(format!("\n# edit {k}\n").as_bytes());
         std::fs::write(&victim, &changed).unwrap();
         let t = Instant::now();
-        let r = build_index(&tree, &cache, &IndexOptions::default()).unwrap();
-        incr.push(t.elapsed());
-        assert_eq!(r.report.parsed, 1);
+        if k % 2 == 0 {
+            let r = update_index(&tree, &cache, &IndexOptions::default()).unwrap();
+            incr.push(t.elapsed());
+            assert_eq!(r.report.parsed, 1);
+        } else {
+            let r = build_index(&tree, &cache, &IndexOptions::default()).unwrap();
+            reload.push(t.elapsed());
+            assert_eq!(r.report.parsed, 1);
+        }
     }
     std::fs::write(&victim, &original).unwrap();
     println!(
-        "incremental re-index after one file change: median {:.1} ms (target < 100 ms)",
-        median(incr).as_secs_f64() * 1e3
+        "incremental re-index after one file change (`gaffer index`): median {:.1} ms (target < 100 ms); \
+         with all facts loaded for ranking: median {:.1} ms",
+        median(incr).as_secs_f64() * 1e3,
+        median(reload).as_secs_f64() * 1e3
     );
 
     // Context on the indexed repo.
@@ -180,6 +188,8 @@ fn main() {
                 pack: false,
                 tokenizer: TokenizerKind::Cl100k,
                 full_share: 0.8,
+                file_share: 0.5,
+                skeleton_share: 0.15,
                 max_files: 200,
                 max_file_bytes: 1 << 20,
             };

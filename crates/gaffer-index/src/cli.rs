@@ -57,12 +57,38 @@ pub struct ContextArgs {
     /// Share of the budget full files may take (the rest goes to skeletons).
     #[arg(long, default_value_t = 0.8)]
     pub full_share: f32,
+    /// Share of the budget one full file may take (a larger one goes in as a skeleton).
+    #[arg(long, default_value_t = 0.5)]
+    pub file_share: f32,
+    /// Share of the budget one skeleton may take (the top files' skeletons are cut to it).
+    #[arg(long, default_value_t = 0.15)]
+    pub skeleton_share: f32,
     /// Consider at most this many ranked files.
     #[arg(long, default_value_t = 200)]
     pub max_files: usize,
     /// Skip files larger than this many bytes when indexing.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_file_bytes: u64,
+}
+
+impl ContextArgs {
+    /// Arguments with every option at its default (what the CLI parses from `TEXT --repo REPO`).
+    pub fn new(text: impl Into<String>, repo: impl Into<PathBuf>) -> Self {
+        let p = PackOptions::default();
+        Self {
+            text: text.into(),
+            repo: repo.into(),
+            budget: p.budget,
+            json: false,
+            pack: false,
+            tokenizer: TokenizerKind::Cl100k,
+            full_share: p.full_share,
+            file_share: p.file_share,
+            skeleton_share: p.skeleton_share,
+            max_files: p.max_candidates,
+            max_file_bytes: IndexOptions::default().max_file_bytes,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -187,6 +213,8 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
     let opts = PackOptions {
         budget: args.budget,
         full_share: args.full_share,
+        file_share: args.file_share,
+        skeleton_share: args.skeleton_share,
         max_candidates: args.max_files,
         ..PackOptions::default()
     };

@@ -109,8 +109,11 @@ pub struct PackOptions {
     pub file_share: f32,
     /// Share of the budget one skeleton may take (a larger one is cut).
     pub skeleton_share: f32,
-    /// Only the first this many ranked files get a skeleton cut to fit; others go in whole or not at all.
+    /// The first this many ranked files are always included (a skeleton cut to fit if need
+    /// be); others go in whole or not at all.
     pub cut_skeletons: usize,
+    /// Tokens kept free for each of those top files until it is placed.
+    pub map_reserve: usize,
     /// How many ranked files are considered at most.
     pub max_candidates: usize,
 }
@@ -122,7 +125,8 @@ impl Default for PackOptions {
             full_share: 0.8,
             file_share: 0.5,
             skeleton_share: 0.15,
-            cut_skeletons: 3,
+            cut_skeletons: 10,
+            map_reserve: 48,
             max_candidates: 200,
         }
     }
@@ -169,14 +173,17 @@ fn render_skeleton(f: &IndexedFile, lines: &[String], omitted: usize) -> String 
 }
 
 /// Fits `ranked` into `opts.budget` tokens, in rank order: a file goes in full if it fits the
-/// room left for full files (and its own cap), else as a skeleton (cut to its cap). Reads full
-/// files from the working tree; a file that can no longer be read goes in as a skeleton.
+/// room left for full files (and its own cap), else as a skeleton (cut to its cap). The first
+/// `opts.cut_skeletons` files always keep a little room (`opts.map_reserve` tokens each), so the
+/// top of the ranking is at least on the map, never crowded out by full files above it. Reads
+/// full files from the working tree; a file that can no longer be read goes in as a skeleton.
 pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer) -> Selection {
     let budget = opts.budget;
     let share = |x: f32| ((budget as f32) * x.clamp(0.0, 1.0)) as usize;
     let full_cap = share(opts.full_share);
     let file_cap = share(opts.file_share);
     let skeleton_cap = share(opts.skeleton_share).max(400);
+    let top = opts.cut_skeletons.min(ranked.len());
     let mut used = 0usize;
     let mut files = Vec::new();
     for (k, r) in ranked.iter().take(opts.max_candidates).enumerate() {
@@ -184,8 +191,11 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
         if remaining < 24 {
             break;
         }
+        // Room kept for the top files ranked below this one.
+        let reserve = top.saturating_sub(k + 1) * opts.map_reserve;
+        let free = remaining.saturating_sub(reserve);
         let f = &index.files[r.file];
-        let room = full_cap.saturating_sub(used).min(file_cap);
+        let room = full_cap.saturating_sub(used).min(file_cap).min(free);
         let mut chosen: Option<(Mode, String, usize)> = None;
         // Code averages 3–4 bytes a token; a file estimated at twice the room left is not counted.
         if room >= 20 && (f.size as usize) / 4 <= room * 2 {
@@ -198,17 +208,24 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
             }
         }
         if chosen.is_none() {
-            let room = remaining.min(skeleton_cap);
             let lines = skeleton_lines(f);
             let text = render_skeleton(f, &lines, 0);
             let t = tok.count(&text);
+            let room = free.min(skeleton_cap);
             if t <= room {
                 chosen = Some((Mode::Skeleton, text, t));
-            } else if k < opts.cut_skeletons && room >= 64 && !lines.is_empty() {
-                // Too big, but among the very top: keep as many leading definitions as fit
-                // (binary search on the count). Lower down a cut skeleton is not worth its room.
+            } else if k < top {
+                // Too big, but among the top: keep as many leading definitions as fit (binary
+                // search on the count), at least the header. Lower down a cut skeleton is not
+                // worth its room.
+                let room = room.max(opts.map_reserve.min(remaining));
                 let (mut lo, mut hi) = (0usize, lines.len());
                 let mut best = None;
+                let header = render_skeleton(f, &[], lines.len());
+                let ht = tok.count(&header);
+                if ht <= room {
+                    best = Some((Mode::Skeleton, header, ht));
+                }
                 while lo < hi {
                     let mid = (lo + hi).div_ceil(2);
                     let text = render_skeleton(f, &lines[..mid], lines.len() - mid);

@@ -261,8 +261,9 @@ fn stopword(t: &str) -> bool {
 struct Query {
     /// Lower-cased terms with weights.
     terms: HashMap<String, f32>,
-    /// Path-like mentions: (text, weight, is stack frame, line).
-    paths: Vec<(String, f32, Option<u32>)>,
+    /// Path-like mentions in text order: (path, line if given, byte offset). A mention with a
+    /// line is a stack frame (`File "x.py", line 3`, `x.py:3`).
+    paths: Vec<(String, Option<u32>, usize)>,
     /// Identifier mentions: name → best context weight (1 in code, `prose_mention` in prose).
     idents: HashMap<String, f32>,
     /// `Outer.inner` pairs.
@@ -377,18 +378,22 @@ fn parse_query(text: &str, w: &Weights) -> Query {
     let Some((frame_re, path_re, ident_re)) = res() else {
         return q;
     };
+    let mut covered: Vec<(usize, usize)> = Vec::new();
     for c in frame_re.captures_iter(text) {
-        q.paths
-            .push((c[1].replace('\\', "/"), 1.0, c[2].parse().ok()));
+        let Some(m) = c.get(0) else { continue };
+        covered.push((m.start(), m.end()));
+        q.paths.push((c[1].replace('\\', "/"), c[2].parse().ok(), m.start()));
     }
     for c in path_re.captures_iter(text) {
-        let m = c.get(0).map(|m| m.as_str()).unwrap_or("");
-        let path = m.split(':').next().unwrap_or(m).to_string();
-        let line = c.get(1).and_then(|l| l.as_str().parse().ok());
-        if !q.paths.iter().any(|(p, _, _)| p.ends_with(&path)) {
-            q.paths.push((path, 1.0, line));
+        let Some(m) = c.get(0) else { continue };
+        if covered.iter().any(|&(a, b)| m.start() >= a && m.start() < b) {
+            continue;
         }
+        let path = m.as_str().split(':').next().unwrap_or(m.as_str()).to_string();
+        let line = c.get(1).and_then(|l| l.as_str().parse().ok());
+        q.paths.push((path, line, m.start()));
     }
+    q.paths.sort_by_key(|p| p.2);
     let mask = code_mask(text);
     for c in ident_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
@@ -598,7 +603,8 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     for i in 0..n {
         let mut hit = Vec::new();
         for (t, is_stem) in &path_terms[i] {
-            if let Some(qw) = q.terms.get(t) {
+            let singular = t.strip_suffix('s').filter(|s| s.len() >= 4 && !s.ends_with('s'));
+            if let Some(qw) = q.terms.get(t).or_else(|| singular.and_then(|s| q.terms.get(s))) {
                 let d = path_df.get(t).copied().unwrap_or(1) as f32;
                 path[i] +=
                     (1.0 + n as f32 / d).ln() * qw.min(2.0) * if *is_stem { 1.0 } else { 0.4 };
@@ -693,19 +699,44 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     }
     let mut named = vec![0f32; n];
     let mut is_named = vec![false; n];
-    for (mention, weight, line) in &q.paths {
-        let hits = match_path(index, &by_name, mention);
-        if hits.is_empty() || hits.len() > 5 {
-            continue;
-        }
-        for &h in &hits {
-            named[h] += weight / hits.len() as f32;
+    // Stack frames: the most recent frame in the repository (the last one printed) is where
+    // the error surfaced; earlier frames are its callers. Per file the best frame counts.
+    let resolved: Vec<(&String, Option<u32>, Vec<usize>)> = q
+        .paths
+        .iter()
+        .map(|(m, line, _)| (m, *line, match_path(index, &by_name, m)))
+        .filter(|(_, _, hits)| !hits.is_empty() && hits.len() <= 5)
+        .collect();
+    let frames = resolved.iter().filter(|r| r.1.is_some()).count();
+    let mut frame_no = 0usize;
+    let mut frame_best = vec![0f32; n];
+    let mut mentions: HashSet<(usize, String)> = HashSet::new();
+    for (mention, line, hits) in &resolved {
+        let share = 1.0 / hits.len() as f32;
+        for &h in hits {
             is_named[h] = true;
-            reasons[h].push(match line {
+            let reason = match line {
                 Some(l) => format!("named in text: {mention}:{l}"),
                 None => format!("named in text: {mention}"),
-            });
+            };
+            if mentions.insert((h, reason.clone())) && reasons[h].len() < 8 {
+                reasons[h].push(reason);
+            }
         }
+        if line.is_some() {
+            let recency = if frames > 1 { frame_no as f32 / (frames - 1) as f32 } else { 1.0 };
+            frame_no += 1;
+            for &h in hits {
+                frame_best[h] = frame_best[h].max(share * (0.5 + 0.5 * recency));
+            }
+        } else {
+            for &h in hits {
+                named[h] += share;
+            }
+        }
+    }
+    for i in 0..n {
+        named[i] += frame_best[i];
     }
     for chain in &q.dotted {
         let comps: Vec<&str> = chain.split('.').collect();
@@ -734,10 +765,10 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     }
     normalise(&mut lit);
     for x in named.iter_mut() {
-        *x = if *x > 0.0 {
-            1.0 + x.ln().max(0.0) * 0.3
+        *x = if *x > 1.0 {
+            1.0 + x.ln() * 0.3
         } else {
-            0.0
+            *x
         };
     }
 
