@@ -33,7 +33,7 @@ fn generate(dir: &Path, n: usize) {
     for i in 0..n {
         let pkg = format!("pkg{}", i % 50);
         let (path, body) = match i % 6 {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let mut s = format!(
                     "\"\"\"Module {i}.\"\"\"\nimport os\nfrom .mod{} import helper_{}\n\n",
                     (i + 1) % n,

@@ -126,7 +126,11 @@ pub fn run_index(args: &IndexArgs, cache: &dyn IndexCache, out: &mut dyn Write) 
         ..IndexOptions::default()
     };
     let summary = update_index(&args.path, cache, &opts)?;
-    let languages: BTreeMap<&'static str, usize> = summary.languages.iter().map(|(l, c)| (l.tag(), *c)).collect();
+    let languages: BTreeMap<&'static str, usize> = summary
+        .languages
+        .iter()
+        .map(|(l, c)| (l.tag(), *c))
+        .collect();
     let r = &summary.report;
     if args.json {
         let j = JsonIndex {

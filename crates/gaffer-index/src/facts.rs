@@ -294,7 +294,7 @@ fn doc(node: Node, text: &str, lang: Lang) -> Option<String> {
 /// (`parseHTTPResponse_v2` → `parse`, `http`, `response`, `v2`).
 pub fn split_identifier(ident: &str) -> Vec<String> {
     let mut parts = Vec::new();
-    for chunk in ident.split(|c: char| c == '_' || c == '-' || c == '.') {
+    for chunk in ident.split(['_', '-', '.']) {
         let chars: Vec<char> = chunk.chars().collect();
         let mut start = 0;
         for i in 1..chars.len() {

@@ -388,7 +388,7 @@ impl FileGraph {
         // Longest module path first, so nested modules win.
         resolver
             .go_modules
-            .sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            .sort_by_key(|m| std::cmp::Reverse(m.0.len()));
         let mut definers: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, f) in files.iter().enumerate() {
             for d in &f.facts.defs {

@@ -277,14 +277,29 @@ pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> 
         .entries
         .into_iter()
         .zip(scan.facts)
-        .map(|(e, f)| IndexedFile { path: e.path, lang: e.lang, size: e.size, hash: e.hash, facts: f.unwrap_or_default() })
+        .map(|(e, f)| IndexedFile {
+            path: e.path,
+            lang: e.lang,
+            size: e.size,
+            hash: e.hash,
+            facts: f.unwrap_or_default(),
+        })
         .collect();
-    Ok(Index { root: scan.root, files, skipped: scan.skipped, report: scan.report })
+    Ok(Index {
+        root: scan.root,
+        files,
+        skipped: scan.skipped,
+        report: scan.report,
+    })
 }
 
 /// Brings the cached index of `root` up to date without loading the facts of unchanged files
 /// (what `gaffer index` does): a walk, a stat per file, and a parse per changed file.
-pub fn update_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<IndexSummary> {
+pub fn update_index(
+    root: &Path,
+    cache: &dyn IndexCache,
+    opts: &IndexOptions,
+) -> Result<IndexSummary> {
     let scan = scan(root, cache, opts, false)?;
     let mut summary = IndexSummary {
         root: scan.root,
@@ -305,13 +320,26 @@ pub fn update_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) ->
     Ok(summary)
 }
 
-fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged: bool) -> Result<Scan> {
+fn scan(
+    root: &Path,
+    cache: &dyn IndexCache,
+    opts: &IndexOptions,
+    load_unchanged: bool,
+) -> Result<Scan> {
     let started = Instant::now();
-    let meta = std::fs::metadata(root).map_err(|source| Error::Repo { path: root.to_path_buf(), source })?;
+    let meta = std::fs::metadata(root).map_err(|source| Error::Repo {
+        path: root.to_path_buf(),
+        source,
+    })?;
     if !meta.is_dir() {
-        return Err(Error::NotADirectory { path: root.to_path_buf() });
+        return Err(Error::NotADirectory {
+            path: root.to_path_buf(),
+        });
     }
-    let root = std::fs::canonicalize(root).map_err(|source| Error::Repo { path: root.to_path_buf(), source })?;
+    let root = std::fs::canonicalize(root).map_err(|source| Error::Repo {
+        path: root.to_path_buf(),
+        source,
+    })?;
     let mut skipped = Vec::new();
     let walked = walk(&root, opts, &mut skipped);
 
@@ -329,12 +357,16 @@ fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged
 
     // A file modified in the last two seconds may change again within the same mtime tick:
     // such entries are stored with mtime 0 so that they are hashed again next time.
-    let now_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let racy = |m: u128| now_ns.saturating_sub(m) < 2_000_000_000;
 
     let settled = |w: &Walked| -> Option<&ManifestEntry> {
-        old.get(&w.rel)
-            .filter(|e| e.size == w.size && e.mtime_ns == w.mtime_ns && e.mtime_ns != 0 && e.lang == w.lang)
+        old.get(&w.rel).filter(|e| {
+            e.size == w.size && e.mtime_ns == w.mtime_ns && e.mtime_ns != 0 && e.lang == w.lang
+        })
     };
     let hashes: Vec<(usize, Hashed, bool)> = walked
         .par_iter()
@@ -351,27 +383,43 @@ fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged
         report.hashed += fresh as usize;
         match h {
             Hashed::Ok(hash) => {
-                let same = old.get(&walked[i].rel).is_some_and(|e| e.hash == hash && e.lang == walked[i].lang);
+                let same = old
+                    .get(&walked[i].rel)
+                    .is_some_and(|e| e.hash == hash && e.lang == walked[i].lang);
                 kept.push((i, hash, same));
             }
-            Hashed::Skip(reason) => skipped.push(Skipped { path: walked[i].rel.clone(), reason }),
+            Hashed::Skip(reason) => skipped.push(Skipped {
+                path: walked[i].rel.clone(),
+                reason,
+            }),
         }
     }
 
-    let keys: Vec<ContentKey> = kept.iter().map(|(i, h, _)| ContentKey::for_file(h, walked[*i].lang.tag())).collect();
-    let wanted: Vec<usize> = (0..kept.len()).filter(|&k| load_unchanged || !kept[k].2).collect();
+    let keys: Vec<ContentKey> = kept
+        .iter()
+        .map(|(i, h, _)| ContentKey::for_file(h, walked[*i].lang.tag()))
+        .collect();
+    let wanted: Vec<usize> = (0..kept.len())
+        .filter(|&k| load_unchanged || !kept[k].2)
+        .collect();
     let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
     let mut facts: Vec<Option<FileFacts>> = vec![None; kept.len()];
     for (&k, v) in wanted.iter().zip(cache.get_many(&wanted_keys)?) {
         facts[k] = v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok());
     }
-    let missing: Vec<usize> = wanted.iter().copied().filter(|&k| facts[k].is_none()).collect();
+    let missing: Vec<usize> = wanted
+        .iter()
+        .copied()
+        .filter(|&k| facts[k].is_none())
+        .collect();
     report.reused = kept.len() - missing.len();
     let parsed: Vec<(usize, std::result::Result<FileFacts, String>)> = missing
         .par_iter()
         .map(|&k| {
             let w = &walked[kept[k].0];
-            let r = std::fs::read(&w.abs).map(|bytes| extract(w.lang, &bytes)).map_err(|e| format!("unreadable: {e}"));
+            let r = std::fs::read(&w.abs)
+                .map(|bytes| extract(w.lang, &bytes))
+                .map_err(|e| format!("unreadable: {e}"));
             (k, r)
         })
         .collect();
@@ -388,7 +436,10 @@ fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged
             }
             Err(reason) => {
                 unreadable.insert(k);
-                skipped.push(Skipped { path: walked[kept[k].0].rel.clone(), reason });
+                skipped.push(Skipped {
+                    path: walked[kept[k].0].rel.clone(),
+                    reason,
+                });
             }
         }
     }
@@ -412,10 +463,22 @@ fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged
         };
         let mtime = if racy(w.mtime_ns) { 0 } else { w.mtime_ns };
         match prev {
-            Some(e) if e.hash == hash && e.mtime_ns == mtime && e.size == w.size && e.lang == w.lang => {}
+            Some(e)
+                if e.hash == hash
+                    && e.mtime_ns == mtime
+                    && e.size == w.size
+                    && e.lang == w.lang => {}
             _ => changed = true,
         }
-        entries.push(ManifestEntry { path: w.rel.clone(), size: w.size, mtime_ns: mtime, hash, lang: w.lang, symbols, notes });
+        entries.push(ManifestEntry {
+            path: w.rel.clone(),
+            size: w.size,
+            mtime_ns: mtime,
+            hash,
+            lang: w.lang,
+            symbols,
+            notes,
+        });
         kept_facts.push(f);
     }
     if changed {
@@ -425,5 +488,11 @@ fn scan(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions, load_unchanged
     }
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     report.elapsed = started.elapsed();
-    Ok(Scan { root, entries, facts: kept_facts, skipped, report })
+    Ok(Scan {
+        root,
+        entries,
+        facts: kept_facts,
+        skipped,
+        report,
+    })
 }

@@ -25,7 +25,9 @@ pub use cache::{ContentKey, DirCache, IndexCache, MemoryCache, FORMAT_VERSION};
 pub use error::{Error, Result};
 pub use facts::{Def, FileFacts, Import};
 pub use graph::FileGraph;
-pub use index::{build_index, update_index, Index, IndexOptions, IndexReport, IndexSummary, IndexedFile, Skipped};
+pub use index::{
+    build_index, update_index, Index, IndexOptions, IndexReport, IndexSummary, IndexedFile, Skipped,
+};
 pub use lang::Lang;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};

@@ -382,14 +382,23 @@ fn parse_query(text: &str, w: &Weights) -> Query {
     for c in frame_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
         covered.push((m.start(), m.end()));
-        q.paths.push((c[1].replace('\\', "/"), c[2].parse().ok(), m.start()));
+        q.paths
+            .push((c[1].replace('\\', "/"), c[2].parse().ok(), m.start()));
     }
     for c in path_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
-        if covered.iter().any(|&(a, b)| m.start() >= a && m.start() < b) {
+        if covered
+            .iter()
+            .any(|&(a, b)| m.start() >= a && m.start() < b)
+        {
             continue;
         }
-        let path = m.as_str().split(':').next().unwrap_or(m.as_str()).to_string();
+        let path = m
+            .as_str()
+            .split(':')
+            .next()
+            .unwrap_or(m.as_str())
+            .to_string();
         let line = c.get(1).and_then(|l| l.as_str().parse().ok());
         q.paths.push((path, line, m.start()));
     }
@@ -603,8 +612,14 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     for i in 0..n {
         let mut hit = Vec::new();
         for (t, is_stem) in &path_terms[i] {
-            let singular = t.strip_suffix('s').filter(|s| s.len() >= 4 && !s.ends_with('s'));
-            if let Some(qw) = q.terms.get(t).or_else(|| singular.and_then(|s| q.terms.get(s))) {
+            let singular = t
+                .strip_suffix('s')
+                .filter(|s| s.len() >= 4 && !s.ends_with('s'));
+            if let Some(qw) = q
+                .terms
+                .get(t)
+                .or_else(|| singular.and_then(|s| q.terms.get(s)))
+            {
                 let d = path_df.get(t).copied().unwrap_or(1) as f32;
                 path[i] +=
                     (1.0 + n as f32 / d).ln() * qw.min(2.0) * if *is_stem { 1.0 } else { 0.4 };
@@ -724,7 +739,11 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
             }
         }
         if line.is_some() {
-            let recency = if frames > 1 { frame_no as f32 / (frames - 1) as f32 } else { 1.0 };
+            let recency = if frames > 1 {
+                frame_no as f32 / (frames - 1) as f32
+            } else {
+                1.0
+            };
             frame_no += 1;
             for &h in hits {
                 frame_best[h] = frame_best[h].max(share * (0.5 + 0.5 * recency));
@@ -765,11 +784,7 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     }
     normalise(&mut lit);
     for x in named.iter_mut() {
-        *x = if *x > 1.0 {
-            1.0 + x.ln() * 0.3
-        } else {
-            *x
-        };
+        *x = if *x > 1.0 { 1.0 + x.ln() * 0.3 } else { *x };
     }
 
     // Combine, apply priors.

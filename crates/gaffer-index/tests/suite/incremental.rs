@@ -1,8 +1,8 @@
 //! The cache: unchanged files are not parsed again.
 
 use gaffer_index::{
-    update_index,
-    build_index, ContentKey, DirCache, IndexCache, IndexOptions, MemoryCache, FORMAT_VERSION,
+    build_index, update_index, ContentKey, DirCache, IndexCache, IndexOptions, MemoryCache,
+    FORMAT_VERSION,
 };
 use pretty_assertions::assert_eq;
 
@@ -119,14 +119,24 @@ fn a_corrupt_cached_value_is_parsed_again() {
 
 #[test]
 fn update_index_parses_only_the_changed_file_and_counts_like_a_full_build() {
-    let repo = Repo::new(&[("a.py", "def a(): pass\n"), ("b.py", "def b(): pass\ndef b2(): pass\n"), ("r.md", "# doc\n")]);
+    let repo = Repo::new(&[
+        ("a.py", "def a(): pass\n"),
+        ("b.py", "def b(): pass\ndef b2(): pass\n"),
+        ("r.md", "# doc\n"),
+    ]);
     let cache = MemoryCache::new();
     let first = update_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
     assert_eq!((first.files, first.symbols, first.report.parsed), (3, 3, 3));
     repo.write("a.py", b"def a(): pass\ndef a2(): pass\n");
     let second = update_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
-    assert_eq!((second.files, second.symbols, second.report.parsed), (3, 4, 1));
+    assert_eq!(
+        (second.files, second.symbols, second.report.parsed),
+        (3, 4, 1)
+    );
     let full = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
     assert_eq!(full.report.parsed, 0);
-    assert_eq!(full.files.iter().map(|f| f.facts.defs.len()).sum::<usize>(), 4);
+    assert_eq!(
+        full.files.iter().map(|f| f.facts.defs.len()).sum::<usize>(),
+        4
+    );
 }

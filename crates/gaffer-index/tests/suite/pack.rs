@@ -96,19 +96,49 @@ fn top_files_go_in_full_then_skeletons() {
         "{}",
         sel.files[0].text
     );
-    assert!(sel.files[0].text.contains("more definitions"), "{}", sel.files[0].text);
+    assert!(
+        sel.files[0].text.contains("more definitions"),
+        "{}",
+        sel.files[0].text
+    );
     // The top ten ranked files are all on the map, even at this budget.
-    let top10: Vec<&str> = ranked.iter().take(10).map(|r| index.files[r.file].path.as_str()).collect();
+    let top10: Vec<&str> = ranked
+        .iter()
+        .take(10)
+        .map(|r| index.files[r.file].path.as_str())
+        .collect();
     let got: Vec<&str> = sel.files.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(got[..10], top10[..]);
-    assert!(sel.used <= 3000 && sel.used > 2000, "budget used: {}", sel.used);
+    assert!(
+        sel.used <= 3000 && sel.used > 2000,
+        "budget used: {}",
+        sel.used
+    );
 
     // With room, files go in full in rank order, the top one first.
-    let sel = fit(&index, &ranked, &PackOptions { budget: 20_000, ..PackOptions::default() }, &tok);
-    assert_eq!((sel.files[0].path.as_str(), sel.files[0].mode), ("pkg/mod_11.py", Mode::Full));
-    let full: Vec<&str> = sel.files.iter().filter(|e| e.mode == Mode::Full).map(|e| e.path.as_str()).collect();
+    let sel = fit(
+        &index,
+        &ranked,
+        &PackOptions {
+            budget: 20_000,
+            ..PackOptions::default()
+        },
+        &tok,
+    );
+    assert_eq!(
+        (sel.files[0].path.as_str(), sel.files[0].mode),
+        ("pkg/mod_11.py", Mode::Full)
+    );
+    let full: Vec<&str> = sel
+        .files
+        .iter()
+        .filter(|e| e.mode == Mode::Full)
+        .map(|e| e.path.as_str())
+        .collect();
     assert!(full.len() >= 3, "{full:?}");
-    assert!(sel.files.iter().filter(|e| e.mode == Mode::Full).all(|e| e.text.starts_with(&format!("----- {} (full) -----\n", e.path))));
+    assert!(sel.files.iter().filter(|e| e.mode == Mode::Full).all(|e| e
+        .text
+        .starts_with(&format!("----- {} (full) -----\n", e.path))));
 }
 
 #[test]
