@@ -19,6 +19,10 @@ pub struct NewTask {
     pub request: String,
     /// Which agent, if not the configured one.
     pub agent: Option<String>,
+    /// Branch to start from, if not the project's default branch.
+    pub base: Option<String>,
+    /// Approve the plan and every permission request by policy (`gaffer run --yes`).
+    pub auto_approve: bool,
 }
 
 /// Filters for [`App::tasks`].
@@ -92,7 +96,8 @@ impl App {
             by,
             options: TaskOptions {
                 agent: req.agent.clone(),
-                ..TaskOptions::default()
+                base: req.base.clone(),
+                auto_approve: req.auto_approve,
             },
         };
         self.journal()
@@ -259,13 +264,14 @@ impl App {
                 ),
             ));
         }
+        let options = serde_json::from_str::<TaskOptions>(&view.task.options).unwrap_or_default();
         self.create_task(
             NewTask {
                 project: view.task.project_id.clone(),
                 request: view.task.request.clone(),
-                agent: serde_json::from_str::<TaskOptions>(&view.task.options)
-                    .ok()
-                    .and_then(|o| o.agent),
+                agent: options.agent,
+                base: options.base,
+                auto_approve: options.auto_approve,
             },
             by,
         )

@@ -149,6 +149,7 @@ async fn tasks_are_created_listed_and_bad_ones_store_nothing() {
                     project: project.into(),
                     request: request.into(),
                     agent: agent.map(str::to_owned),
+                    ..Default::default()
                 },
                 user("a"),
             )
@@ -170,6 +171,7 @@ async fn tasks_are_created_listed_and_bad_ones_store_nothing() {
                 project: "alpha".into(),
                 request: "add a flag".into(),
                 agent: Some("codex".into()),
+                ..Default::default()
             },
             user("a"),
         )

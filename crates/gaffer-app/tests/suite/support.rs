@@ -60,6 +60,7 @@ impl Env {
                     project: project.into(),
                     request: "add a feature".into(),
                     agent: None,
+                    ..Default::default()
                 },
                 user("alice"),
             )

@@ -1,0 +1,256 @@
+//! Who is calling, and may they.
+//!
+//! - No tokens configured: only loopback clients are answered, as `local` with
+//!   the admin role.
+//! - Tokens configured: every route but `/login` needs one, as
+//!   `Authorization: Bearer <token>` or the `gaffer_token` cookie that `/login`
+//!   sets for the web page. Tokens are compared in constant time (SHA-256 digests
+//!   compared with `subtle`).
+//! - Roles: `viewer` reads; `approver` also decides approvals and creates,
+//!   cancels and retries tasks; `admin` also adds projects and flips auto-approve.
+//! - CSRF: a state-changing request authenticated by something the browser sends
+//!   on its own (the cookie, or being on loopback) must carry `X-CSRF-Token` with
+//!   the server's token, which only the server's own page knows, whenever it comes
+//!   from a browser (it has `Origin`, `Sec-Fetch-Site` or a cookie). A bearer token
+//!   is not ambient, so API clients need no CSRF token.
+
+use crate::error::ApiError;
+use crate::ServerState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use subtle::ConstantTimeEq;
+
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Read only.
+    Viewer,
+    /// Read, decide approvals, create/cancel/retry tasks.
+    Approver,
+    /// Everything.
+    Admin,
+}
+
+impl Role {
+    /// Parse `viewer` / `approver` / `admin`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "viewer" => Some(Self::Viewer),
+            "approver" => Some(Self::Approver),
+            "admin" => Some(Self::Admin),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Viewer => "viewer",
+            Self::Approver => "approver",
+            Self::Admin => "admin",
+        }
+    }
+}
+
+/// A configured API token (only its digest is kept).
+#[derive(Clone)]
+pub struct Token {
+    /// Who holds it.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    digest: [u8; 32],
+}
+
+impl Token {
+    /// A token with its secret.
+    pub fn new(name: &str, role: Role, secret: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            role,
+            digest: digest(secret),
+        }
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+fn digest(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// The authenticated caller, put in the request's extensions.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Token name, or `local`.
+    pub name: String,
+    /// Role.
+    pub role: Role,
+    /// `api:<name>`, `web:<name>` or `local`.
+    pub via: String,
+}
+
+impl Caller {
+    /// 403 unless the caller has at least `role`.
+    pub fn require(&self, role: Role) -> Result<(), ApiError> {
+        if self.role >= role {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "`{}` has the {} role; this needs {}",
+                self.name,
+                self.role.as_str(),
+                role.as_str()
+            )))
+        }
+    }
+
+    /// The journal actor for this caller.
+    pub fn actor(&self) -> gaffer_core::Actor {
+        gaffer_core::Actor::user(&self.name, &self.via)
+    }
+}
+
+/// Constant-time equality of two secrets (compared as digests, so length leaks nothing).
+pub fn secret_eq(a: &str, b: &str) -> bool {
+    digest(a).ct_eq(&digest(b)).into()
+}
+
+pub(crate) fn cookie<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
+    req.headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// The token whose secret this is, compared in constant time.
+pub fn find_token_pub<'a>(tokens: &'a [Token], secret: &str) -> Option<&'a Token> {
+    find_token(tokens, secret)
+}
+
+fn find_token<'a>(tokens: &'a [Token], secret: &str) -> Option<&'a Token> {
+    let d = digest(secret);
+    // Compare against every token so timing does not tell which one matched.
+    let mut found = None;
+    for t in tokens {
+        if bool::from(t.digest.ct_eq(&d)) {
+            found = Some(t);
+        }
+    }
+    found
+}
+
+/// A GET of the web page (not the API, health or metrics).
+fn is_page(req: &Request) -> bool {
+    let p = req.uri().path();
+    req.method() == Method::GET
+        && !p.starts_with("/api/")
+        && !p.starts_with("/assets/")
+        && p != "/healthz"
+        && p != "/metrics"
+}
+
+fn to_login() -> Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::SEE_OTHER,
+        [(header::LOCATION, "/login")],
+    )
+        .into_response()
+}
+
+/// The auth and CSRF middleware.
+pub async fn middleware(
+    State(state): State<ServerState>,
+    mut req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let path = req.uri().path();
+    if path == "/login" || path.starts_with("/assets/") {
+        return Ok(next.run(req).await);
+    }
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let (caller, ambient) = if state.tokens.is_empty() {
+        if !peer.is_some_and(|p| p.ip().is_loopback()) {
+            return Err(ApiError::forbidden(
+                "this server answers only loopback clients until a token is configured",
+            ));
+        }
+        (
+            Caller {
+                name: "local".into(),
+                role: Role::Admin,
+                via: "local".into(),
+            },
+            true,
+        )
+    } else {
+        let bearer = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let (secret, ambient) =
+            match (bearer, cookie(&req, "gaffer_token")) {
+                (Some(b), _) => (b.to_owned(), false),
+                (None, Some(c)) => (c.to_owned(), true),
+                (None, None) if is_page(&req) => return Ok(to_login()),
+                (None, None) => return Err(ApiError::unauthorized(
+                    "a token is required: send `Authorization: Bearer <token>` or log in at /login",
+                )),
+            };
+        let Some(t) = find_token(&state.tokens, &secret) else {
+            return Err(ApiError::unauthorized("the token is not valid"));
+        };
+        (
+            Caller {
+                name: t.name.clone(),
+                role: t.role,
+                via: if ambient {
+                    format!("web:{}", t.name)
+                } else {
+                    format!("api:{}", t.name)
+                },
+            },
+            ambient,
+        )
+    };
+    let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let from_browser = ["origin", "sec-fetch-site", "cookie"]
+        .iter()
+        .any(|h| req.headers().contains_key(*h));
+    if changes && ambient && from_browser {
+        let sent = req
+            .headers()
+            .get("x-csrf-token")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !secret_eq(sent, &state.csrf) {
+            return Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "csrf",
+                "missing or wrong X-CSRF-Token; submit from gaffer's own page",
+            ));
+        }
+    }
+    req.extensions_mut().insert(caller);
+    Ok(next.run(req).await)
+}

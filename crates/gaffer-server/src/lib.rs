@@ -1,0 +1,219 @@
+//! gaffer's HTTP server: the `/api` routes (a stable contract, described by the
+//! OpenAPI document at `/api/openapi.json`), server-sent journal events,
+//! the embedded web page, `/healthz` and Prometheus `/metrics`.
+//!
+//! The server holds no state outside the store: every handler calls the app
+//! service ([`gaffer_app::App`]); live updates come from the journal's
+//! committed-event broadcast. See `README.md` in this crate for the routes,
+//! authentication and the approval semantics (200 for the decision that was
+//! recorded, 409 `already_decided` with the recorded approval for every other).
+
+pub mod auth;
+mod body;
+pub mod error;
+pub mod metrics;
+pub mod routes;
+pub mod sse;
+mod web;
+
+use auth::{Role, Token};
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use gaffer_app::{App, Policy};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Largest request body accepted (bytes).
+pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen. Anything but loopback needs at least one token.
+    pub listen: SocketAddr,
+    /// API tokens; empty means loopback clients only, as admin.
+    pub tokens: Vec<Token>,
+    /// Largest request body (bytes).
+    pub body_limit: usize,
+}
+
+/// What can stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Configuration is unsafe or wrong (exit 78 in the CLI).
+    #[error("{0}")]
+    Config(String),
+    /// The socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ServerConfig {
+    /// Defaults at `listen` with no tokens.
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            tokens: Vec::new(),
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+
+    /// Tokens from the policy file's `[[tokens]]`, with `secret_env` read through `env`.
+    pub fn with_policy_tokens(
+        mut self,
+        policy: &Policy,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ServerError> {
+        for t in &policy.tokens {
+            let role = Role::parse(&t.role).ok_or_else(|| {
+                ServerError::Config(format!("token `{}`: unknown role `{}`", t.name, t.role))
+            })?;
+            let secret = match (&t.secret, &t.secret_env) {
+                (Some(s), _) => s.clone(),
+                (None, Some(var)) => env(var).ok_or_else(|| {
+                    ServerError::Config(format!(
+                        "token `{}`: environment variable {var} is not set",
+                        t.name
+                    ))
+                })?,
+                (None, None) => {
+                    return Err(ServerError::Config(format!(
+                        "token `{}` needs `secret` or `secret_env`",
+                        t.name
+                    )))
+                }
+            };
+            if secret.len() < 16 {
+                return Err(ServerError::Config(format!(
+                    "token `{}` is shorter than 16 characters; use a long random secret",
+                    t.name
+                )));
+            }
+            self.tokens.push(Token::new(&t.name, role, &secret));
+        }
+        Ok(self)
+    }
+}
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct ServerState {
+    /// The app service.
+    pub app: App,
+    pub(crate) tokens: Arc<Vec<Token>>,
+    pub(crate) csrf: Arc<str>,
+    pub(crate) metrics: Arc<metrics::Metrics>,
+}
+
+/// The whole router: API, SSE, web page, health and metrics, with auth, body
+/// limit and metrics layers.
+pub fn router(app: App, config: &ServerConfig) -> Router {
+    let state = ServerState {
+        app,
+        tokens: Arc::new(config.tokens.clone()),
+        csrf: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
+        metrics: Arc::new(metrics::Metrics::default()),
+    };
+    use routes as r;
+    Router::new()
+        .route("/healthz", get(r::healthz))
+        .route("/metrics", get(r::metrics))
+        .route("/api/openapi.json", get(r::openapi_json))
+        .route("/api/projects", get(r::list_projects).post(r::add_project))
+        .route("/api/projects/{id}", get(r::get_project))
+        .route("/api/projects/{id}/auto", post(r::set_auto))
+        .route("/api/tasks", get(r::list_tasks).post(r::create_task))
+        .route("/api/tasks/{id}", get(r::get_task))
+        .route("/api/tasks/{id}/cancel", post(r::cancel_task))
+        .route("/api/tasks/{id}/retry", post(r::retry_task))
+        .route("/api/tasks/{id}/sessions", get(r::task_sessions))
+        .route("/api/tasks/{id}/events", get(sse::task_events))
+        .route("/api/events", get(sse::all_events))
+        .route("/api/approvals", get(r::list_approvals))
+        .route("/api/approvals/{id}", get(r::get_approval))
+        .route("/api/approvals/{id}/decision", post(r::decide))
+        .route("/api/usage", get(r::usage))
+        .route("/", get(web::page))
+        .route("/approvals", get(web::page))
+        .route("/tasks/{id}", get(web::page))
+        .route("/assets/app.js", get(web::app_js))
+        .route("/assets/app.css", get(web::app_css))
+        .route("/login", get(web::login_page).post(web::login))
+        .fallback(|| async { error::ApiError::not_found("no such route; see /api/openapi.json") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::middleware,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::middleware,
+        ))
+        .layer(DefaultBodyLimit::max(config.body_limit))
+        .with_state(state)
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    app: App,
+    router: Router,
+}
+
+impl Server {
+    /// Check the config and bind. Refuses a non-loopback address without a token.
+    pub async fn bind(app: App, config: ServerConfig) -> Result<Self, ServerError> {
+        if !config.listen.ip().is_loopback() && config.tokens.is_empty() {
+            return Err(ServerError::Config(format!(
+                "{} is not a loopback address; configure a token ([[tokens]] in policy.toml) before listening on it",
+                config.listen
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let router = router(app.clone(), &config);
+        Ok(Self {
+            listener,
+            app,
+            router,
+        })
+    }
+
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until `shutdown` resolves. Also expires approvals at their deadlines.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = self.app.clone();
+        let expiry = tokio::spawn(async move {
+            if let Err(e) = app.run_expiry().await {
+                tracing::error!(error = %e, "approval expiry stopped");
+            }
+        });
+        let result = axum::serve(
+            self.listener,
+            self.router
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await;
+        expiry.abort();
+        result
+    }
+}

@@ -1,0 +1,102 @@
+//! Prometheus metrics, rendered by hand in the text exposition format.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// Counters and gauges of one server.
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    latency: Mutex<([u64; BUCKETS.len()], u64, f64)>,
+    sse_clients: AtomicI64,
+    decisions: AtomicU64,
+}
+
+impl Metrics {
+    pub(crate) fn sse_open(&self) {
+        self.sse_clients.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sse_close(&self) {
+        self.sse_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn decided(&self) {
+        self.decisions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn observe(&self, method: &str, route: &str, status: u16, secs: f64) {
+        if let Ok(mut r) = self.requests.lock() {
+            *r.entry((method.to_owned(), route.to_owned(), status))
+                .or_default() += 1;
+        }
+        if let Ok(mut l) = self.latency.lock() {
+            for (i, b) in BUCKETS.iter().enumerate() {
+                if secs <= *b {
+                    l.0[i] += 1;
+                }
+            }
+            l.1 += 1;
+            l.2 += secs;
+        }
+    }
+
+    /// The exposition text.
+    pub fn render(&self, pending_approvals: usize) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        out.push_str("# HELP gaffer_http_requests_total HTTP requests by method, route and status.\n# TYPE gaffer_http_requests_total counter\n");
+        if let Ok(r) = self.requests.lock() {
+            for ((m, route, status), n) in r.iter() {
+                let _ = writeln!(out, "gaffer_http_requests_total{{method=\"{m}\",route=\"{route}\",status=\"{status}\"}} {n}");
+            }
+        }
+        out.push_str("# HELP gaffer_http_request_duration_seconds Time to the response head (SSE: to the stream's start).\n# TYPE gaffer_http_request_duration_seconds histogram\n");
+        if let Ok(l) = self.latency.lock() {
+            for (i, b) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "gaffer_http_request_duration_seconds_bucket{{le=\"{b}\"}} {}",
+                    l.0[i]
+                );
+            }
+            let _ = writeln!(
+                out,
+                "gaffer_http_request_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+                l.1
+            );
+            let _ = writeln!(out, "gaffer_http_request_duration_seconds_sum {}", l.2);
+            let _ = writeln!(out, "gaffer_http_request_duration_seconds_count {}", l.1);
+        }
+        let _ = writeln!(out, "# HELP gaffer_sse_clients Open SSE streams.\n# TYPE gaffer_sse_clients gauge\ngaffer_sse_clients {}", self.sse_clients.load(Ordering::Relaxed));
+        let _ = writeln!(out, "# HELP gaffer_approvals_pending Approvals waiting for a decision.\n# TYPE gaffer_approvals_pending gauge\ngaffer_approvals_pending {pending_approvals}");
+        let _ = writeln!(out, "# HELP gaffer_approval_decisions_total Decisions recorded through the API.\n# TYPE gaffer_approval_decisions_total counter\ngaffer_approval_decisions_total {}", self.decisions.load(Ordering::Relaxed));
+        out
+    }
+}
+
+/// Count and time every request by its route pattern.
+pub async fn middleware(State(s): State<crate::ServerState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let started = Instant::now();
+    let res = next.run(req).await;
+    s.metrics.observe(
+        &method,
+        &route,
+        res.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    res
+}

@@ -1,0 +1,344 @@
+//! The `/api` routes. Each handler is annotated for the OpenAPI document, which
+//! is generated from these annotations and the `gaffer_protocol::api` types.
+
+use crate::auth::{Caller, Role};
+use crate::body::ApiJson;
+use crate::error::{ApiError, ApiResult};
+use crate::ServerState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use gaffer_app::{AddProject, NewTask, Scope, TaskQuery};
+use gaffer_core::Decision;
+use gaffer_protocol::api;
+use utoipa::OpenApi;
+
+/// The OpenAPI document of every `/api` route, `/healthz` and `/metrics`.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "gaffer API", description = "Projects, tasks, approvals and journal event streams. See crates/gaffer-server/README.md."),
+    paths(
+        healthz, metrics, openapi_json,
+        list_projects, add_project, get_project, set_auto,
+        list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions,
+        list_approvals, get_approval, decide,
+        usage,
+        crate::sse::all_events, crate::sse::task_events,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = api::Health)))]
+pub async fn healthz() -> Json<api::Health> {
+    Json(api::Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String)))]
+pub async fn metrics(State(s): State<ServerState>) -> Response {
+    let pending = s
+        .app
+        .approvals(Some("pending"))
+        .await
+        .map(|a| a.len())
+        .unwrap_or(0);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        s.metrics.render(pending),
+    )
+        .into_response()
+}
+
+/// This document.
+#[utoipa::path(get, path = "/api/openapi.json", responses((status = 200, body = Object)))]
+pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// Every project, by name.
+#[utoipa::path(get, path = "/api/projects", responses((status = 200, body = Vec<api::Project>)))]
+pub async fn list_projects(State(s): State<ServerState>) -> ApiResult<Json<Vec<api::Project>>> {
+    Ok(Json(s.app.projects().await?))
+}
+
+/// Register a git work tree (admin).
+#[utoipa::path(post, path = "/api/projects", request_body = api::AddProjectParams,
+    responses((status = 201, body = api::Project), (status = 400, body = api::ErrorResponse), (status = 409, body = api::ErrorResponse)))]
+pub async fn add_project(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(p): ApiJson<api::AddProjectParams>,
+) -> ApiResult<(StatusCode, Json<api::Project>)> {
+    caller.require(Role::Admin)?;
+    let project = s
+        .app
+        .add_project(
+            AddProject {
+                path: p.path,
+                name: p.name,
+                check: p.check,
+            },
+            caller.actor(),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(project)))
+}
+
+/// One project by name or id.
+#[utoipa::path(get, path = "/api/projects/{id}", params(("id" = String, Path, description = "name or id")),
+    responses((status = 200, body = api::Project), (status = 404, body = api::ErrorResponse)))]
+pub async fn get_project(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<api::Project>> {
+    Ok(Json(s.app.project(&id).await?))
+}
+
+/// Flip the project-wide auto-approve toggle (admin).
+#[utoipa::path(post, path = "/api/projects/{id}/auto", params(("id" = String, Path)), request_body = api::SetAutoApproveParams,
+    responses((status = 200, body = api::Project), (status = 403, body = api::ErrorResponse)))]
+pub async fn set_auto(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(p): ApiJson<api::SetAutoApproveParams>,
+) -> ApiResult<Json<api::Project>> {
+    caller.require(Role::Admin)?;
+    Ok(Json(
+        s.app
+            .set_auto_approve(&id, p.enabled, caller.actor())
+            .await?,
+    ))
+}
+
+fn query<T: serde::de::DeserializeOwned>(raw: Option<&str>) -> ApiResult<T> {
+    serde_urlencoded_like(raw.unwrap_or(""))
+}
+
+/// Parse a query string with the API's error shape.
+fn serde_urlencoded_like<T: serde::de::DeserializeOwned>(raw: &str) -> ApiResult<T> {
+    match Query::<T>::try_from_uri(
+        &format!("/?{raw}")
+            .parse()
+            .map_err(|_| ApiError::bad_field("query", "the query string is not valid"))?,
+    ) {
+        Ok(Query(v)) => Ok(v),
+        Err(e) => {
+            let text = e.body_text();
+            let field = text
+                .split('`')
+                .nth(1)
+                .map(str::to_owned)
+                .unwrap_or_else(|| "query".into());
+            Err(ApiError::bad_field(&field, text))
+        }
+    }
+}
+
+/// Tasks, newest first, with filters and paging.
+#[utoipa::path(get, path = "/api/tasks", params(api::TaskListQuery),
+    responses((status = 200, body = Vec<api::Task>), (status = 400, body = api::ErrorResponse)))]
+pub async fn list_tasks(
+    State(s): State<ServerState>,
+    uri: axum::http::Uri,
+) -> ApiResult<Json<Vec<api::Task>>> {
+    let q: api::TaskListQuery = query(uri.query())?;
+    Ok(Json(
+        s.app
+            .tasks(&TaskQuery {
+                project: q.project,
+                stage: q.stage,
+                limit: q.limit,
+                offset: q.offset,
+            })
+            .await?,
+    ))
+}
+
+/// Queue a request (approver). Answers the task with its `id`.
+#[utoipa::path(post, path = "/api/tasks", request_body = api::CreateTaskParams,
+    responses((status = 201, body = api::Task), (status = 400, body = api::ErrorResponse)))]
+pub async fn create_task(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(p): ApiJson<api::CreateTaskParams>,
+) -> ApiResult<(StatusCode, Json<api::Task>)> {
+    caller.require(Role::Approver)?;
+    let task = s
+        .app
+        .create_task(
+            NewTask {
+                project: p.project,
+                request: p.request,
+                agent: p.agent,
+                ..NewTask::default()
+            },
+            caller.actor(),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(task)))
+}
+
+/// One task with steps, approvals and sessions.
+#[utoipa::path(get, path = "/api/tasks/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = api::TaskDetail), (status = 404, body = api::ErrorResponse)))]
+pub async fn get_task(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<api::TaskDetail>> {
+    Ok(Json(s.app.task(&id).await?))
+}
+
+/// Cancel a task (approver); its pending approvals are withdrawn.
+#[utoipa::path(post, path = "/api/tasks/{id}/cancel", params(("id" = String, Path)), request_body(content = Option<api::CancelTaskParams>),
+    responses((status = 200, body = api::TaskDetail), (status = 409, body = api::ErrorResponse)))]
+pub async fn cancel_task(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<api::TaskDetail>> {
+    caller.require(Role::Approver)?;
+    let p: api::CancelTaskParams = if body.iter().all(u8::is_ascii_whitespace) {
+        Default::default()
+    } else {
+        crate::body::parse(&body)?
+    };
+    Ok(Json(
+        s.app.cancel_task(&id, caller.actor(), p.reason).await?,
+    ))
+}
+
+/// Queue the same request again as a new task (approver); for failed, cancelled or blocked tasks.
+#[utoipa::path(post, path = "/api/tasks/{id}/retry", params(("id" = String, Path)),
+    responses((status = 201, body = api::Task), (status = 409, body = api::ErrorResponse)))]
+pub async fn retry_task(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<api::Task>)> {
+    caller.require(Role::Approver)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(s.app.retry_task(&id, caller.actor()).await?),
+    ))
+}
+
+/// A task's agent sessions.
+#[utoipa::path(get, path = "/api/tasks/{id}/sessions", params(("id" = String, Path)),
+    responses((status = 200, body = Vec<api::Session>), (status = 404, body = api::ErrorResponse)))]
+pub async fn task_sessions(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<api::Session>>> {
+    Ok(Json(s.app.sessions(&id).await?))
+}
+
+/// Approvals, newest first; `?state=pending` for the queue.
+#[utoipa::path(get, path = "/api/approvals", params(api::ApprovalListQuery),
+    responses((status = 200, body = Vec<api::Approval>), (status = 400, body = api::ErrorResponse)))]
+pub async fn list_approvals(
+    State(s): State<ServerState>,
+    uri: axum::http::Uri,
+) -> ApiResult<Json<Vec<api::Approval>>> {
+    let q: api::ApprovalListQuery = query(uri.query())?;
+    Ok(Json(s.app.approvals(q.state.as_deref()).await?))
+}
+
+/// One approval.
+#[utoipa::path(get, path = "/api/approvals/{id}", params(("id" = String, Path)),
+    responses((status = 200, body = api::Approval), (status = 404, body = api::ErrorResponse)))]
+pub async fn get_approval(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<api::Approval>> {
+    Ok(Json(s.app.approval(&id).await?))
+}
+
+/// Decide an approval (approver). The first decision wins: it answers **200**
+/// with the approval as recorded. Every later decision (repeated, concurrent
+/// loser, or after expiry/withdrawal) changes nothing and answers **409**
+/// `already_decided` with the recorded approval in `approval`.
+#[utoipa::path(post, path = "/api/approvals/{id}/decision", params(("id" = String, Path)), request_body = api::DecisionParams,
+    responses(
+        (status = 200, body = api::Approval, description = "this request recorded the decision"),
+        (status = 400, body = api::ErrorResponse),
+        (status = 403, body = api::ErrorResponse),
+        (status = 404, body = api::ErrorResponse),
+        (status = 409, body = api::ErrorResponse, description = "already decided (the recorded approval is in `approval`), or `wrong_scope`"),
+    ))]
+pub async fn decide(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(p): ApiJson<api::DecisionParams>,
+) -> ApiResult<Response> {
+    caller.require(Role::Approver)?;
+    let decision = match p.decision.as_str() {
+        "approve" => Decision::Approve,
+        "deny" => Decision::Deny,
+        other => {
+            return Err(ApiError::bad_field(
+                "decision",
+                format!("`decision` must be \"approve\" or \"deny\", not {other:?}"),
+            ))
+        }
+    };
+    let d = s
+        .app
+        .decide(
+            &id,
+            decision,
+            caller.actor(),
+            p.note,
+            Scope {
+                task_id: p.task_id,
+                project_id: p.project_id,
+            },
+        )
+        .await?;
+    if d.applied {
+        s.metrics.decided();
+        Ok(Json(d.approval).into_response())
+    } else {
+        let mut e = ApiError::new(
+            StatusCode::CONFLICT,
+            "already_decided",
+            format!(
+                "approval `{}` is already {}; the first decision stands",
+                d.approval.id, d.approval.state
+            ),
+        );
+        e.body.approval = Some(d.approval);
+        Ok(e.into_response())
+    }
+}
+
+/// Token and cost totals.
+#[utoipa::path(get, path = "/api/usage", responses((status = 200, body = api::Usage)))]
+pub async fn usage(State(s): State<ServerState>) -> ApiResult<Json<api::Usage>> {
+    Ok(Json(s.app.usage().await?))
+}

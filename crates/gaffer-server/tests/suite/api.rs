@@ -1,0 +1,663 @@
+//! The API over real HTTP on loopback.
+
+use super::support::*;
+use gaffer_core::ApprovalKind;
+use pretty_assertions::assert_eq;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn error_of(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["code"].is_string(),
+        "not an error shape: {body}"
+    );
+    assert!(
+        body["error"]["message"].is_string(),
+        "not an error shape: {body}"
+    );
+    (status, body)
+}
+
+#[tokio::test]
+async fn loopback_without_tokens_creates_and_reads_tasks() {
+    let h = start(false).await;
+    let repo = h.dir.path().join("alpha");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    std::fs::write(repo.join("go.mod"), "module a\n").unwrap();
+    let r = h
+        .http
+        .post(h.url("/api/projects"))
+        .json(&json!({"path": repo.join(".").to_string_lossy()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["name"], "alpha");
+    assert_eq!(p["check_command"], "go test ./...");
+    let r = h
+        .http
+        .post(h.url("/api/tasks"))
+        .json(&json!({"project": "alpha", "request": "add a flag"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let t: Value = r.json().await.unwrap();
+    let id = t["id"].as_str().unwrap();
+    assert!(id.starts_with("t-"));
+    let list: Value = h
+        .http
+        .get(h.url("/api/tasks?project=alpha&limit=10"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list[0]["id"], id);
+    let one: Value = h
+        .http
+        .get(h.url(&format!("/api/tasks/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["stage"], "queued");
+    assert_eq!(one["steps"], json!([]));
+    let r = h
+        .http
+        .post(h.url(&format!("/api/tasks/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = h
+        .http
+        .post(h.url(&format!("/api/tasks/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = error_of(r).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::CONFLICT, "task_finished")
+    );
+    let r = h
+        .http
+        .post(h.url(&format!("/api/tasks/{id}/retry")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let (s, _) = error_of(
+        h.http
+            .get(h.url("/api/tasks/t-missing"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let health: Value = h
+        .http
+        .get(h.url("/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let metrics = h
+        .http
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "gaffer_http_requests_total{method=\"POST\",route=\"/api/tasks\",status=\"201\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("gaffer_approvals_pending 0"));
+}
+
+#[tokio::test]
+async fn tokens_and_roles() {
+    let h = start(true).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let a = h.ask(&task, "push", ApprovalKind::Ship, "git push").await;
+    // No token → 401 on every route, page routes redirect to /login.
+    for path in [
+        "/api/tasks",
+        "/api/approvals",
+        "/healthz",
+        "/metrics",
+        "/api/openapi.json",
+        "/api/events",
+    ] {
+        let (s, b) = error_of(h.http.get(h.url(path)).send().await.unwrap()).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str().unwrap()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{path}"
+        );
+    }
+    let r = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(h.url("/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (s, _) = error_of(
+        h.http
+            .get(h.url("/api/tasks"))
+            .bearer_auth("wrong-token-wrong-token")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Viewer reads, but cannot approve or create.
+    let r = h
+        .http
+        .get(h.url("/api/approvals?state=pending"))
+        .bearer_auth(VIEWER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let url = h.url(&format!("/api/approvals/{}/decision", a.id));
+    let (s, b) = error_of(
+        h.http
+            .post(&url)
+            .bearer_auth(VIEWER)
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::FORBIDDEN, "forbidden")
+    );
+    let (s, _) = error_of(
+        h.http
+            .post(h.url("/api/tasks"))
+            .bearer_auth(VIEWER)
+            .json(&json!({"project": "alpha", "request": "x"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // Approver cannot add projects or flip auto-approve.
+    let (s, _) = error_of(
+        h.http
+            .post(h.url("/api/projects/alpha/auto"))
+            .bearer_auth(APPROVER)
+            .json(&json!({"enabled": true}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(h.app.approval(&a.id).await.unwrap().state, "pending");
+    // Approver decides: 200 once, then 409 with the recorded approval.
+    let r = h
+        .http
+        .post(&url)
+        .bearer_auth(APPROVER)
+        .json(&json!({"decision": "approve", "note": "ok"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let first: Value = r.json().await.unwrap();
+    assert_eq!(first["state"], "approved");
+    assert_eq!(
+        first["decided_by"],
+        json!({"kind": "user", "name": "ann", "via": "api:ann"})
+    );
+    let (s, b) = error_of(
+        h.http
+            .post(&url)
+            .bearer_auth(ADMIN)
+            .json(&json!({"decision": "deny"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::CONFLICT, "already_decided")
+    );
+    assert_eq!(b["approval"], first);
+    // Admin flips the toggle.
+    let r = h
+        .http
+        .post(h.url("/api/projects/alpha/auto"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn bad_bodies_name_the_field_and_store_nothing() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let a = h.ask(&task, "plan", ApprovalKind::Plan, "plan").await;
+    let before = h.event_count().await;
+    let decision = format!("/api/approvals/{}/decision", a.id);
+    let cases: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "/api/tasks",
+            json!({"project": "alpha"}).to_string(),
+            "application/json",
+            "request",
+        ),
+        (
+            "/api/tasks",
+            json!({"project": "alpha", "request": "   "}).to_string(),
+            "application/json",
+            "request",
+        ),
+        (
+            "/api/tasks",
+            json!({"project": "nope", "request": "x"}).to_string(),
+            "application/json",
+            "project",
+        ),
+        (
+            "/api/tasks",
+            json!({"project": "alpha", "request": 5}).to_string(),
+            "application/json",
+            "request",
+        ),
+        (
+            "/api/tasks",
+            json!({"project": "alpha", "request": "x", "agnet": "codex"}).to_string(),
+            "application/json",
+            "agnet",
+        ),
+        (
+            "/api/tasks",
+            json!({"project": "alpha", "request": "x", "agent": "gpt-9"}).to_string(),
+            "application/json",
+            "agent",
+        ),
+        (
+            "/api/tasks",
+            "{\"project\": ".into(),
+            "application/json",
+            "body",
+        ),
+        (
+            "/api/tasks",
+            "project=alpha&request=x".into(),
+            "application/x-www-form-urlencoded",
+            "body",
+        ),
+        (
+            "/api/projects",
+            json!({"path": "/definitely/not/here"}).to_string(),
+            "application/json",
+            "path",
+        ),
+        (
+            "/api/projects",
+            json!({"name": "x"}).to_string(),
+            "application/json",
+            "path",
+        ),
+        (
+            &decision,
+            json!({"decision": "maybe"}).to_string(),
+            "application/json",
+            "decision",
+        ),
+        (
+            &decision,
+            json!({"decison": "approve"}).to_string(),
+            "application/json",
+            "decison",
+        ),
+        (
+            &decision,
+            json!({"decision": "approve", "note": 7}).to_string(),
+            "application/json",
+            "note",
+        ),
+    ];
+    for (path, body, ctype, field) in cases {
+        let r = h
+            .http
+            .post(h.url(path))
+            .header("content-type", ctype)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let (s, b) = error_of(r).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path} {body}: {b}");
+        assert_eq!(b["error"]["field"], field, "{path} {body}: {b}");
+    }
+    let (s, b) = error_of(
+        h.http
+            .get(h.url("/api/tasks?limit=0"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["field"].as_str().unwrap()),
+        (StatusCode::BAD_REQUEST, "limit")
+    );
+    let (s, b) = error_of(
+        h.http
+            .get(h.url("/api/approvals?state=bogus"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["field"].as_str().unwrap()),
+        (StatusCode::BAD_REQUEST, "state")
+    );
+    // Too large.
+    let huge = json!({"project": "alpha", "request": "x".repeat(100 * 1024)}).to_string();
+    let (s, b) = error_of(
+        h.http
+            .post(h.url("/api/tasks"))
+            .header("content-type", "application/json")
+            .body(huge)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    assert_eq!(
+        h.event_count().await,
+        before,
+        "a refused request stored something"
+    );
+    assert_eq!(h.app.approval(&a.id).await.unwrap().state, "pending");
+}
+
+#[tokio::test]
+async fn fifty_concurrent_http_decisions_one_200_the_rest_409_with_the_same_approval() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let a = h.ask(&task, "ship", ApprovalKind::Ship, "git push").await;
+    let url = h.url(&format!("/api/approvals/{}/decision", a.id));
+    let mut joins = Vec::new();
+    for i in 0..50 {
+        let http = h.http.clone();
+        let url = url.clone();
+        joins.push(tokio::spawn(async move {
+            let decision = if i % 2 == 0 { "approve" } else { "deny" };
+            let r = http
+                .post(&url)
+                .json(&json!({"decision": decision}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status();
+            let body: Value = r.json().await.unwrap();
+            (
+                status,
+                if status == StatusCode::OK {
+                    body
+                } else {
+                    body["approval"].clone()
+                },
+            )
+        }));
+    }
+    let mut oks = 0;
+    let mut seen = Vec::new();
+    for j in joins {
+        let (s, approval) = j.await.unwrap();
+        match s {
+            StatusCode::OK => oks += 1,
+            StatusCode::CONFLICT => {}
+            other => panic!("unexpected {other}"),
+        }
+        seen.push(approval);
+    }
+    assert_eq!(oks, 1);
+    assert!(seen.windows(2).all(|w| w[0] == w[1]));
+    let decided = h
+        .app
+        .journal()
+        .events_after(0, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event.kind() == "approval_decided")
+        .count();
+    assert_eq!(decided, 1);
+}
+
+#[tokio::test]
+async fn a_decision_naming_another_task_is_refused() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    h.project("beta").await;
+    let ta = h.task("alpha").await;
+    let tb = h.task("beta").await;
+    let a = h.ask(&ta, "s", ApprovalKind::Tool, "rm -rf build").await;
+    let r = h
+        .http
+        .post(h.url(&format!("/api/approvals/{}/decision", a.id)))
+        .json(&json!({"decision": "approve", "task_id": tb}))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = error_of(r).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::CONFLICT, "wrong_scope")
+    );
+    assert_eq!(h.app.approval(&a.id).await.unwrap().state, "pending");
+}
+
+#[tokio::test]
+async fn browser_posts_need_the_csrf_token() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let before = h.event_count().await;
+    // A cross-site form post: the browser adds Origin.
+    let r = h
+        .http
+        .post(h.url("/api/tasks"))
+        .header("origin", "https://evil.example")
+        .json(&json!({"project": "alpha", "request": "x"}))
+        .send()
+        .await
+        .unwrap();
+    let (s, b) = error_of(r).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::FORBIDDEN, "csrf")
+    );
+    assert_eq!(h.event_count().await, before);
+    // gaffer's own page knows the token.
+    let page = h
+        .http
+        .get(h.url("/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = page
+        .split("name=\"csrf-token\" content=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let r = h
+        .http
+        .post(h.url("/api/tasks"))
+        .header("origin", &h.base)
+        .header("x-csrf-token", csrf)
+        .json(&json!({"project": "alpha", "request": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn login_sets_a_cookie_the_page_and_api_accept() {
+    let h = start(true).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = client
+        .post(h.url("/login"))
+        .form(&[("token", "nope")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = client
+        .post(h.url("/login"))
+        .form(&[("token", VIEWER)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let r = client
+        .get(h.url("/api/tasks"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Cookie auth is ambient: a browser post without the CSRF token is refused.
+    let r = client
+        .post(h.url("/api/tasks"))
+        .header("cookie", &pair)
+        .json(&json!({"project": "a", "request": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn openapi_describes_exactly_the_routes_that_exist() {
+    let h = start(false).await;
+    let doc: Value = h
+        .http
+        .get(h.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths = doc["paths"].as_object().unwrap();
+    let mut seen = Vec::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            if !["get", "post"].contains(&method.as_str()) {
+                continue;
+            }
+            seen.push(format!("{} {path}", method.to_uppercase()));
+            let concrete = path.replace("{id}", "x-missing");
+            let req = match method.as_str() {
+                "get" => h.http.get(h.url(&concrete)),
+                _ => h.http.post(h.url(&concrete)).json(&json!({})),
+            };
+            let r = tokio::time::timeout(std::time::Duration::from_secs(5), req.send())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_ne!(
+                r.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+            if r.status() == StatusCode::NOT_FOUND {
+                let b: Value = r.json().await.unwrap();
+                assert!(
+                    !b["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("no such route"),
+                    "{method} {path} is documented but not routed"
+                );
+            }
+        }
+    }
+    seen.sort();
+    let expected = [
+        "GET /api/approvals",
+        "GET /api/approvals/{id}",
+        "GET /api/events",
+        "GET /api/openapi.json",
+        "GET /api/projects",
+        "GET /api/projects/{id}",
+        "GET /api/tasks",
+        "GET /api/tasks/{id}",
+        "GET /api/tasks/{id}/events",
+        "GET /api/tasks/{id}/sessions",
+        "GET /api/usage",
+        "GET /healthz",
+        "GET /metrics",
+        "POST /api/approvals/{id}/decision",
+        "POST /api/projects",
+        "POST /api/projects/{id}/auto",
+        "POST /api/tasks",
+        "POST /api/tasks/{id}/cancel",
+        "POST /api/tasks/{id}/retry",
+    ];
+    assert_eq!(seen, expected);
+    // An undocumented route is not routed either.
+    let r = h.http.get(h.url("/api/nothing")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

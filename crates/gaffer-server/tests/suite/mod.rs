@@ -1,0 +1,4 @@
+mod api;
+mod browser;
+mod sse;
+mod support;

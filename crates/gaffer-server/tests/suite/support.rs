@@ -1,0 +1,167 @@
+use gaffer_app::{App, ApprovalRequest, NewTask, Policy, Subject};
+use gaffer_core::{Actor, ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
+use gaffer_protocol::api;
+use gaffer_server::auth::{Role, Token};
+use gaffer_server::{Server, ServerConfig};
+use gaffer_store::{Durability, NewEvent, SqliteJournal};
+use std::sync::Arc;
+
+pub const ADMIN: &str = "admin-secret-0123456789";
+pub const APPROVER: &str = "approver-secret-0123456789";
+pub const VIEWER: &str = "viewer-secret-0123456789";
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub app: App,
+    pub base: String,
+    pub http: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+pub async fn start(with_tokens: bool) -> Harness {
+    start_with(with_tokens, "").await
+}
+
+pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
+        .await
+        .unwrap();
+    let app = App::new(Arc::new(journal), Policy::parse(policy).unwrap());
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    if with_tokens {
+        config.tokens = vec![
+            Token::new("root", Role::Admin, ADMIN),
+            Token::new("ann", Role::Approver, APPROVER),
+            Token::new("vic", Role::Viewer, VIEWER),
+        ];
+    }
+    config.body_limit = 64 * 1024;
+    let server = Server::bind(app.clone(), config).await.unwrap();
+    let base = format!("http://{}", server.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = rx.await;
+    }));
+    Harness {
+        dir,
+        app,
+        base,
+        http: reqwest::Client::new(),
+        stop: Some(tx),
+    }
+}
+
+impl Harness {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn project(&self, name: &str) -> api::Project {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        assert!(std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&path)
+            .status()
+            .unwrap()
+            .success());
+        self.app
+            .add_project(
+                gaffer_app::AddProject {
+                    path: path.to_string_lossy().into_owned(),
+                    name: Some(name.into()),
+                    check: None,
+                },
+                Actor::user("t", "test"),
+            )
+            .await
+            .unwrap()
+    }
+
+    pub async fn task(&self, project: &str) -> String {
+        self.app
+            .create_task(
+                NewTask {
+                    project: project.into(),
+                    request: "make it faster".into(),
+                    agent: None,
+                    ..Default::default()
+                },
+                Actor::user("t", "test"),
+            )
+            .await
+            .unwrap()
+            .id
+    }
+
+    /// What the engine does: record a step, then ask.
+    pub async fn ask(
+        &self,
+        task: &str,
+        step: &str,
+        kind: ApprovalKind,
+        command: &str,
+    ) -> api::Approval {
+        let stream = StreamId(task.into());
+        if self
+            .app
+            .task(task)
+            .await
+            .unwrap()
+            .steps
+            .iter()
+            .all(|s| s.id != step)
+        {
+            let head = self.app.journal().head(&stream).await.unwrap();
+            self.app
+                .journal()
+                .append(
+                    &stream,
+                    head,
+                    vec![NewEvent::now(Event::StepIntentRecorded {
+                        step_id: StepId(step.into()),
+                        name: step.into(),
+                        intent: Intent::NonIdempotent,
+                        depends_on: vec![],
+                        input: serde_json::Value::Null,
+                    })],
+                )
+                .await
+                .unwrap();
+        }
+        self.app
+            .request_approval(ApprovalRequest {
+                task_id: TaskId(task.into()),
+                step_id: StepId(step.into()),
+                attempt: 1,
+                kind,
+                summary: format!("run `{command}`"),
+                details: serde_json::json!({"reason": "the agent wants it"}),
+                subject: Subject {
+                    tool: Some("shell".into()),
+                    command: Some(command.into()),
+                    ..Subject::default()
+                },
+            })
+            .await
+            .unwrap()
+    }
+
+    pub async fn event_count(&self) -> usize {
+        self.app
+            .journal()
+            .events_after(0, 1_000_000)
+            .await
+            .unwrap()
+            .len()
+    }
+}
