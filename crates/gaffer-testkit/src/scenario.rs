@@ -45,6 +45,9 @@ pub struct Scenario {
     /// Turns, in order. A resumed session continues with the next unplayed turn.
     #[serde(default)]
     pub turns: Vec<Turn>,
+    /// Set when loaded from a role directory: the file counting the role's played turns.
+    #[serde(skip)]
+    pub role_cursor: Option<PathBuf>,
     /// ACP: advertise `loadSession`.
     #[serde(default)]
     pub load_session: bool,
@@ -193,11 +196,44 @@ pub struct LlmToolCall {
 
 impl Scenario {
     /// Load the scenario named by `GAFFER_FAKE_SCENARIO` (empty scenario when unset).
+    ///
+    /// When it names a directory, the scenario is `<dir>/<GAFFER_ROLE>.json` (an empty
+    /// scenario if that file does not exist), and turns are counted per role across
+    /// sessions (see [`Scenario::turn`]): one directory scripts a whole pipeline.
     pub fn from_env() -> anyhow::Result<Self> {
         match std::env::var(SCENARIO_ENV) {
+            Ok(p) if !p.is_empty() && Path::new(&p).is_dir() => {
+                let role = std::env::var("GAFFER_ROLE").unwrap_or_else(|_| "agent".into());
+                let file = Path::new(&p).join(format!("{role}.json"));
+                let mut scenario = if file.exists() {
+                    Self::load(&file)?
+                } else {
+                    Scenario::default()
+                };
+                scenario.role_cursor = Some(Path::new(&p).join(format!(".{role}.played")));
+                Ok(scenario)
+            }
             Ok(p) if !p.is_empty() => Self::load(Path::new(&p)),
             _ => Ok(Scenario::default()),
         }
+    }
+
+    /// The turn to play for a prompt: the session's `played`-th turn, or, for a
+    /// role scenario, the role's next unplayed turn across every session of that
+    /// role (the count is kept in a file next to the scenarios).
+    pub fn turn(&self, played_in_session: usize) -> Turn {
+        let index = match &self.role_cursor {
+            Some(cursor) => {
+                let n = std::fs::read_to_string(cursor)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let _ = std::fs::write(cursor, (n + 1).to_string());
+                n
+            }
+            None => played_in_session,
+        };
+        self.turns.get(index).cloned().unwrap_or_default()
     }
     /// Load a scenario file.
     pub fn load(path: &Path) -> anyhow::Result<Self> {

@@ -190,7 +190,7 @@ pub fn main() {
                     .filter_map(|b| b.get("text").and_then(Value::as_str))
                     .collect::<Vec<_>>()
                     .join("\n");
-                let turn = scenario.turns.get(played).cloned().unwrap_or_default();
+                let turn = scenario.turn(played);
                 if let Some(e) = &turn.expect_prompt_contains {
                     if !text.contains(e.as_str()) {
                         fail(&format!(

@@ -177,7 +177,7 @@ pub fn main() {
                     &transcript,
                     &json!({"type": "user", "sessionId": session_id, "message": {"role": "user", "content": prompt}}),
                 );
-                let turn = scenario.turns.get(turn_idx).cloned().unwrap_or_default();
+                let turn = scenario.turn(turn_idx);
                 turn_idx += 1;
                 if let Some(exp) = &turn.expect_prompt_contains {
                     if !prompt.contains(exp.as_str()) {

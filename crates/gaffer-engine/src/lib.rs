@@ -1,0 +1,18 @@
+//! gaffer's pipeline: plan → code → review ⇄ fix → arbiter → test → ship (local).
+//!
+//! [`pipeline::decide`] is the pure part: from a task's state it says what happens
+//! next. [`Engine::run_task`] does it: it records each step's intent, runs the
+//! effect (an agent turn, a commit, the check), records the receipt, and asks
+//! again. [`Engine::recover`] marks steps that were running when the process died,
+//! so the reducer can decide which run again and which need a probe or a human.
+
+pub mod agents;
+mod driver;
+mod error;
+pub mod pipeline;
+pub mod prompts;
+
+pub use agents::{AgentFactory, Backends};
+pub use driver::{Engine, Settings};
+pub use error::{EngineError, Result, StepFailure};
+pub use pipeline::{decide, Limits, Next, StepKind};

@@ -1,0 +1,399 @@
+//! The pipeline as a pure function: given a task's state, what happens next.
+//!
+//! Steps are named by what they do (`worktree`, `plan`, `plan-approval`, `code/2`,
+//! `commit/2`, `review/1`, `fix/1`, `commit-fix/1`, `arbiter/1`, `escalation/1`,
+//! `check/1`, `ship`). Their receipts carry what later decisions need (the plan,
+//! verdicts, rulings, check results), so the next move is derived from the journal
+//! alone: after a crash, the same state gives the same decision.
+
+use gaffer_core::{Event, Intent, Stage, Step, StepId, StepState, TaskState};
+use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
+use serde_json::{json, Value};
+
+/// Bounds of the loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Review rounds that may request changes before the arbiter is called (default 3).
+    pub review_rounds: u32,
+    /// Check runs before the task fails (default 3).
+    pub check_attempts: u32,
+    /// Arbiter calls before the task is blocked (default 2).
+    pub arbiter_calls: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            review_rounds: 3,
+            check_attempts: 3,
+            arbiter_calls: 2,
+        }
+    }
+}
+
+/// What the driver should do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Append these events (stage changes, new step intents, the end).
+    Record(Vec<Event>),
+    /// Run this step: its intent is recorded and its dependencies settled.
+    Run(StepId),
+    /// A non-idempotent step was interrupted: probe it before anything else.
+    Reconcile(StepId),
+    /// A step needs a human (`manual_required`): ask and wait.
+    AskHuman(StepId),
+    /// Something else must happen first (an approval, another writer).
+    Wait,
+    /// The task is over.
+    Finished,
+}
+
+/// What kind of step an id names, and its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// Create the task's worktree.
+    Worktree,
+    /// The planner's turn.
+    Plan,
+    /// A human (or policy) approves the plan.
+    PlanApproval,
+    /// The owner works on subtask n.
+    Code(u32),
+    /// Commit subtask n.
+    Commit(u32),
+    /// The reviewer's round n.
+    Review(u32),
+    /// The owner fixes (feedback, ruling or check output), round n.
+    Fix(u32),
+    /// Commit fix n.
+    CommitFix(u32),
+    /// The arbiter's call n.
+    Arbiter(u32),
+    /// A human settles escalation n.
+    Escalation(u32),
+    /// The project's check, run n.
+    Check(u32),
+    /// Prepare the branch and the summary.
+    Ship,
+}
+
+impl StepKind {
+    /// Parse a step id.
+    pub fn of(id: &StepId) -> Option<Self> {
+        let (name, n) = match id.as_str().split_once('/') {
+            Some((name, n)) => (name, n.parse::<u32>().ok()?),
+            None => (id.as_str(), 0),
+        };
+        Some(match (name, n) {
+            ("worktree", 0) => Self::Worktree,
+            ("plan", 0) => Self::Plan,
+            ("plan-approval", 0) => Self::PlanApproval,
+            ("ship", 0) => Self::Ship,
+            ("code", n) if n > 0 => Self::Code(n),
+            ("commit", n) if n > 0 => Self::Commit(n),
+            ("review", n) if n > 0 => Self::Review(n),
+            ("fix", n) if n > 0 => Self::Fix(n),
+            ("commit-fix", n) if n > 0 => Self::CommitFix(n),
+            ("arbiter", n) if n > 0 => Self::Arbiter(n),
+            ("escalation", n) if n > 0 => Self::Escalation(n),
+            ("check", n) if n > 0 => Self::Check(n),
+            _ => return None,
+        })
+    }
+
+    /// The step id of this kind.
+    pub fn id(self) -> StepId {
+        StepId(match self {
+            Self::Worktree => "worktree".into(),
+            Self::Plan => "plan".into(),
+            Self::PlanApproval => "plan-approval".into(),
+            Self::Ship => "ship".into(),
+            Self::Code(n) => format!("code/{n}"),
+            Self::Commit(n) => format!("commit/{n}"),
+            Self::Review(n) => format!("review/{n}"),
+            Self::Fix(n) => format!("fix/{n}"),
+            Self::CommitFix(n) => format!("commit-fix/{n}"),
+            Self::Arbiter(n) => format!("arbiter/{n}"),
+            Self::Escalation(n) => format!("escalation/{n}"),
+            Self::Check(n) => format!("check/{n}"),
+        })
+    }
+
+    /// What running the step does to the world.
+    pub fn intent(self) -> Intent {
+        match self {
+            // The planner, reviewer and arbiter run read-only; approvals only ask.
+            Self::Plan
+            | Self::PlanApproval
+            | Self::Review(_)
+            | Self::Arbiter(_)
+            | Self::Escalation(_) => Intent::ReadOnly,
+            Self::Worktree | Self::Commit(_) | Self::CommitFix(_) | Self::Check(_) | Self::Ship => {
+                Intent::Idempotent
+            }
+            // An agent turn that edits the worktree and runs commands.
+            Self::Code(_) | Self::Fix(_) => Intent::NonIdempotent,
+        }
+    }
+
+    /// A short human name.
+    pub fn name(self) -> String {
+        match self {
+            Self::Worktree => "create worktree".into(),
+            Self::Plan => "planner turn".into(),
+            Self::PlanApproval => "plan approval".into(),
+            Self::Code(n) => format!("owner turn, subtask {n}"),
+            Self::Commit(n) => format!("commit subtask {n}"),
+            Self::Review(n) => format!("review round {n}"),
+            Self::Fix(n) => format!("owner fix {n}"),
+            Self::CommitFix(n) => format!("commit fix {n}"),
+            Self::Arbiter(n) => format!("arbiter call {n}"),
+            Self::Escalation(n) => format!("escalation {n} to a human"),
+            Self::Check(n) => format!("check run {n}"),
+            Self::Ship => "ship".into(),
+        }
+    }
+}
+
+fn record(kind: StepKind, depends_on: Option<&Step>, input: Value) -> Event {
+    Event::StepIntentRecorded {
+        step_id: kind.id(),
+        name: kind.name(),
+        intent: kind.intent(),
+        depends_on: depends_on.map(|s| vec![s.id.clone()]).unwrap_or_default(),
+        input,
+    }
+}
+
+fn count(task: &TaskState, pred: impl Fn(StepKind) -> bool) -> u32 {
+    task.steps
+        .values()
+        .filter(|s| StepKind::of(&s.id).is_some_and(&pred))
+        .count() as u32
+}
+
+/// The plan from the `plan` step's receipt.
+pub fn plan_of(task: &TaskState) -> Option<Plan> {
+    let receipt = task.steps.get(&StepKind::Plan.id())?.receipt.as_ref()?;
+    serde_json::from_value(receipt.get("plan")?.clone()).ok()
+}
+
+fn verdict_of(step: &Step) -> Option<Verdict> {
+    serde_json::from_value(step.receipt.as_ref()?.get("verdict")?.clone()).ok()
+}
+
+fn ruling_of(step: &Step) -> Option<Ruling> {
+    serde_json::from_value(step.receipt.as_ref()?.get("ruling")?.clone()).ok()
+}
+
+/// Moves to `stage` (if not there already) and records `kind`.
+fn go(task: &TaskState, stage: Stage, kind: StepKind, after: &Step, input: Value) -> Next {
+    let mut events = Vec::new();
+    if task.stage != stage {
+        events.push(Event::TaskStageEntered { stage });
+    }
+    events.push(record(kind, Some(after), input));
+    Next::Record(events)
+}
+
+fn fail(reason: impl Into<String>) -> Next {
+    Next::Record(vec![Event::TaskFailed {
+        reason: reason.into(),
+    }])
+}
+
+/// The next owner fix, with why.
+fn fix(task: &TaskState, after: &Step, reason: &str, detail: Value) -> Next {
+    let n = count(task, |k| matches!(k, StepKind::Fix(_))) + 1;
+    go(
+        task,
+        Stage::Coding,
+        StepKind::Fix(n),
+        after,
+        json!({ "reason": reason, "detail": detail }),
+    )
+}
+
+fn check(task: &TaskState, after: &Step) -> Next {
+    let c = count(task, |k| matches!(k, StepKind::Check(_))) + 1;
+    go(task, Stage::Testing, StepKind::Check(c), after, json!({}))
+}
+
+fn arbiter(task: &TaskState, after: &Step, limits: &Limits, trigger: Value) -> Next {
+    let k = count(task, |k| matches!(k, StepKind::Arbiter(_)));
+    if k >= limits.arbiter_calls {
+        return Next::Record(vec![Event::TaskBlocked {
+            reason: format!(
+                "owner and reviewer did not converge after {k} arbiter rulings; start a new task with clearer instructions"
+            ),
+        }]);
+    }
+    go(
+        task,
+        Stage::Arbitrating,
+        StepKind::Arbiter(k + 1),
+        after,
+        trigger,
+    )
+}
+
+/// Decide what happens next. Pure: the same state always gives the same answer.
+pub fn decide(task: &TaskState, limits: &Limits) -> Next {
+    if task.stage.is_final() {
+        return Next::Finished;
+    }
+    let frontier = task.frontier();
+    if let Some(step) = frontier.to_reconcile.first() {
+        return Next::Reconcile(step.clone());
+    }
+    if !frontier.in_flight.is_empty() {
+        return Next::Wait;
+    }
+    if let Some(step) = task
+        .steps
+        .values()
+        .find(|s| s.state == StepState::ManualRequired)
+    {
+        return Next::AskHuman(step.id.clone());
+    }
+    if let Some(step) = frontier.runnable.first() {
+        return Next::Run(step.clone());
+    }
+    if let Some(id) = frontier.blocking.first() {
+        let step = &task.steps[id];
+        return fail(format!(
+            "{} failed: {}",
+            step.name,
+            step.error.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    let Some(last) = task.last_step() else {
+        return Next::Record(vec![
+            Event::TaskStageEntered {
+                stage: Stage::Planning,
+            },
+            record(StepKind::Worktree, None, json!({})),
+        ]);
+    };
+    let Some(kind) = StepKind::of(&last.id) else {
+        return fail(format!("unknown step `{}` in the journal", last.id));
+    };
+    let failed = last.state == StepState::Failed;
+    let why = || last.error.clone().unwrap_or_default();
+    match kind {
+        StepKind::Worktree => Next::Record(vec![record(StepKind::Plan, Some(last), json!({}))]),
+        StepKind::Plan if failed => fail(format!("planning failed: {}", why())),
+        StepKind::Plan => go(
+            task,
+            Stage::AwaitingPlanApproval,
+            StepKind::PlanApproval,
+            last,
+            json!({}),
+        ),
+        StepKind::PlanApproval if failed => fail(why()),
+        StepKind::PlanApproval => go(
+            task,
+            Stage::Coding,
+            StepKind::Code(1),
+            last,
+            json!({ "subtask": 1 }),
+        ),
+        StepKind::Code(n) if failed => {
+            fail(format!("owner turn for subtask {n} failed: {}", why()))
+        }
+        StepKind::Code(n) => Next::Record(vec![record(
+            StepKind::Commit(n),
+            Some(last),
+            json!({ "subtask": n }),
+        )]),
+        StepKind::Commit(n) => {
+            let subtasks = plan_of(task).map_or(0, |p| p.subtasks.len() as u32);
+            if n < subtasks {
+                Next::Record(vec![record(
+                    StepKind::Code(n + 1),
+                    Some(last),
+                    json!({ "subtask": n + 1 }),
+                )])
+            } else {
+                let r = count(task, |k| matches!(k, StepKind::Review(_))) + 1;
+                go(task, Stage::Reviewing, StepKind::Review(r), last, json!({}))
+            }
+        }
+        StepKind::Fix(n) if failed => fail(format!("owner fix {n} failed: {}", why())),
+        StepKind::Fix(n) => Next::Record(vec![record(
+            StepKind::CommitFix(n),
+            Some(last),
+            json!({ "fix": n }),
+        )]),
+        StepKind::CommitFix(_) => {
+            let r = count(task, |k| matches!(k, StepKind::Review(_))) + 1;
+            go(task, Stage::Reviewing, StepKind::Review(r), last, json!({}))
+        }
+        StepKind::Review(n) if failed => fail(format!("review round {n} failed: {}", why())),
+        StepKind::Review(_) => match verdict_of(last) {
+            Some(Verdict::Done) => check(task, last),
+            Some(Verdict::ChangesRequested { feedback }) => {
+                let asked = task
+                    .steps
+                    .values()
+                    .filter(|s| matches!(verdict_of(s), Some(Verdict::ChangesRequested { .. })))
+                    .count() as u32;
+                if asked < limits.review_rounds {
+                    fix(task, last, "review", json!(feedback))
+                } else {
+                    arbiter(
+                        task,
+                        last,
+                        limits,
+                        json!({ "trigger": "round_limit", "feedback": feedback }),
+                    )
+                }
+            }
+            Some(Verdict::Blocked { reason }) => arbiter(
+                task,
+                last,
+                limits,
+                json!({ "trigger": "blocked", "reason": reason }),
+            ),
+            None => fail(format!("step `{}` has no verdict in its receipt", last.id)),
+        },
+        StepKind::Arbiter(n) if failed => fail(format!("arbiter call {n} failed: {}", why())),
+        StepKind::Arbiter(n) => match ruling_of(last) {
+            Some(Ruling::Proceed { .. }) => check(task, last),
+            Some(Ruling::Revise { instructions }) => {
+                fix(task, last, "arbiter", json!(instructions))
+            }
+            Some(Ruling::Escalate { reason }) => Next::Record(vec![record(
+                StepKind::Escalation(n),
+                Some(last),
+                json!({ "reason": reason }),
+            )]),
+            None => fail(format!("step `{}` has no ruling in its receipt", last.id)),
+        },
+        StepKind::Escalation(_) if failed => Next::Record(vec![Event::TaskBlocked {
+            reason: format!("a human declined the arbiter's escalation: {}", why()),
+        }]),
+        StepKind::Escalation(_) => check(task, last),
+        StepKind::Check(c) if failed => fail(format!("check run {c} could not run: {}", why())),
+        StepKind::Check(c) => {
+            let receipt = last.receipt.clone().unwrap_or(Value::Null);
+            if receipt.get("passed").and_then(Value::as_bool) == Some(true) {
+                go(task, Stage::Shipping, StepKind::Ship, last, json!({}))
+            } else if c < limits.check_attempts {
+                fix(task, last, "check", receipt)
+            } else {
+                fail(format!(
+                    "the check still fails after {c} runs: {}",
+                    receipt
+                        .get("command")
+                        .and_then(Value::as_str)
+                        .unwrap_or("check")
+                ))
+            }
+        }
+        StepKind::Ship if failed => fail(format!("ship failed: {}", why())),
+        StepKind::Ship => Next::Record(vec![Event::TaskDone {
+            summary: last.receipt.clone().unwrap_or(Value::Null),
+        }]),
+    }
+}

@@ -1,0 +1,3 @@
+mod pipeline;
+mod runs;
+mod support;

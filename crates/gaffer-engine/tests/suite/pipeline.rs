@@ -1,0 +1,270 @@
+//! `decide` alone: given a task's state, what comes next. No IO.
+use gaffer_core::*;
+use gaffer_engine::{decide, Limits, Next, StepKind};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+struct Given {
+    state: StreamState,
+    at: i64,
+}
+
+impl Given {
+    fn task() -> Self {
+        let created = Event::TaskCreated {
+            task_id: "t".into(),
+            project_id: "p".into(),
+            request: "r".into(),
+            by: Actor::user("u", "t"),
+            options: TaskOptions::default(),
+        };
+        Self {
+            state: StreamState::start(0, &created).unwrap(),
+            at: 0,
+        }
+    }
+
+    fn apply(&mut self, events: Vec<Event>) {
+        for e in events {
+            self.at += 1;
+            self.state
+                .apply(self.at, &e)
+                .unwrap_or_else(|r| panic!("{}: {r}", e.kind()));
+        }
+    }
+
+    fn task_state(&self) -> &TaskState {
+        match &self.state {
+            StreamState::Task(t) => t,
+            StreamState::Project(_) => unreachable!(),
+        }
+    }
+
+    fn next(&self) -> Next {
+        decide(self.task_state(), &Limits::default())
+    }
+
+    /// Follow the pipeline: record what it records, complete what it runs with `receipt`.
+    fn advance(&mut self, receipt: impl Fn(&StepId) -> serde_json::Value) -> Next {
+        loop {
+            match self.next() {
+                Next::Record(events) => self.apply(events),
+                Next::Run(step) => {
+                    let r = receipt(&step);
+                    self.apply(vec![
+                        Event::StepStarted {
+                            step_id: step.clone(),
+                        },
+                        Event::StepCompleted {
+                            step_id: step,
+                            receipt: r,
+                        },
+                    ]);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+fn happy(step: &StepId) -> serde_json::Value {
+    match StepKind::of(step).unwrap() {
+        StepKind::Plan => json!({ "plan": { "subtasks": [
+            { "title": "a", "description": "d", "files": [], "acceptance": "x" },
+            { "title": "b", "description": "d", "files": [], "acceptance": "x" }
+        ] } }),
+        StepKind::Review(_) => json!({ "verdict": { "verdict": "done" } }),
+        StepKind::Check(_) => json!({ "passed": true }),
+        _ => json!({}),
+    }
+}
+
+#[test]
+fn a_new_task_starts_planning_with_a_worktree() {
+    let g = Given::task();
+    match g.next() {
+        Next::Record(events) => {
+            assert_eq!(
+                events[0],
+                Event::TaskStageEntered {
+                    stage: Stage::Planning
+                }
+            );
+            assert!(
+                matches!(&events[1], Event::StepIntentRecorded { step_id, intent: Intent::Idempotent, .. } if step_id.as_str() == "worktree")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_happy_path_codes_each_subtask_then_reviews_checks_and_ships() {
+    let mut g = Given::task();
+    assert_eq!(g.advance(happy), Next::Finished);
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Done);
+    let ids: Vec<_> = t.steps_in_order().iter().map(|s| s.id.0.clone()).collect();
+    assert_eq!(
+        ids,
+        [
+            "worktree",
+            "plan",
+            "plan-approval",
+            "code/1",
+            "commit/1",
+            "code/2",
+            "commit/2",
+            "review/1",
+            "check/1",
+            "ship"
+        ]
+    );
+    assert_eq!(
+        t.steps[&StepId::from("code/1")].intent,
+        Intent::NonIdempotent
+    );
+    assert_eq!(t.steps[&StepId::from("review/1")].intent, Intent::ReadOnly);
+}
+
+#[test]
+fn changes_requested_past_the_round_limit_goes_to_the_arbiter() {
+    let mut g = Given::task();
+    let next = g.advance(|s| match StepKind::of(s).unwrap() {
+        StepKind::Review(_) => {
+            json!({ "verdict": { "verdict": "changes_requested", "feedback": "more" } })
+        }
+        _ => happy(s),
+    });
+    // 3 rounds of changes, then the arbiter; its receipt here is empty → no ruling.
+    let t = g.task_state();
+    let fixes = t
+        .steps
+        .keys()
+        .filter(|k| k.as_str().starts_with("fix/"))
+        .count();
+    assert_eq!(
+        fixes, 2,
+        "two fixes after rounds 1 and 2; round 3 goes to the arbiter"
+    );
+    assert!(t.steps.contains_key(&StepId::from("arbiter/1")));
+    assert_eq!(next, Next::Finished);
+    assert_eq!(
+        t.stage,
+        Stage::Failed,
+        "an arbiter receipt without a ruling fails the task"
+    );
+}
+
+#[test]
+fn an_interrupted_owner_turn_is_reconciled_then_needs_a_human() {
+    let mut g = Given::task();
+    loop {
+        match g.next() {
+            Next::Record(e) => g.apply(e),
+            Next::Run(s) if s.as_str() == "code/1" => {
+                g.apply(vec![
+                    Event::StepStarted { step_id: s.clone() },
+                    Event::StepInterrupted { step_id: s },
+                ]);
+                break;
+            }
+            Next::Run(s) => {
+                let r = happy(&s);
+                g.apply(vec![
+                    Event::StepStarted { step_id: s.clone() },
+                    Event::StepCompleted {
+                        step_id: s,
+                        receipt: r,
+                    },
+                ]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(g.next(), Next::Reconcile("code/1".into()));
+    g.apply(vec![
+        Event::StepReconcileStarted {
+            step_id: "code/1".into(),
+        },
+        Event::StepManualRequired {
+            step_id: "code/1".into(),
+            reason: "unknown".into(),
+        },
+    ]);
+    assert_eq!(g.next(), Next::AskHuman("code/1".into()));
+    g.apply(vec![Event::StepRetried {
+        step_id: "code/1".into(),
+    }]);
+    assert_eq!(g.next(), Next::Run("code/1".into()));
+}
+
+#[test]
+fn an_interrupted_commit_simply_runs_again() {
+    let mut g = Given::task();
+    loop {
+        match g.next() {
+            Next::Record(e) => g.apply(e),
+            Next::Run(s) if s.as_str() == "commit/1" => {
+                g.apply(vec![
+                    Event::StepStarted { step_id: s.clone() },
+                    Event::StepInterrupted { step_id: s },
+                ]);
+                break;
+            }
+            Next::Run(s) => {
+                let r = happy(&s);
+                g.apply(vec![
+                    Event::StepStarted { step_id: s.clone() },
+                    Event::StepCompleted {
+                        step_id: s,
+                        receipt: r,
+                    },
+                ]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(g.next(), Next::Run("commit/1".into()));
+}
+
+#[test]
+fn a_check_that_keeps_failing_fails_the_task_after_the_limit() {
+    let mut g = Given::task();
+    g.advance(|s| match StepKind::of(s).unwrap() {
+        StepKind::Check(_) => json!({ "passed": false, "command": "make check" }),
+        _ => happy(s),
+    });
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Failed);
+    assert_eq!(
+        t.steps
+            .keys()
+            .filter(|k| k.as_str().starts_with("check/"))
+            .count(),
+        3
+    );
+    assert!(t
+        .outcome
+        .as_ref()
+        .unwrap()
+        .to_string()
+        .contains("make check"));
+}
+
+#[test]
+fn step_ids_round_trip() {
+    for kind in [
+        StepKind::Worktree,
+        StepKind::Plan,
+        StepKind::PlanApproval,
+        StepKind::Code(3),
+        StepKind::CommitFix(2),
+        StepKind::Escalation(1),
+        StepKind::Ship,
+    ] {
+        assert_eq!(StepKind::of(&kind.id()), Some(kind));
+    }
+    assert_eq!(StepKind::of(&"code/0".into()), None);
+    assert_eq!(StepKind::of(&"nonsense".into()), None);
+}

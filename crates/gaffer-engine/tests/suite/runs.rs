@@ -1,0 +1,516 @@
+//! Whole tasks through the real engine, real git and the fake Claude Code.
+use super::support::*;
+use gaffer_app::Scope;
+use gaffer_core::{Actor, Decision, Stage, StreamId};
+use gaffer_store::Journal;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const REQUEST: &str = "Add an installation section to README";
+
+fn stages(view: &gaffer_store::TaskView) -> Vec<String> {
+    view.steps
+        .iter()
+        .map(|s| format!("{}:{}", s.step_id, s.state))
+        .collect()
+}
+
+#[tokio::test]
+async fn add_an_installation_section_runs_to_done() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    let stage = w
+        .engine
+        .run_task(&id, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(stage, Stage::Done);
+
+    let view = w.view(&id).await;
+    assert_eq!(
+        stages(&view),
+        [
+            "worktree:completed",
+            "plan:completed",
+            "plan-approval:completed",
+            "code/1:completed",
+            "commit/1:completed",
+            "review/1:completed",
+            "check/1:completed",
+            "ship:completed"
+        ]
+    );
+    // The plan was approved by policy (--yes), and that is on record.
+    assert_eq!(view.approvals.len(), 1);
+    assert_eq!(view.approvals[0].kind, "plan");
+    assert_eq!(view.approvals[0].state, "approved");
+    assert!(view.approvals[0]
+        .decided_by
+        .as_deref()
+        .unwrap()
+        .contains("policy"));
+
+    let summary = World::summary(&view);
+    let branch = summary["branch"].as_str().unwrap();
+    assert!(
+        branch.starts_with(&format!("gaffer/{id}-add-an-installation")),
+        "{branch}"
+    );
+    assert_eq!(summary["commits"].as_array().unwrap().len(), 1);
+    assert_eq!(summary["check"]["passed"], true);
+    assert_eq!(summary["changed_files"], json!(["README.md"]));
+    // The branch in the user's repository has the change; main does not.
+    let readme = git(&w.repo, &["show", &format!("{branch}:README.md")]);
+    assert!(readme.contains("## Installation"));
+    assert!(!std::fs::read_to_string(w.repo.join("README.md"))
+        .unwrap()
+        .contains("Installation"));
+    assert_eq!(
+        git(
+            &w.repo,
+            &["rev-list", "--count", &format!("main..{branch}")]
+        ),
+        "1"
+    );
+    // Every agent got the role and task in its environment.
+    let effects = w.effects();
+    for role in ["planner", "owner", "reviewer"] {
+        assert!(
+            effects
+                .iter()
+                .any(|l| l.contains(&format!("spawn role={role} task={id} project=demo"))),
+            "{role} not spawned with GAFFER_* env: {effects:#?}"
+        );
+    }
+    assert_eq!(w.journal.verify().await.unwrap().broken, None);
+}
+
+#[tokio::test]
+async fn reviewer_requests_changes_once_then_done() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script(
+        "owner",
+        vec![
+            write(
+                "README.md",
+                "# demo\n\n## Installation\n\n    cargo install demo\n",
+            ),
+            write(
+                "README.md",
+                "# demo\n\n## Installation\n\n    cargo install --locked demo\n",
+            ),
+        ],
+    );
+    w.script(
+        "reviewer",
+        vec![
+            verdict(json!({ "verdict": "changes_requested", "feedback": "use --locked" })),
+            verdict(json!({ "verdict": "done" })),
+        ],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Done
+    );
+    let view = w.view(&id).await;
+    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "worktree",
+            "plan",
+            "plan-approval",
+            "code/1",
+            "commit/1",
+            "review/1",
+            "fix/1",
+            "commit-fix/1",
+            "review/2",
+            "check/1",
+            "ship"
+        ]
+    );
+    // The reviewer's feedback reached the owner.
+    let fix = view.steps.iter().find(|s| s.step_id == "fix/1").unwrap();
+    assert!(fix.input.contains("use --locked"), "{}", fix.input);
+    let summary = World::summary(&view);
+    assert_eq!(summary["commits"].as_array().unwrap().len(), 2);
+    let branch = summary["branch"].as_str().unwrap();
+    assert!(git(&w.repo, &["show", &format!("{branch}:README.md")]).contains("--locked"));
+}
+
+#[tokio::test]
+async fn reviewer_blocks_and_the_arbiter_rules_proceed() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script(
+        "reviewer",
+        vec![verdict(
+            json!({ "verdict": "blocked", "reason": "unsure the crate name is right" }),
+        )],
+    );
+    w.script(
+        "arbiter",
+        vec![say(
+            "```json\n{\"ruling\":\"proceed\",\"reason\":\"the name matches Cargo.toml\"}\n```",
+        )],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Done
+    );
+    let view = w.view(&id).await;
+    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    assert!(
+        ids.contains(&"arbiter/1") && ids.contains(&"check/1"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"fix/1"), "{ids:?}");
+    // The arbiter ran in a fresh session of its own.
+    let arbiters: Vec<_> = view
+        .sessions
+        .iter()
+        .filter(|s| s.role == "arbiter")
+        .collect();
+    assert_eq!(arbiters.len(), 1);
+}
+
+#[tokio::test]
+async fn the_arbiter_escalates_and_a_human_approves() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script(
+        "reviewer",
+        vec![verdict(
+            json!({ "verdict": "blocked", "reason": "licence question" }),
+        )],
+    );
+    w.script("arbiter", vec![say("```json\n{\"ruling\":\"escalate\",\"reason\":\"a human must confirm the licence\"}\n```")]);
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let engine = w.engine.clone();
+    let run_id = id.clone();
+    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    // Wait for the escalation (--yes never approves escalations).
+    let approval = loop {
+        let e = events.recv().await.unwrap();
+        if let gaffer_core::Event::ApprovalRequested {
+            approval_id,
+            kind: gaffer_core::ApprovalKind::Escalation,
+            summary,
+            ..
+        } = &e.event
+        {
+            assert!(
+                summary.contains("a human must confirm the licence"),
+                "{summary}"
+            );
+            break approval_id.clone();
+        }
+    };
+    assert!(!run.is_finished());
+    w.app
+        .decide(
+            approval.as_str(),
+            Decision::Approve,
+            Actor::user("ana", "test"),
+            Some("licence is MIT".into()),
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), Stage::Done);
+    let view = w.view(&id).await;
+    let esc = view
+        .approvals
+        .iter()
+        .find(|a| a.kind == "escalation")
+        .unwrap();
+    assert_eq!(esc.state, "approved");
+    assert!(view
+        .steps
+        .iter()
+        .any(|s| s.step_id == "escalation/1" && s.state == "completed"));
+}
+
+#[tokio::test]
+async fn a_denied_escalation_blocks_the_task() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script(
+        "reviewer",
+        vec![verdict(json!({ "verdict": "blocked", "reason": "x" }))],
+    );
+    w.script(
+        "arbiter",
+        vec![say(
+            "```json\n{\"ruling\":\"escalate\",\"reason\":\"decide\"}\n```",
+        )],
+    );
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let engine = w.engine.clone();
+    let run_id = id.clone();
+    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    let approval = loop {
+        if let gaffer_core::Event::ApprovalRequested {
+            approval_id,
+            kind: gaffer_core::ApprovalKind::Escalation,
+            ..
+        } = events.recv().await.unwrap().event
+        {
+            break approval_id;
+        }
+    };
+    w.app
+        .decide(
+            approval.as_str(),
+            Decision::Deny,
+            Actor::user("ana", "test"),
+            Some("not now".into()),
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), Stage::Blocked);
+    let view = w.view(&id).await;
+    assert!(view.task.outcome.unwrap().contains("not now"));
+}
+
+#[tokio::test]
+async fn a_failing_check_goes_back_to_the_owner_then_passes() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script(
+        "owner",
+        vec![
+            write("README.md", "# demo\n\n### install\n\nsomehow\n"),
+            write("README.md", README_DONE),
+        ],
+    );
+    w.script(
+        "reviewer",
+        vec![
+            verdict(json!({ "verdict": "done" })),
+            verdict(json!({ "verdict": "done" })),
+        ],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Done
+    );
+    let view = w.view(&id).await;
+    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "worktree",
+            "plan",
+            "plan-approval",
+            "code/1",
+            "commit/1",
+            "review/1",
+            "check/1",
+            "fix/1",
+            "commit-fix/1",
+            "review/2",
+            "check/2",
+            "ship"
+        ]
+    );
+    let check1 = view.steps.iter().find(|s| s.step_id == "check/1").unwrap();
+    assert!(check1
+        .receipt
+        .as_deref()
+        .unwrap()
+        .contains("\"passed\":false"));
+    let fix = view.steps.iter().find(|s| s.step_id == "fix/1").unwrap();
+    assert!(fix.input.contains("\"reason\":\"check\""), "{}", fix.input);
+}
+
+#[tokio::test]
+async fn an_invalid_plan_is_retried_once_with_the_error_then_fails_the_task() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![
+            say("I think we should just do it."),
+            say("```json\n{\"subtasks\": []}\n```"),
+        ],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Failed
+    );
+    let view = w.view(&id).await;
+    let outcome = view.task.outcome.unwrap();
+    assert!(
+        outcome.contains("must list at least one subtask"),
+        "{outcome}"
+    );
+    // Two planner turns in one session: the retry carried the validation error.
+    assert_eq!(
+        w.effects()
+            .iter()
+            .filter(|l| l.starts_with("fake-claude turn"))
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_plan_waits_for_a_human_without_yes_and_a_denial_fails_the_task() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let id = w.task(REQUEST, false).await;
+    let mut events = w.journal.subscribe();
+    let engine = w.engine.clone();
+    let run_id = id.clone();
+    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    let approval = loop {
+        if let gaffer_core::Event::ApprovalRequested {
+            approval_id,
+            kind: gaffer_core::ApprovalKind::Plan,
+            ..
+        } = events.recv().await.unwrap().event
+        {
+            break approval_id;
+        }
+    };
+    let view = w.view(&id).await;
+    assert_eq!(view.task.stage, "awaiting_plan_approval");
+    w.app
+        .decide(
+            approval.as_str(),
+            Decision::Deny,
+            Actor::user("ana", "test"),
+            Some("split it".into()),
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), Stage::Failed);
+    assert!(w.view(&id).await.task.outcome.unwrap().contains("split it"));
+    // No owner ever ran.
+    assert!(!w.effects().iter().any(|l| l.contains("role=owner")));
+}
+
+#[tokio::test]
+async fn a_dirty_default_branch_fails_the_task_with_what_to_do() {
+    let w = World::new().await;
+    std::fs::write(w.repo.join("README.md"), "local edits\n").unwrap();
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Failed
+    );
+    let outcome = w.view(&id).await.task.outcome.unwrap();
+    assert!(
+        outcome.contains("uncommitted changes") && outcome.contains("commit or stash"),
+        "{outcome}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script(
+        "owner",
+        vec![json!({ "steps": [{ "write_file": { "path": "WIP.md", "content": "half" } }, { "sleep_ms": 60000 }, { "say": "never" }] })],
+    );
+    let id = w.task(REQUEST, true).await;
+    let cancel = CancellationToken::new();
+    let engine = w.engine.clone();
+    let run_id = id.clone();
+    let token = cancel.clone();
+    let run = tokio::spawn(async move { engine.run_task(&run_id, token).await });
+    // Wait until the owner has written its file, i.e. is mid-turn.
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("WIP.md").exists() {
+        assert!(std::time::Instant::now() < deadline, "owner never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    cancel.cancel();
+    let stage = run.await.unwrap().unwrap();
+    assert_eq!(stage, Stage::Cancelled);
+    assert!(wt.join("WIP.md").exists(), "the worktree was not kept");
+    // No fake agent is left running in that worktree.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let orphans: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read_link(e.path().join("cwd"))
+                .map(|p| p.starts_with(&wt))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "agent processes left in the worktree: {orphans:?}"
+    );
+    let view = w.view(&id).await;
+    assert_eq!(view.task.stage, "cancelled");
+    let owner = view.steps.iter().find(|s| s.step_id == "code/1").unwrap();
+    assert_eq!(owner.state, "failed");
+    assert!(w.journal.head(&StreamId::from(&id)).await.unwrap() > 0);
+}

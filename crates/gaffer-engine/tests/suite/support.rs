@@ -1,0 +1,211 @@
+use gaffer_app::{AddProject, App, NewTask, Policy};
+use gaffer_core::{Actor, TaskId};
+use gaffer_engine::{Backends, Engine, Settings};
+use gaffer_store::{Durability, Journal, SqliteJournal};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository with a README on `main`.
+pub fn fixture_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("demo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "# demo\n\nA demo project.\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    repo
+}
+
+/// A fake agent turn that says `text`.
+pub fn say(text: &str) -> Value {
+    json!({ "steps": [{ "say": text }] })
+}
+
+/// A fake agent turn that writes `path` and says it did.
+pub fn write(path: &str, content: &str) -> Value {
+    json!({ "steps": [{ "write_file": { "path": path, "content": content } }, { "say": format!("wrote {path}") }] })
+}
+
+pub fn plan_answer(titles: &[&str]) -> Value {
+    let subtasks: Vec<Value> = titles
+        .iter()
+        .map(|t| json!({ "title": t, "description": format!("do: {t}"), "files": ["README.md"], "acceptance": "README has an Installation section" }))
+        .collect();
+    say(&format!(
+        "Here is the plan.\n```json\n{}\n```",
+        json!({ "subtasks": subtasks })
+    ))
+}
+
+pub fn verdict(v: Value) -> Value {
+    say(&format!("My verdict:\n```json\n{v}\n```"))
+}
+
+pub const README_DONE: &str =
+    "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n";
+
+/// Everything one pipeline test needs, in its own temp dir.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub scenarios: PathBuf,
+    pub log: PathBuf,
+    pub journal: Arc<SqliteJournal>,
+    pub app: App,
+    pub engine: Engine,
+}
+
+impl World {
+    /// A repo whose check passes once README has an Installation section.
+    pub async fn new() -> Self {
+        Self::with_check("grep -q '^## Installation' README.md").await
+    }
+
+    pub async fn with_check(check: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = fixture_repo(dir.path());
+        let scenarios = dir.path().join("scenarios");
+        std::fs::create_dir_all(&scenarios).unwrap();
+        let state = dir.path().join("fake-state");
+        let log = dir.path().join("effects.log");
+        let journal = Arc::new(
+            SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
+                .await
+                .unwrap(),
+        );
+        let app = App::new(journal.clone() as Arc<dyn Journal>, Policy::default());
+        app.add_project(
+            AddProject {
+                path: repo.display().to_string(),
+                name: Some("demo".into()),
+                check: Some(check.into()),
+            },
+            Actor::user("test", "test"),
+        )
+        .await
+        .unwrap();
+        let mut settings = Settings::new(dir.path().join("data"));
+        settings.agent_env = [
+            (
+                "GAFFER_CLAUDE_BIN",
+                gaffer_testkit::bins::fake_bin("fake-claude")
+                    .display()
+                    .to_string(),
+            ),
+            ("GAFFER_FAKE_SCENARIO", scenarios.display().to_string()),
+            ("GAFFER_FAKE_STATE_DIR", state.display().to_string()),
+            ("GAFFER_FAKE_LOG", log.display().to_string()),
+            (
+                "CLAUDE_CONFIG_DIR",
+                state.join("claude").display().to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let agents = Arc::new(FakeAgents {
+            claude: gaffer_testkit::bins::fake_bin("fake-claude"),
+            backends: Backends::new(settings.redactor.clone()),
+        });
+        let engine = Engine::new(app.clone(), agents, settings);
+        Self {
+            dir,
+            repo,
+            scenarios,
+            log,
+            journal,
+            app,
+            engine,
+        }
+    }
+
+    /// Script one role's turns, in order across its sessions.
+    pub fn script(&self, role: &str, turns: Vec<Value>) {
+        std::fs::write(
+            self.scenarios.join(format!("{role}.json")),
+            json!({ "turns": turns }).to_string(),
+        )
+        .unwrap();
+    }
+
+    pub async fn task(&self, request: &str, auto_approve: bool) -> TaskId {
+        let t = self
+            .app
+            .create_task(
+                NewTask {
+                    project: "demo".into(),
+                    request: request.into(),
+                    agent: Some("claude".into()),
+                    auto_approve,
+                    ..NewTask::default()
+                },
+                Actor::user("test", "test"),
+            )
+            .await
+            .unwrap();
+        TaskId(t.id)
+    }
+
+    pub async fn view(&self, id: &TaskId) -> gaffer_store::TaskView {
+        self.journal.task(id.as_str()).await.unwrap().unwrap()
+    }
+
+    pub fn effects(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn summary(view: &gaffer_store::TaskView) -> Value {
+        let outcome: Value =
+            serde_json::from_str(view.task.outcome.as_deref().unwrap_or("null")).unwrap();
+        outcome
+    }
+}
+
+/// The real Claude backend, pointed at the fake executable.
+struct FakeAgents {
+    claude: PathBuf,
+    backends: Backends,
+}
+
+impl gaffer_engine::AgentFactory for FakeAgents {
+    fn backend(
+        &self,
+        agent: &str,
+        model: Option<&str>,
+    ) -> Result<Arc<dyn gaffer_agents::AgentBackend>, String> {
+        match agent {
+            "claude" => Ok(Arc::new(gaffer_agents::claude::ClaudeBackend::new(
+                gaffer_agents::claude::ClaudeConfig {
+                    bin: Some(self.claude.clone()),
+                    ..Default::default()
+                },
+            ))),
+            other => self.backends.backend(other, model),
+        }
+    }
+}
