@@ -43,6 +43,66 @@ pub enum Command {
     /// Check or repair the journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// List approvals waiting for a decision (every approval with --all).
+    Approvals(ApprovalsArgs),
+    /// Approve a pending approval. Exits 1 if another decision came first.
+    Approve(DecideArgs),
+    /// Deny a pending approval. Exits 1 if another decision came first.
+    Deny(DecideArgs),
+    /// Turn a project's auto-approve toggle on or off.
+    Auto(AutoArgs),
+    /// Serve the HTTP API, live event streams and the web page on one port.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Every approval, newest first, not only pending ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// The approval id (`ap-…`, as printed by `gaffer approvals`).
+    pub id: String,
+    /// Why; recorded and shown to the agent.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// Print the approval as recorded, as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// Approve every plan, tool and ship request of the project by policy.
+    On,
+    /// Ask a person again.
+    Off,
+}
+
+#[derive(Debug, Args)]
+pub struct AutoArgs {
+    /// on or off.
+    pub state: OnOff,
+    /// The project (name or id); needed when more than one is registered.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Print the project as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: server.listen from the config, 127.0.0.1:7777].
+    /// Anything but loopback needs a token in policy.toml.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,2 +1,3 @@
+mod approvals_cli;
 mod cli;
 mod support;

@@ -1,0 +1,186 @@
+//! `gaffer approvals`, `gaffer approve|deny ID`, `gaffer auto on|off`.
+
+use crate::cli::Global;
+use crate::error::{CliError, Result};
+use crate::output;
+use crate::setup::{config_file, load_config, open_journal};
+use gaffer_app::{App, AppError, Policy, Scope};
+use gaffer_config::Config;
+use gaffer_core::{Actor, Decision};
+use gaffer_store::now_ms;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The approval policy file: `GAFFER_POLICY`, else `policy.toml` next to the config file.
+pub fn policy_file(global: &Global) -> PathBuf {
+    if let Some(p) = std::env::var_os("GAFFER_POLICY") {
+        return PathBuf::from(p);
+    }
+    let (config, _) = config_file(global);
+    config
+        .parent()
+        .map(|d| d.join("policy.toml"))
+        .unwrap_or_else(|| PathBuf::from("policy.toml"))
+}
+
+/// Config, policy and the app service over the configured journal.
+pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
+    let config = load_config(global)?;
+    let policy = Policy::load(&policy_file(global)).map_err(|e| CliError::config(e.to_string()))?;
+    let journal = open_journal(&config).await?;
+    let app = App::new(Arc::new(journal), policy.clone());
+    Ok((config, policy, app))
+}
+
+/// Who is at the keyboard.
+fn me() -> Actor {
+    let name = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "cli".into());
+    Actor::user(&name, "cli")
+}
+
+pub(crate) fn app_error(e: AppError) -> CliError {
+    match e {
+        AppError::Store(s) => s.into(),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+pub async fn list(global: &Global, json: bool, all: bool) -> Result<ExitCode> {
+    let (_, _, app) = open_app(global).await?;
+    let approvals = app
+        .approvals(if all { None } else { Some("pending") })
+        .await
+        .map_err(app_error)?;
+    if json {
+        output::json(&approvals)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = std::io::stdout().lock();
+    if approvals.is_empty() {
+        writeln!(
+            out,
+            "{}",
+            if all {
+                "no approvals yet"
+            } else {
+                "nothing waits for a decision"
+            }
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    writeln!(
+        out,
+        "{:<35} {:<10} {:<9} {:<35} {:<9} SUMMARY",
+        "ID", "KIND", "STATE", "TASK", "AGE"
+    )?;
+    for a in &approvals {
+        writeln!(
+            out,
+            "{:<35} {:<10} {:<9} {:<35} {:<9} {}",
+            a.id,
+            a.kind,
+            a.state,
+            a.task_id,
+            output::age(a.requested_at, now),
+            output::one_line(&a.summary, 60)
+        )?;
+    }
+    if !all {
+        writeln!(
+            out,
+            "\ndecide with `gaffer approve ID [--note …]` or `gaffer deny ID [--note …]`"
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Decide. Exit 0 when this call recorded the decision; exit 1 naming the recorded
+/// one when another decision came first (nothing changes).
+pub async fn decide(
+    global: &Global,
+    id: &str,
+    decision: Decision,
+    note: Option<String>,
+    json: bool,
+) -> Result<ExitCode> {
+    let (_, _, app) = open_app(global).await?;
+    let d = app
+        .decide(id, decision, me(), note, Scope::default())
+        .await
+        .map_err(app_error)?;
+    if json {
+        output::json(&d.approval)?;
+    }
+    let a = &d.approval;
+    if d.applied {
+        if !json {
+            writeln!(
+                std::io::stdout().lock(),
+                "{} {}: {}",
+                a.state,
+                a.id,
+                a.summary
+            )?;
+        }
+        Ok(ExitCode::SUCCESS)
+    } else {
+        let by = a
+            .decided_by
+            .as_ref()
+            .map(|b| format!(" by {} ({})", b.name, b.via))
+            .unwrap_or_default();
+        Err(CliError::failed(format!(
+            "approval {} is already {}{by}; the first decision stands and nothing changed",
+            a.id, a.state
+        )))
+    }
+}
+
+pub async fn auto(
+    global: &Global,
+    on: bool,
+    project: Option<String>,
+    json: bool,
+) -> Result<ExitCode> {
+    let (_, _, app) = open_app(global).await?;
+    let project = match project {
+        Some(p) => p,
+        None => {
+            let all = app.projects().await.map_err(app_error)?;
+            match all.as_slice() {
+                [only] => only.name.clone(),
+                [] => return Err(CliError::config("no project is registered yet")),
+                many => {
+                    eprintln!(
+                        "gaffer: name the project with --project (one of: {})",
+                        many.iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+    };
+    let p = app
+        .set_auto_approve(&project, on, me())
+        .await
+        .map_err(app_error)?;
+    if json {
+        output::json(&p)?;
+    } else {
+        writeln!(
+            std::io::stdout().lock(),
+            "auto-approve is {} for project {} (applies to approvals asked from now on; manual and escalation approvals always need a person)",
+            if p.auto_approve { "on" } else { "off" },
+            p.name
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
