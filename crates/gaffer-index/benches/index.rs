@@ -192,6 +192,7 @@ fn main() {
                 skeleton_share: 0.15,
                 max_files: 200,
                 max_file_bytes: 1 << 20,
+                weights: Vec::new(),
             };
             let t = Instant::now();
             run_context(&args, &cache, &mut std::io::sink()).unwrap();

@@ -69,6 +69,9 @@ pub struct ContextArgs {
     /// Skip files larger than this many bytes when indexing.
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_file_bytes: u64,
+    /// Override a ranking weight (see `gaffer_index::Weights`), e.g. `--weight pagerank=0.5`.
+    #[arg(long = "weight", value_name = "NAME=VALUE")]
+    pub weights: Vec<String>,
 }
 
 impl ContextArgs {
@@ -87,6 +90,7 @@ impl ContextArgs {
             skeleton_share: p.skeleton_share,
             max_files: p.max_candidates,
             max_file_bytes: IndexOptions::default().max_file_bytes,
+            weights: Vec::new(),
         }
     }
 }
@@ -191,6 +195,14 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
     if text.trim().is_empty() {
         return Err(Error::EmptyText);
     }
+    let mut weights = Weights::default();
+    for w in &args.weights {
+        let parsed = w.split_once('=').and_then(|(n, v)| Some((n.trim(), v.trim().parse::<f32>().ok()?)));
+        match parsed {
+            Some((name, value)) if weights.set(name, value).is_some() => {}
+            _ => return Err(Error::BadWeight(w.clone())),
+        }
+    }
     if args.budget == 0 {
         return Err(Error::BudgetTooSmall {
             got: args.budget,
@@ -213,7 +225,7 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
     );
     let (tok, index) = (tok?, index?);
     let graph = FileGraph::build(&index);
-    let ranked = rank(&index, &graph, &text, &Weights::default());
+    let ranked = rank(&index, &graph, &text, &weights);
     let opts = PackOptions {
         budget: args.budget,
         full_share: args.full_share,

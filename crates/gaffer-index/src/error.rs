@@ -38,6 +38,9 @@ pub enum Error {
         /// The smallest budget accepted.
         min: usize,
     },
+    /// A `--weight NAME=VALUE` override names no weight or has no number. Not retried.
+    #[error("bad weight override '{0}'; hint: use NAME=VALUE with a field of gaffer_index::Weights, e.g. pagerank=0.5")]
+    BadWeight(String),
     /// The tokenizer could not be loaded.
     #[error("tokenizer {name}: {message}")]
     Tokenizer {

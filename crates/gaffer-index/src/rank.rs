@@ -63,7 +63,7 @@ impl Default for Weights {
             lexical: 1.0,
             path: 0.6,
             symbol: 1.0,
-            named: 1.5,
+            named: 1.0,
             literal: 0.8,
             details_terms: 0.2,
             pagerank: 0.4,
@@ -73,6 +73,34 @@ impl Default for Weights {
             text_prior: 0.25,
             prose_mention: 0.35,
         }
+    }
+}
+
+impl Weights {
+    /// Sets one weight by its field name (`--weight pagerank=0.5`); `None` if there is no such name.
+    pub fn set(&mut self, name: &str, value: f32) -> Option<()> {
+        let slot = match name {
+            "bm25_k1" => &mut self.bm25_k1,
+            "bm25_b" => &mut self.bm25_b,
+            "lexical" => &mut self.lexical,
+            "path" => &mut self.path,
+            "symbol" => &mut self.symbol,
+            "named" => &mut self.named,
+            "literal" => &mut self.literal,
+            "details_terms" => &mut self.details_terms,
+            "pagerank" => &mut self.pagerank,
+            "neighbour" => &mut self.neighbour,
+            "test_prior" => &mut self.test_prior,
+            "text_prior" => &mut self.text_prior,
+            "prose_mention" => &mut self.prose_mention,
+            "neighbour_sources" => {
+                self.neighbour_sources = value.max(0.0) as usize;
+                return Some(());
+            }
+            _ => return None,
+        };
+        *slot = value;
+        Some(())
     }
 }
 

@@ -42,6 +42,7 @@ fn args(repo: &Repo, text: &str, budget: usize) -> ContextArgs {
         skeleton_share: 0.15,
         max_files: 200,
         max_file_bytes: 1 << 20,
+        weights: Vec::new(),
     }
 }
 
