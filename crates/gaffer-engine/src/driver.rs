@@ -100,32 +100,68 @@ impl Engine {
         let mut unfinished = Vec::new();
         for row in tasks {
             let id = TaskId(row.id.clone());
-            let Some((task, _)) = self.load(&id).await? else {
-                continue;
-            };
-            if task.stage.is_final() {
-                continue;
+            if self.recover_task(&id).await? {
+                unfinished.push(id);
             }
-            let running: Vec<Event> = task
-                .steps
-                .values()
-                .filter(|s| s.state == gaffer_core::StepState::Started)
-                .map(|s| Event::StepInterrupted {
-                    step_id: s.id.clone(),
-                })
-                .collect();
-            if !running.is_empty() {
-                tracing::info!(task = %id, steps = running.len(), "marking interrupted steps");
-                self.append(&id, running).await?;
-            }
-            unfinished.push(id);
         }
         Ok(unfinished)
+    }
+
+    /// Recovery for one task: its running steps are marked interrupted. Returns
+    /// whether the task is unfinished. Call it only when no other process runs the task.
+    pub async fn recover_task(&self, id: &TaskId) -> Result<bool> {
+        let Some((task, _)) = self.load(id).await? else {
+            return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
+        };
+        if task.stage.is_final() {
+            return Ok(false);
+        }
+        let running: Vec<Event> = task
+            .steps
+            .values()
+            .filter(|s| s.state == gaffer_core::StepState::Started)
+            .map(|s| Event::StepInterrupted {
+                step_id: s.id.clone(),
+            })
+            .collect();
+        if !running.is_empty() {
+            tracing::info!(task = %id, steps = running.len(), "marking interrupted steps");
+            self.append(id, running).await?;
+        }
+        Ok(true)
     }
 
     /// Run a task until it is over (returns its final stage). `cancel` stops it
     /// cleanly: the agent is stopped, the worktree kept, the task cancelled.
     pub async fn run_task(&self, id: &TaskId, cancel: CancellationToken) -> Result<Stage> {
+        // A cancellation recorded by anyone (API, another terminal) stops this run too.
+        let cancel = cancel.child_token();
+        let mut events = self.journal().subscribe();
+        let watch = {
+            let token = cancel.clone();
+            let id = id.0.clone();
+            tokio::spawn(async move {
+                loop {
+                    match events.recv().await {
+                        Ok(e)
+                            if e.stream_id == id
+                                && matches!(e.event, Event::TaskCancelled { .. }) =>
+                        {
+                            token.cancel();
+                            return;
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            })
+        };
+        let result = self.drive(id, &cancel).await;
+        watch.abort();
+        result
+    }
+
+    async fn drive(&self, id: &TaskId, cancel: &CancellationToken) -> Result<Stage> {
         loop {
             if cancel.is_cancelled() {
                 return self.cancel(id).await;
@@ -138,9 +174,9 @@ impl Engine {
             let outcome = match next {
                 Next::Finished => return Ok(task.stage),
                 Next::Record(events) => self.record_decision(id, head, events).await,
-                Next::Run(step) => self.run_step(&task, &step, &cancel).await,
+                Next::Run(step) => self.run_step(&task, &step, cancel).await,
                 Next::Reconcile(step) => self.reconcile(&task, &step).await,
-                Next::AskHuman(step) => self.ask_human(&task, &step, &cancel).await,
+                Next::AskHuman(step) => self.ask_human(&task, &step, cancel).await,
                 Next::Wait => {
                     let step = task
                         .frontier()

@@ -17,6 +17,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Row, Sqlite, SqliteConnection, Transaction};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, Mutex};
 
@@ -50,6 +51,21 @@ pub struct SqliteJournal {
     /// state of recently written streams.
     writer: Mutex<HashMap<String, Cached>>,
     events: broadcast::Sender<RecordedEvent>,
+    /// What [`SqliteJournal::follow_other_processes`] has delivered.
+    follow: Arc<std::sync::Mutex<Follow>>,
+    watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
+}
+
+/// Events of other processes are delivered once: own appends are marked before
+/// they commit, and the follower skips them as it passes.
+#[derive(Default)]
+struct Follow {
+    /// Every event at or below this position has been delivered (or skipped).
+    cursor: i64,
+    /// Positions this process appended, not yet passed by the follower.
+    own: std::collections::BTreeSet<i64>,
+    /// Whether a follower runs (otherwise nothing is tracked).
+    active: bool,
 }
 
 impl SqliteJournal {
@@ -86,7 +102,77 @@ impl SqliteJournal {
             pool,
             writer: Mutex::new(HashMap::new()),
             events,
+            follow: Arc::default(),
+            watcher: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Deliver events that other processes append (a `gaffer approve` in another
+    /// terminal, a second server) to this process's subscribers too. Woken by
+    /// file-system notifications on the database files, not by polling. Needs a
+    /// running tokio runtime; without notifications it logs a warning and only
+    /// this process's own events are delivered.
+    pub async fn follow_other_processes(&self) -> Result<()> {
+        let cursor: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        {
+            let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
+            if f.active {
+                return Ok(());
+            }
+            f.active = true;
+            f.cursor = cursor.unwrap_or(0);
+        }
+        let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let file = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let wal = format!("{file}-wal");
+        let watched = move |p: &Path| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy() == file || n.to_string_lossy() == wal)
+        };
+        use notify::Watcher;
+        let mut watcher =
+            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                if let Ok(ev) = res {
+                    if ev.kind.is_modify() && ev.paths.iter().any(|p| watched(p)) {
+                        let _ = wake.send(());
+                    }
+                }
+            }) {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!("cannot watch the journal for other processes' events: {e}");
+                    return Ok(());
+                }
+            };
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if let Err(e) = watcher.watch(dir, notify::RecursiveMode::NonRecursive) {
+            tracing::warn!(
+                "cannot watch {} for other processes' events: {e}",
+                dir.display()
+            );
+            return Ok(());
+        }
+        *self.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
+        let (pool, follow, events) = (self.pool.clone(), self.follow.clone(), self.events.clone());
+        tokio::spawn(async move {
+            while woken.recv().await.is_some() {
+                while woken.try_recv().is_ok() {}
+                if let Err(e) = deliver_foreign(&pool, &follow, &events).await {
+                    tracing::warn!("reading other processes' events: {e}");
+                }
+            }
+        });
+        Ok(())
     }
 
     /// The database file.
@@ -112,6 +198,37 @@ impl SqliteJournal {
     #[doc(hidden)]
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+}
+
+/// Broadcast every committed event past the cursor that this process did not append.
+async fn deliver_foreign(
+    pool: &SqlitePool,
+    follow: &std::sync::Mutex<Follow>,
+    events: &broadcast::Sender<RecordedEvent>,
+) -> Result<()> {
+    loop {
+        let cursor = follow.lock().unwrap_or_else(|e| e.into_inner()).cursor;
+        let rows = sqlx::query(
+            "SELECT pos, stream_id, seq, at, payload, hash FROM events WHERE pos > ? ORDER BY pos LIMIT 500",
+        )
+        .bind(cursor)
+        .fetch_all(pool)
+        .await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in &rows {
+            let e = recorded(row)?;
+            let own = {
+                let mut f = follow.lock().unwrap_or_else(|e| e.into_inner());
+                f.cursor = e.pos;
+                f.own.remove(&e.pos)
+            };
+            if !own {
+                let _ = events.send(e);
+            }
+        }
     }
 }
 
@@ -644,7 +761,23 @@ impl Journal for SqliteJournal {
             return Err(corrupt(stream.as_str(), seq, "no state after append"));
         };
         write_touched(&mut tx, &state, &touched).await?;
-        tx.commit().await?;
+        // Mark our events before they become visible, so a follower never delivers them twice.
+        let following = {
+            let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
+            if f.active {
+                f.own.extend(written.iter().map(|e| e.pos));
+            }
+            f.active
+        };
+        if let Err(e) = tx.commit().await {
+            if following {
+                let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
+                for w in &written {
+                    f.own.remove(&w.pos);
+                }
+            }
+            return Err(e.into());
+        }
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
         }

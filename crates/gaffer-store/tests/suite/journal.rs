@@ -308,3 +308,44 @@ async fn state_replays_the_stream() {
     }
     assert_eq!(t.journal.state(&"t-none".into()).await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn events_of_another_process_reach_subscribers_once_without_polling() {
+    let t = temp_journal().await;
+    t.journal.follow_other_processes().await.unwrap();
+    let mut rx = t.journal.subscribe();
+    // Our own append: delivered once, by the append itself.
+    seeded(&t.journal, "p-1", "t-1").await;
+    // Another handle on the same file stands for another process.
+    let other = open(&t.path()).await;
+    other
+        .append(
+            &"t-1".into(),
+            2,
+            vec![at(Event::TaskStageEntered {
+                stage: Stage::Planning,
+            })],
+        )
+        .await
+        .unwrap();
+    let mut kinds = Vec::new();
+    while kinds.len() < 4 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the other process's event never arrived")
+            .unwrap();
+        kinds.push(e.event.kind());
+    }
+    assert_eq!(
+        kinds,
+        [
+            "project_registered",
+            "task_created",
+            "step_intent_recorded",
+            "task_stage_entered"
+        ]
+    );
+    // Nothing is delivered twice.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err());
+}
