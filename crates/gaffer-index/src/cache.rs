@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 
 /// Bump when the layout of cached values changes: old entries are then never read again.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The key of one cached value: a 32-byte digest plus the index format version.
 ///
@@ -167,7 +167,11 @@ impl IndexCache for DirCache {
             let parent = path.parent().unwrap_or(&self.dir);
             std::fs::create_dir_all(parent)
                 .map_err(|e| Error::Cache(format!("creating {}: {e}", parent.display())))?;
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            // Unique per process and write: two writers of one key (the same content twice in a
+            // batch, or two processes) must not share a temporary file.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = path.with_extension(format!("tmp{}-{seq}", std::process::id()));
             std::fs::write(&tmp, v)
                 .map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
             std::fs::rename(&tmp, &path)

@@ -83,7 +83,7 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     };
     let text: &str = &text;
     facts.lines = text.lines().count() as u32;
-    let mut terms: HashMap<String, u32> = HashMap::new();
+    let mut terms: HashMap<String, u32, rustc_hash::FxBuildHasher> = HashMap::default();
     facts.term_total = add_terms(text, &mut terms, 1);
     let mut terms: Vec<(String, u32)> = terms.into_iter().collect();
     terms.sort_unstable();
@@ -315,21 +315,72 @@ pub fn split_identifier(ident: &str) -> Vec<String> {
     parts
 }
 
+/// Byte ranges of the parts of an ASCII identifier, by the rules of [`split_identifier`]
+/// (`_`, lower→upper, the end of an acronym), keeping parts of two or more bytes that are not
+/// all digits.
+fn split_ascii(ident: &[u8], parts: &mut Vec<(usize, usize)>) {
+    parts.clear();
+    let mut push = |a: usize, b: usize| {
+        if b - a >= 2 && !ident[a..b].iter().all(u8::is_ascii_digit) {
+            parts.push((a, b));
+        }
+    };
+    let mut start = 0;
+    for i in 0..ident.len() {
+        let c = ident[i];
+        if c == b'_' {
+            if i > start {
+                push(start, i);
+            }
+            start = i + 1;
+            continue;
+        }
+        if i > start {
+            let p = ident[i - 1];
+            let next_lower = ident.get(i + 1).is_some_and(u8::is_ascii_lowercase);
+            if (p.is_ascii_lowercase() && c.is_ascii_uppercase())
+                || (p.is_ascii_uppercase() && c.is_ascii_uppercase() && next_lower)
+            {
+                push(start, i);
+                start = i;
+            }
+        }
+    }
+    if start < ident.len() {
+        push(start, ident.len());
+    }
+}
+
+fn bump<S: std::hash::BuildHasher>(terms: &mut HashMap<String, u32, S>, key: &str, w: u32) {
+    match terms.get_mut(key) {
+        Some(c) => *c += w,
+        None => {
+            terms.insert(key.to_string(), w);
+        }
+    }
+}
+
 /// Adds the terms of `text` (identifier parts, plus whole identifiers that have parts) to
 /// `terms` with weight `w`; returns the number of term occurrences added.
-pub fn add_terms(text: &str, terms: &mut HashMap<String, u32>, w: u32) -> u32 {
+pub fn add_terms<S: std::hash::BuildHasher>(text: &str, terms: &mut HashMap<String, u32, S>, w: u32) -> u32 {
     let mut total = 0;
+    let mut parts = Vec::new();
+    let mut buf = String::new();
     for ident in identifiers(text) {
         if ident.len() > 60 {
             continue;
         }
-        let parts = split_identifier(ident);
+        split_ascii(ident.as_bytes(), &mut parts);
         if parts.len() > 1 {
-            *terms.entry(ident.to_lowercase()).or_insert(0) += w;
+            buf.clear();
+            buf.extend(ident.chars().map(|c| c.to_ascii_lowercase()));
+            bump(terms, &buf, w);
             total += w;
         }
-        for p in parts {
-            *terms.entry(p).or_insert(0) += w;
+        for &(a, b) in &parts {
+            buf.clear();
+            buf.extend(ident[a..b].chars().map(|c| c.to_ascii_lowercase()));
+            bump(terms, &buf, w);
             total += w;
         }
     }
@@ -365,7 +416,7 @@ fn literal_re() -> Option<&'static (Regex, Regex)> {
     static RE: OnceLock<Option<(Regex, Regex)>> = OnceLock::new();
     RE.get_or_init(|| {
         Some((
-            Regex::new(r#""((?:[^"\\\n]|\\.){8,300})"|'((?:[^'\\\n]|\\.){8,300})'"#).ok()?,
+            Regex::new(r#""(?:[^"\\\n]|\\.){8,300}"|'(?:[^'\\\n]|\\.){8,300}'"#).ok()?,
             Regex::new(r"\{[^{}]*\}|%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxgeEXc]|\\[ntr]")
                 .ok()?,
         ))
@@ -380,11 +431,10 @@ fn literals(text: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
-    for c in lit.captures_iter(text) {
-        let Some(m) = c.get(1).or_else(|| c.get(2)) else {
-            continue;
-        };
-        for frag in placeholder.split(m.as_str()) {
+    for m in lit.find_iter(text) {
+        // Strip the quotes (ASCII, so the slice is on char boundaries).
+        let inner = &m.as_str()[1..m.as_str().len() - 1];
+        for frag in placeholder.split(inner) {
             let frag = frag.trim();
             if frag.len() >= 8
                 && frag.chars().filter(|c| c.is_alphabetic()).count() >= 5
@@ -490,4 +540,32 @@ fn imports(lang: Lang, text: &str) -> Vec<Import> {
         Lang::Text => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_ascii_splitter_agrees_with_split_identifier(ident in "[A-Za-z_][A-Za-z0-9_]{0,30}") {
+            let mut parts = Vec::new();
+            split_ascii(ident.as_bytes(), &mut parts);
+            let fast: Vec<String> = parts.iter().map(|&(a, b)| ident[a..b].to_ascii_lowercase()).collect();
+            prop_assert_eq!(fast, split_identifier(&ident));
+        }
+    }
+
+    #[test]
+    fn identifiers_split_on_case_underscores_and_acronyms() {
+        assert_eq!(split_identifier("parseHTTPResponse_v2"), vec!["parse", "http", "response", "v2"]);
+        let mut terms: HashMap<String, u32> = HashMap::new();
+        assert_eq!(add_terms("get_value(getValue) x", &mut terms, 1), 6);
+        assert_eq!(terms["get"], 2);
+        assert_eq!(terms["get_value"], 1);
+        assert_eq!(terms["getvalue"], 1);
+        assert!(!terms.contains_key("x"));
+    }
 }
