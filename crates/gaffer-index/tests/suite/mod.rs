@@ -1,4 +1,5 @@
 mod bad_input;
+mod cli;
 mod incremental;
 mod languages;
 mod pack;
