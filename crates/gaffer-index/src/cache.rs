@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 
 /// Bump when the layout of cached values changes: old entries are then never read again.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// The key of one cached value: a 32-byte digest plus the index format version.
 ///

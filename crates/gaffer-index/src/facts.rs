@@ -228,7 +228,17 @@ fn collapse(s: &str, max: usize) -> String {
 fn signature(node: Node, text: &str) -> String {
     let start = node.start_byte();
     let end = match node.child_by_field_name("body") {
-        Some(body) => body.start_byte(),
+        // The header ends with the last child before the body that is not a comment (a comment
+        // between `def f():` and its first statement is not part of the signature).
+        Some(body) => {
+            let mut cursor = node.walk();
+            node.children(&mut cursor)
+                .take_while(|c| c.start_byte() < body.start_byte())
+                .filter(|c| !c.kind().contains("comment"))
+                .map(|c| c.end_byte())
+                .max()
+                .unwrap_or(body.start_byte())
+        }
         None => {
             let rest = &text[start..node.end_byte()];
             start + rest.find('\n').unwrap_or(rest.len())

@@ -11,7 +11,7 @@ fn python_definitions_references_docs_and_imports() {
         ("pkg/__init__.py", "from .models import Session\n"),
         (
             "pkg/models.py",
-            "class Session:\n    \"\"\"A session.\n\n    More text.\"\"\"\n\n    def send(self, request,\n             timeout=None):\n        return helper(request)\n\n\ndef helper(x):\n    return x\n",
+            "class Session:\n    \"\"\"A session.\n\n    More text.\"\"\"\n\n    def send(self, request,\n             timeout=None):\n        return helper(request)\n\n\ndef helper(x):\n    # a comment before the body\n    return x\n",
         ),
         ("pkg/api.py", "import pkg.util\nfrom .models import Session\n\ndef get(url):\n    return Session().send(url)\n"),
         ("pkg/util.py", "def quote(s):\n    return s\n"),
@@ -23,6 +23,8 @@ fn python_definitions_references_docs_and_imports() {
     let send = models.facts.defs.iter().find(|d| d.name == "send").unwrap();
     assert_eq!(send.signature, "def send(self, request, timeout=None):");
     assert_eq!((send.line, send.end_line), (6, 8));
+    let helper = models.facts.defs.iter().find(|d| d.name == "helper").unwrap();
+    assert_eq!(helper.signature, "def helper(x):");
     let parent = send
         .parent
         .map(|p| models.facts.defs[p as usize].name.clone());
