@@ -150,6 +150,48 @@ fn settles(e: &RecordedEvent, task: &str, id: &str) -> bool {
     }
 }
 
+/// A pending approval's row after its own settle event `e`, exactly as the
+/// reducer and projection make it; `None` for any other event.
+fn settled_row(row: &ApprovalRow, e: &RecordedEvent) -> Option<ApprovalRow> {
+    let mut r = row.clone();
+    match &e.event {
+        Event::ApprovalDecided {
+            approval_id,
+            decision,
+            by,
+            note,
+        } if approval_id.as_str() == r.id => {
+            r.state = match decision {
+                Decision::Approve => ApprovalState::Approved,
+                Decision::Deny => ApprovalState::Denied,
+            }
+            .as_str()
+            .to_owned();
+            r.decided_by = Some(serde_json::to_string(by).ok()?);
+            r.note = note.clone();
+        }
+        Event::ApprovalExpired {
+            approval_id,
+            reason,
+        } if approval_id.as_str() == r.id => {
+            r.state = ApprovalState::Expired.as_str().to_owned();
+            r.decided_by = None;
+            r.note = Some(reason.clone());
+        }
+        Event::ApprovalWithdrawn {
+            approval_id,
+            reason,
+        } if approval_id.as_str() == r.id => {
+            r.state = ApprovalState::Withdrawn.as_str().to_owned();
+            r.decided_by = None;
+            r.note = Some(reason.clone());
+        }
+        _ => return None,
+    }
+    r.decided_at = Some(e.at);
+    Some(r)
+}
+
 /// A lost race worth re-reading after: another writer moved the stream, or the
 /// reducer saw the approval (or task) settled by someone else.
 fn raced(e: &StoreError) -> bool {
@@ -327,7 +369,16 @@ impl App {
             loop {
                 tokio::select! {
                     got = rx.recv() => match got {
-                        Ok(e) if settles(&e, &task_id, id) => break,
+                        Ok(e) if settles(&e, &task_id, id) => {
+                            // The settle event of this very approval says all the
+                            // projection would: answer without another read.
+                            if let Some(done) = settled_row(&row, &e) {
+                                if let Some(outcome) = outcome_of(&done.state) {
+                                    return Ok(Resolution { approval: convert::approval(&done), outcome });
+                                }
+                            }
+                            break;
+                        }
                         Ok(_) => {}
                         Err(RecvError::Lagged(_)) => break,
                         Err(RecvError::Closed) => {
@@ -434,14 +485,25 @@ impl App {
             let wait = next
                 .map(|n| Duration::from_millis(u64::try_from(n - now_ms()).unwrap_or(0)))
                 .unwrap_or(Duration::from_secs(86_400));
-            let sleep = tokio::time::sleep(wait);
+            let deadline = tokio::time::Instant::now() + wait;
+            let sleep = tokio::time::sleep_until(deadline);
             tokio::pin!(sleep);
-            // Only a new approval can bring the next deadline closer.
+            // Only a new approval can bring the next deadline closer; its
+            // deadline is in its own event, so no scan is needed until a timer fires.
             loop {
                 tokio::select! {
                     got = rx.recv() => match got {
-                        Ok(e) if matches!(e.event, Event::ApprovalRequested { .. }) => break,
-                        Ok(_) => {}
+                        Ok(e) => {
+                            if let Event::ApprovalRequested { details, .. } = &e.event {
+                                if let Some(at) = details.pointer("/policy/expires_at").and_then(serde_json::Value::as_i64) {
+                                    let due = tokio::time::Instant::now()
+                                        + Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
+                                    if due < sleep.deadline() {
+                                        sleep.as_mut().reset(due);
+                                    }
+                                }
+                            }
+                        }
                         Err(RecvError::Lagged(_)) => break,
                         Err(RecvError::Closed) => return Ok(()),
                     },
@@ -539,13 +601,27 @@ impl App {
                     )));
                 }
             }
+            let new = NewEvent::now(event.clone());
+            let at = new.at;
             match self
                 .journal()
-                .append(&stream, view.head_seq, vec![NewEvent::now(event.clone())])
+                .append(&stream, view.head_seq, vec![new])
                 .await
             {
                 Ok(_) => {
-                    let row = self.approval_row(task_id, id).await?;
+                    let recorded = RecordedEvent {
+                        pos: 0,
+                        stream_id: task_id.to_owned(),
+                        seq: 0,
+                        at,
+                        event: event.clone(),
+                        hash: String::new(),
+                    };
+                    // The row as the projection now holds it, without reading it back.
+                    let row = match settled_row(row, &recorded) {
+                        Some(r) => r,
+                        None => self.approval_row(task_id, id).await?,
+                    };
                     return Ok(Decided {
                         approval: convert::approval(&row),
                         applied: true,
