@@ -151,7 +151,10 @@ fn main() {
                 c.as_secs_f64() / mem.as_secs_f64()
             );
         }
-        None => println!("full index: gaffer-index {:.0} ms; ctags not found (apt-get install universal-ctags)", ours.as_secs_f64() * 1e3),
+        None => println!(
+            "full index: gaffer-index {:.0} ms; ctags not found (apt-get install universal-ctags)",
+            ours.as_secs_f64() * 1e3
+        ),
     }
 
     // Incremental: one file changes, re-index with the warm cache.

@@ -197,7 +197,9 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
     }
     let mut weights = Weights::default();
     for w in &args.weights {
-        let parsed = w.split_once('=').and_then(|(n, v)| Some((n.trim(), v.trim().parse::<f32>().ok()?)));
+        let parsed = w
+            .split_once('=')
+            .and_then(|(n, v)| Some((n.trim(), v.trim().parse::<f32>().ok()?)));
         match parsed {
             Some((name, value)) if weights.set(name, value).is_some() => {}
             _ => return Err(Error::BadWeight(w.clone())),

@@ -372,7 +372,11 @@ fn bump<S: std::hash::BuildHasher>(terms: &mut HashMap<String, u32, S>, key: &st
 
 /// Adds the terms of `text` (identifier parts, plus whole identifiers that have parts) to
 /// `terms` with weight `w`; returns the number of term occurrences added.
-pub fn add_terms<S: std::hash::BuildHasher>(text: &str, terms: &mut HashMap<String, u32, S>, w: u32) -> u32 {
+pub fn add_terms<S: std::hash::BuildHasher>(
+    text: &str,
+    terms: &mut HashMap<String, u32, S>,
+    w: u32,
+) -> u32 {
     let mut total = 0;
     let mut parts = Vec::new();
     let mut buf = String::new();
@@ -570,7 +574,10 @@ mod tests {
 
     #[test]
     fn identifiers_split_on_case_underscores_and_acronyms() {
-        assert_eq!(split_identifier("parseHTTPResponse_v2"), vec!["parse", "http", "response", "v2"]);
+        assert_eq!(
+            split_identifier("parseHTTPResponse_v2"),
+            vec!["parse", "http", "response", "v2"]
+        );
         let mut terms: HashMap<String, u32> = HashMap::new();
         assert_eq!(add_terms("get_value(getValue) x", &mut terms, 1), 6);
         assert_eq!(terms["get"], 2);

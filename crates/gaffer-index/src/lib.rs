@@ -7,8 +7,9 @@
 //! implements it on SQLite), ranks files for a task text and fits the best of them into a token
 //! budget, explaining why each was chosen.
 //!
-//! Entry points: [`build_index`], [`FileGraph::build`], [`rank()`], [`fit`], and for the CLI
-//! [`cli::run_index`] / [`cli::run_context`].
+//! Entry points: [`select_context`] (a task text) and [`select_neighbourhood`] (changed files,
+//! for review) in one call; the steps [`build_index`] / [`update_index`], [`FileGraph::build`],
+//! [`rank()`], [`fit`]; and for the CLI [`cli::run_index`] / [`cli::run_context`].
 #![deny(missing_docs)]
 
 pub mod cache;
@@ -20,6 +21,7 @@ pub mod index;
 pub mod lang;
 pub mod pack;
 pub mod rank;
+pub mod select;
 
 pub use cache::{ContentKey, DirCache, IndexCache, MemoryCache, FORMAT_VERSION};
 pub use error::{Error, Result};
@@ -31,3 +33,4 @@ pub use index::{
 pub use lang::Lang;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};
+pub use select::{rank_neighbourhood, select_context, select_neighbourhood};

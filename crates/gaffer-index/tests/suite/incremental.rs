@@ -144,12 +144,24 @@ fn update_index_parses_only_the_changed_file_and_counts_like_a_full_build() {
 #[test]
 fn identical_files_share_one_cache_entry_in_the_directory_cache() {
     // Regression: parallel writes of one key raced on a shared temporary file.
-    let files: Vec<(String, &str)> = (0..64).map(|i| (format!("copy_{i}.py"), "def same(): pass\n")).collect();
+    let files: Vec<(String, &str)> = (0..64)
+        .map(|i| (format!("copy_{i}.py"), "def same(): pass\n"))
+        .collect();
     let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), *b)).collect();
     let repo = Repo::new(&refs);
     let dir = tempfile::tempdir().unwrap();
-    let index = build_index(repo.path(), &DirCache::new(dir.path()), &IndexOptions::default()).unwrap();
+    let index = build_index(
+        repo.path(),
+        &DirCache::new(dir.path()),
+        &IndexOptions::default(),
+    )
+    .unwrap();
     assert_eq!(index.files.len(), 64);
-    let again = build_index(repo.path(), &DirCache::new(dir.path()), &IndexOptions::default()).unwrap();
+    let again = build_index(
+        repo.path(),
+        &DirCache::new(dir.path()),
+        &IndexOptions::default(),
+    )
+    .unwrap();
     assert_eq!(again.report.parsed, 0);
 }

@@ -23,7 +23,12 @@ fn python_definitions_references_docs_and_imports() {
     let send = models.facts.defs.iter().find(|d| d.name == "send").unwrap();
     assert_eq!(send.signature, "def send(self, request, timeout=None):");
     assert_eq!((send.line, send.end_line), (6, 8));
-    let helper = models.facts.defs.iter().find(|d| d.name == "helper").unwrap();
+    let helper = models
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "helper")
+        .unwrap();
     assert_eq!(helper.signature, "def helper(x):");
     let parent = send
         .parent

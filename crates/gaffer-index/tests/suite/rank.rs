@@ -123,3 +123,60 @@ fn an_error_message_quoted_in_the_text_finds_the_file_raising_it() {
     );
     assert_eq!(ranked[0].0, "lib/config.py", "{ranked:?}");
 }
+
+#[test]
+fn the_neighbourhood_of_changed_files_comes_with_them() {
+    let repo = Repo::new(&[
+        (
+            "app/models.py",
+            "class Order:\n    def total(self):\n        return 1\n",
+        ),
+        (
+            "app/views.py",
+            "from app.models import Order\n\ndef show():\n    return Order().total()\n",
+        ),
+        ("app/util.py", "def fmt(x):\n    return str(x)\n"),
+        ("app/models_extra.py", "from app.util import fmt\n"),
+        (
+            "tests/test_models.py",
+            "from app.models import Order\n\ndef test_total():\n    assert Order().total() == 1\n",
+        ),
+        ("app/unrelated.py", "def nothing():\n    pass\n"),
+    ]);
+    let index = repo.index();
+    let graph = gaffer_index::FileGraph::build(&index);
+    let ranked = gaffer_index::rank_neighbourhood(&index, &graph, &["app/models.py".to_string()]);
+    let paths: Vec<&str> = ranked
+        .iter()
+        .map(|r| index.files[r.file].path.as_str())
+        .collect();
+    assert_eq!(paths[0], "app/models.py");
+    assert!(
+        paths[1..3].contains(&"app/views.py") && paths[1..3].contains(&"tests/test_models.py"),
+        "{paths:?}"
+    );
+    assert!(!paths.contains(&"app/unrelated.py"), "{paths:?}");
+    let test = ranked
+        .iter()
+        .find(|r| index.files[r.file].path == "tests/test_models.py")
+        .unwrap();
+    assert_eq!(test.reasons, vec!["test of app/models.py".to_string()]);
+}
+
+#[test]
+fn select_context_is_the_pipeline_in_one_call() {
+    let repo = noisy_repo();
+    let sel = gaffer_index::select_context(
+        repo.path(),
+        "slugify breaks on unicode in pkg/helpers.py",
+        &gaffer_index::PackOptions {
+            budget: 1500,
+            ..Default::default()
+        },
+        gaffer_index::TokenizerKind::Cl100k,
+        &gaffer_index::MemoryCache::new(),
+    )
+    .unwrap();
+    assert_eq!(sel.files[0].path, "pkg/helpers.py");
+    assert!(sel.used <= 1500);
+}
