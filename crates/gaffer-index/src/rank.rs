@@ -516,10 +516,22 @@ fn match_path(index: &Index, by_name: &HashMap<&str, Vec<usize>>, mention: &str)
 /// Message fragments of each file quoted in `text`: score per file, and what matched.
 fn literal_hits(index: &Index, text: &str) -> (Vec<f32>, Vec<Vec<String>>) {
     let n = index.files.len();
+    // Only fragments whose every word occurs in the text can be quoted in it: a cheap filter
+    // that keeps the automaton small on repositories with many strings.
+    let words: HashSet<&str> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
     let mut owners: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, f) in index.files.iter().enumerate() {
         for l in &f.facts.literals {
-            owners.entry(l.as_str()).or_default().push(i);
+            let quotable = l
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .all(|w| words.contains(w));
+            if quotable {
+                owners.entry(l.as_str()).or_default().push(i);
+            }
         }
     }
     let patterns: Vec<&str> = owners.keys().copied().collect();
