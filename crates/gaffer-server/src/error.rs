@@ -14,7 +14,7 @@ pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
     /// The body.
-    pub body: api::ErrorResponse,
+    pub body: Box<api::ErrorResponse>,
 }
 
 impl ApiError {
@@ -22,14 +22,14 @@ impl ApiError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
         Self {
             status,
-            body: api::ErrorResponse {
+            body: Box::new(api::ErrorResponse {
                 error: api::ErrorBody {
                     code: code.to_owned(),
                     message: message.into(),
                     field: None,
                 },
                 approval: None,
-            },
+            }),
         }
     }
 
@@ -77,7 +77,7 @@ impl From<AppError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body)).into_response()
+        (self.status, Json(*self.body)).into_response()
     }
 }
 
