@@ -234,7 +234,7 @@ impl App {
                 .find(|a| a.step_id == req.step_id.as_str() && a.attempt == i64::from(req.attempt))
             {
                 self.remember(existing);
-                return Ok(convert::approval(existing));
+                return Ok(self.wire(existing).await);
             }
             if is_final(&view.task.stage) {
                 return Err(AppError::conflict(
@@ -348,7 +348,7 @@ impl App {
             let row = self.approval_row(&task_id, id).await?;
             if let Some(outcome) = outcome_of(&row.state) {
                 return Ok(Resolution {
-                    approval: convert::approval(&row),
+                    approval: self.wire(&row).await,
                     outcome,
                 });
             }
@@ -374,7 +374,7 @@ impl App {
                             // projection would: answer without another read.
                             if let Some(done) = settled_row(&row, &e) {
                                 if let Some(outcome) = outcome_of(&done.state) {
-                                    return Ok(Resolution { approval: convert::approval(&done), outcome });
+                                    return Ok(Resolution { approval: self.wire(&done).await, outcome });
                                 }
                             }
                             break;
@@ -529,13 +529,17 @@ impl App {
         for r in &rows {
             self.remember(r);
         }
-        Ok(rows.iter().map(convert::approval).collect())
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push(self.wire(r).await);
+        }
+        Ok(out)
     }
 
     /// One approval by id.
     pub async fn approval(&self, id: &str) -> Result<api::Approval> {
         let (task_id, _) = self.home(id).await?;
-        Ok(convert::approval(&self.approval_row(&task_id, id).await?))
+        Ok(self.wire(&self.approval_row(&task_id, id).await?).await)
     }
 
     async fn expire(&self, task_id: &str, id: &str) -> Result<Decided> {
@@ -575,7 +579,7 @@ impl App {
                     })?;
             if row.state != "pending" {
                 return Ok(Decided {
-                    approval: convert::approval(row),
+                    approval: self.wire(row).await,
                     applied: false,
                 });
             }
@@ -623,7 +627,7 @@ impl App {
                         None => self.approval_row(task_id, id).await?,
                     };
                     return Ok(Decided {
-                        approval: convert::approval(&row),
+                        approval: self.wire(&row).await,
                         applied: true,
                     });
                 }
@@ -657,6 +661,33 @@ impl App {
                 what: "approval",
                 id: id.to_owned(),
             })
+    }
+
+    /// The wire form of a row, with its project's name (names never change: cached).
+    async fn wire(&self, r: &ApprovalRow) -> api::Approval {
+        let mut a = convert::approval(r);
+        let cached = self
+            .inner
+            .names
+            .lock()
+            .ok()
+            .and_then(|n| n.get(&r.project_id).cloned());
+        a.project = match cached {
+            Some(n) => n,
+            None => {
+                let all = self.journal().projects().await.unwrap_or_default();
+                if let Ok(mut names) = self.inner.names.lock() {
+                    for p in &all {
+                        names.insert(p.id.clone(), p.name.clone());
+                    }
+                }
+                all.into_iter()
+                    .find(|p| p.id == r.project_id)
+                    .map(|p| p.name)
+                    .unwrap_or_default()
+            }
+        };
+        a
     }
 
     fn remember(&self, r: &ApprovalRow) {

@@ -28,6 +28,7 @@ pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
         id: r.id.clone(),
         task_id: r.task_id.clone(),
         project_id: r.project_id.clone(),
+        project: String::new(),
         step_id: r.step_id.clone(),
         attempt: r.attempt,
         kind: r.kind.clone(),
@@ -55,21 +56,26 @@ pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
     }
 }
 
-/// Tokens and cost from a receipt: `tokens`/`cost_usd` at the top or under `usage`.
+/// Tokens and cost from a receipt: the engine's `usage` object (`input_tokens`,
+/// `output_tokens`, `cached_input_tokens`, `cost_usd`), or plain `tokens`/`cost_usd`.
 pub(crate) fn usage_of(receipt: &serde_json::Value) -> (u64, f64) {
-    let pick = |v: &serde_json::Value| {
-        (
-            v.get("tokens")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0),
-            v.get("cost_usd")
-                .and_then(serde_json::Value::as_f64)
-                .unwrap_or(0.0),
-        )
+    let num =
+        |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let cost = |v: &serde_json::Value| {
+        v.get("cost_usd")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(0.0)
     };
-    let (t1, c1) = pick(receipt);
-    let (t2, c2) = receipt.get("usage").map(pick).unwrap_or((0, 0.0));
-    (t1 + t2, c1 + c2)
+    let mut tokens = num(receipt, "tokens");
+    let mut usd = cost(receipt);
+    if let Some(u) = receipt.get("usage") {
+        tokens += num(u, "tokens")
+            + num(u, "input_tokens")
+            + num(u, "output_tokens")
+            + num(u, "cached_input_tokens");
+        usd += cost(u);
+    }
+    (tokens, usd)
 }
 
 pub(crate) fn step(r: &StepRow) -> api::Step {

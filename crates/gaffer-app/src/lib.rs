@@ -81,6 +81,8 @@ struct Inner {
     policy: Policy,
     /// approval id → (task id, project id): facts that never change once recorded.
     homes: Mutex<HashMap<String, (String, String)>>,
+    /// project id → name (a project is never renamed).
+    names: Mutex<HashMap<String, String>>,
 }
 
 impl App {
@@ -91,6 +93,7 @@ impl App {
                 journal,
                 policy,
                 homes: Mutex::new(HashMap::new()),
+                names: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -194,7 +194,14 @@ impl App {
         Ok(api::TaskDetail {
             task: convert::task(&view.task, &name, &view.steps),
             steps: view.steps.iter().map(convert::step).collect(),
-            approvals: view.approvals.iter().map(convert::approval).collect(),
+            approvals: view
+                .approvals
+                .iter()
+                .map(|r| api::Approval {
+                    project: name.clone(),
+                    ..convert::approval(r)
+                })
+                .collect(),
             sessions: view.sessions.iter().map(convert::session).collect(),
         })
     }

@@ -232,6 +232,9 @@ pub struct Approval {
     pub task_id: String,
     /// The task's project.
     pub project_id: String,
+    /// The project's name.
+    #[serde(default)]
+    pub project: String,
     /// The step that waits.
     pub step_id: String,
     /// Which request of that step.

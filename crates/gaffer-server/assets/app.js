@@ -101,7 +101,10 @@ function details(a) {
   const files = subj.paths || d.files;
   if (files && files.length) out.push(el("p", { class: "meta" }, "files: " + files.join(", ")));
   if (d.diff) out.push(diffBlock(d.diff));
-  if (d.plan) out.push(el("pre", {}, typeof d.plan === "string" ? d.plan : JSON.stringify(d.plan, null, 2)));
+  if (d.text) out.push(el("pre", {}, d.text));
+  else if (d.plan) out.push(el("pre", {}, typeof d.plan === "string" ? d.plan : JSON.stringify(d.plan, null, 2)));
+  if (d.tool && !subj.command) out.push(el("p", { class: "meta" }, "tool: " + d.tool));
+  if (d.input !== undefined && d.input !== null && !subj.command) out.push(el("pre", {}, typeof d.input === "string" ? d.input : JSON.stringify(d.input, null, 2)));
   if (d.reason) out.push(el("p", {}, d.reason));
   if (a.expires_at && a.state === "pending") out.push(el("p", { class: "meta" }, "expires " + new Date(a.expires_at).toLocaleString() + " (then denied)"));
   return out;
@@ -111,7 +114,8 @@ function approvalCard(a, onGone) {
   const note = el("textarea", { class: "note", placeholder: "Note (optional)", "aria-label": "note" });
   const msg = el("p", { class: "err" });
   const card = el("div", { class: "card approval", "data-id": a.id, "data-kind": a.kind },
-    el("div", { class: "row" }, badge(a.kind), badge(a.state), el("a", { href: "/tasks/" + encodeURIComponent(a.task_id), class: "meta" }, a.task_id)),
+    el("div", { class: "row" }, badge(a.kind), badge(a.state), el("span", { class: "meta project" }, a.project || a.project_id),
+      el("a", { href: "/tasks/" + encodeURIComponent(a.task_id), class: "meta" }, "task " + a.task_id.slice(0, 14) + "…")),
     el("p", { class: "summary" }, a.summary), details(a));
   if (a.state === "pending") {
     const decide = async (decision) => {
@@ -207,7 +211,10 @@ async function taskPage(id) {
       const r = s.receipt || {};
       if (r.plan) parts.push(el("h2", {}, "Plan"), el("pre", {}, typeof r.plan === "string" ? r.plan : JSON.stringify(r.plan, null, 2)));
       if (r.verdict) parts.push(el("h2", {}, "Review verdict (" + s.id + ")"), el("pre", {}, typeof r.verdict === "string" ? r.verdict : JSON.stringify(r.verdict, null, 2)));
-      if (r.check_output || r.output) parts.push(el("h2", {}, "Check output (" + s.id + ")"), el("pre", {}, r.check_output || r.output));
+      const out = r.output_tail || r.check_output || r.output;
+      if (out !== undefined && out !== null) parts.push(el("h2", {}, "Check " + (r.passed ? "passed" : "failed") + (r.command ? ": " + r.command : "") + " (" + s.id + ")"), el("pre", {}, out));
+      if (r.ruling) parts.push(el("h2", {}, "Arbiter ruling (" + s.id + ")"), el("pre", {}, typeof r.ruling === "string" ? r.ruling : JSON.stringify(r.ruling, null, 2)));
+      if (r.changed_files && r.changed_files.length) parts.push(el("p", { class: "meta" }, s.id + " changed: " + r.changed_files.join(", ")));
       if (r.diff) parts.push(el("h2", {}, "Diff (" + s.id + ")"), diffBlock(r.diff));
     }
     parts.push(el("h2", {}, "Steps"), el("ul", { class: "tasks" }, t.steps.map((s) => el("li", { class: "task-row" }, el("span", {}, s.id + " — " + s.name), badge(s.state), el("span", { class: "meta" }, s.intent + " · attempt " + s.attempt), el("span", { class: "meta err" }, s.error || "")))));

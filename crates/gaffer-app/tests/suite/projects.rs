@@ -1,4 +1,5 @@
 use super::support::*;
+use super::support::{command, tool_request};
 use gaffer_app::{AddProject, AppError, NewTask};
 
 fn add(path: &std::path::Path, name: Option<&str>) -> AddProject {
@@ -190,4 +191,48 @@ async fn tasks_are_created_listed_and_bad_ones_store_nothing() {
     assert_ne!(retry.id, t.id);
     assert_eq!(retry.request, t.request);
     assert_eq!(retry.agent.as_deref(), Some("codex"));
+}
+
+#[tokio::test]
+async fn tokens_and_cost_come_from_step_receipts_and_approvals_name_their_project() {
+    use gaffer_core::{Event, StepId, StreamId};
+    use gaffer_store::NewEvent;
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let stream = StreamId(task.clone());
+    let head = env.app.journal().head(&stream).await.unwrap();
+    env.app
+        .journal()
+        .append(
+            &stream,
+            head,
+            vec![
+                NewEvent::now(Event::StepStarted {
+                    step_id: StepId("plan".into()),
+                }),
+                NewEvent::now(Event::StepCompleted {
+                    step_id: StepId("plan".into()),
+                    receipt: serde_json::json!({"usage": {"input_tokens": 100, "output_tokens": 20, "cached_input_tokens": 5, "cost_usd": 0.25}}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    let t = env.app.task(&task).await.unwrap().task;
+    assert_eq!((t.tokens, t.cost_usd), (125, 0.25));
+    let u = env.app.usage().await.unwrap();
+    assert_eq!((u.tasks, u.tokens), (1, 125));
+    env.record_step(&task, "tool").await;
+    let a = env
+        .app
+        .request_approval(tool_request(&task, "tool", 1, command("ls")))
+        .await
+        .unwrap();
+    assert_eq!(a.project, "alpha");
+    assert_eq!(env.app.approvals(None).await.unwrap()[0].project, "alpha");
+    assert_eq!(
+        env.app.task(&task).await.unwrap().approvals[0].project,
+        "alpha"
+    );
 }
