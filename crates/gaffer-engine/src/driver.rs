@@ -77,6 +77,12 @@ impl Engine {
         }
     }
 
+    /// Whether `agent` names a backend that can be started here (the executable or
+    /// API key is present); the error says what is missing.
+    pub fn check_agent(&self, agent: &str) -> std::result::Result<(), String> {
+        self.agents.backend(agent, None).map(|_| ())
+    }
+
     /// The app service it uses.
     pub fn app(&self) -> &App {
         &self.app

@@ -35,6 +35,15 @@ pub struct Global {
 pub enum Command {
     /// Write a commented config file with every setting and its default.
     Init(InitArgs),
+    /// Register repositories (projects) and list them.
+    #[command(subcommand)]
+    Project(ProjectCommand),
+    /// Run one request in the foreground: plan, code, review, check, ship a branch.
+    ///
+    /// Progress is shown live; approvals are asked on this terminal (or decided with
+    /// `gaffer approve` elsewhere). Ctrl-C stops the agents, keeps the worktree and
+    /// marks the task cancelled.
+    Run(RunArgs),
     /// Check the config, the journal, git, and which agents and API keys are available.
     Doctor(JsonFlag),
     /// List and inspect tasks.
@@ -105,6 +114,64 @@ pub struct ServeArgs {
     pub listen: Option<String>,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ProjectCommand {
+    /// Register a git repository by its physical path; the check command is detected
+    /// (cargo test, npm test, pytest, go test ./..., make check) unless --check names it.
+    Add(ProjectAddArgs),
+    /// List registered projects.
+    List(JsonFlag),
+}
+
+#[derive(Debug, Args)]
+pub struct ProjectAddArgs {
+    /// The repository (any path inside it).
+    pub path: PathBuf,
+    /// Short unique name [default: the directory's name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The command that checks the project, run in the task's worktree.
+    #[arg(long)]
+    pub check: Option<String>,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What to do, in words (an issue, a bug report, a feature request).
+    pub request: String,
+    /// The repository to work on; registered as a project if it is not yet.
+    #[arg(long, default_value = ".", conflicts_with = "project")]
+    pub repo: PathBuf,
+    /// A registered project (name or id) instead of --repo.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Put every role on this backend: claude, codex, gemini, acp:<name>, openai, anthropic.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Branch to start from [default: the project's default branch].
+    #[arg(long)]
+    pub base: Option<String>,
+    /// Approve the plan and every permission request automatically (each recorded
+    /// in the journal as approved by policy).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Print a final JSON summary instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TaskIdArgs {
+    /// The task id (as printed by `gaffer task list`).
+    pub id: String,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Overwrite an existing config file.
@@ -125,6 +192,13 @@ pub enum TaskCommand {
     List(TaskListArgs),
     /// Show one task: stage, steps, approvals, sessions.
     Show(TaskShowArgs),
+    /// Cancel a task; a running engine stops its agents and keeps the worktree.
+    Cancel(TaskIdArgs),
+    /// Queue a failed, cancelled or blocked task again, as a new task.
+    Retry(TaskIdArgs),
+    /// Continue an unfinished task here, in the foreground (after a crash, or to take
+    /// it over from a stopped server). Steps that finished are not redone.
+    Resume(TaskIdArgs),
 }
 
 #[derive(Debug, Args)]

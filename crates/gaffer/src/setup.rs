@@ -51,5 +51,8 @@ pub async fn open_journal(config: &Config) -> Result<SqliteJournal> {
         gaffer_config::Durability::Full => Durability::Full,
         gaffer_config::Durability::Normal => Durability::Normal,
     };
-    Ok(SqliteJournal::open(&path, durability).await?)
+    let journal = SqliteJournal::open(&path, durability).await?;
+    // Decisions made by another gaffer process (another terminal, a server) wake this one.
+    journal.follow_other_processes().await?;
+    Ok(journal)
 }

@@ -4,10 +4,12 @@ mod approvals;
 mod doctor;
 mod init;
 mod journal;
+mod project;
+mod run;
 mod serve;
 mod task;
 
-use crate::cli::{Cli, Command, JournalCommand, TaskCommand};
+use crate::cli::{Cli, Command, JournalCommand, ProjectCommand, TaskCommand};
 use crate::error::Result;
 use std::process::ExitCode;
 
@@ -18,6 +20,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor(args) => doctor::run(&cli.global, args.json).await,
         Command::Task(TaskCommand::List(args)) => task::list(&cli.global, &args).await,
         Command::Task(TaskCommand::Show(args)) => task::show(&cli.global, &args).await,
+        Command::Task(TaskCommand::Cancel(args)) => run::cancel(&cli.global, &args).await,
+        Command::Task(TaskCommand::Retry(args)) => run::retry(&cli.global, &args).await,
+        Command::Task(TaskCommand::Resume(args)) => run::resume(&cli.global, &args).await,
+        Command::Project(ProjectCommand::Add(args)) => project::add(&cli.global, &args).await,
+        Command::Project(ProjectCommand::List(args)) => project::list(&cli.global, args.json).await,
+        Command::Run(args) => run::run(&cli.global, &args).await,
         Command::Journal(JournalCommand::Verify(args)) => {
             journal::verify(&cli.global, args.json).await
         }

@@ -1,3 +1,4 @@
 mod approvals_cli;
 mod cli;
+mod run;
 mod support;

@@ -1,0 +1,494 @@
+//! `gaffer run` end to end: the real binary, real git, the fake Claude Code, and
+//! SIGKILL at every stage boundary and in the middle of an agent turn.
+use super::support::Home;
+use gaffer_store::{Durability, Journal, SqliteJournal};
+use predicates::prelude::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REQUEST: &str = "Add an installation section to README";
+const README_DONE: &str =
+    "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A home with a fixture repository (check: README has an Installation section)
+/// and a scenario directory for the fake agents.
+struct Bench {
+    home: Home,
+    repo: PathBuf,
+}
+
+impl Bench {
+    fn new() -> Self {
+        let home = Home::new();
+        home.write_config("");
+        let repo = home.dir.path().join("demo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "# demo\n\nA demo project.\n").unwrap();
+        std::fs::write(
+            repo.join("Makefile"),
+            "check:\n\tsleep 0.2; grep -q '^## Installation' README.md\n",
+        )
+        .unwrap();
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        std::fs::create_dir_all(home.dir.path().join("scenarios")).unwrap();
+        Self { home, repo }
+    }
+
+    fn script(&self, role: &str, turns: Vec<Value>) {
+        let path = self
+            .home
+            .dir
+            .path()
+            .join("scenarios")
+            .join(format!("{role}.json"));
+        std::fs::write(path, json!({ "turns": turns }).to_string()).unwrap();
+    }
+
+    /// The usual three roles; every turn a little slow so a crash can land inside it.
+    fn script_all(&self) {
+        let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+        let planner =
+            json!({ "steps": [{ "sleep_ms": 300 }, { "say": format!("```json\n{plan}\n```") }] });
+        self.script("planner", vec![planner.clone(), planner.clone(), planner]);
+        let owner = json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "sleep_ms": 400 }, { "say": "added the section" }] });
+        self.script("owner", vec![owner.clone(), owner]);
+        let review = json!({ "steps": [{ "sleep_ms": 300 }, { "say": "```json\n{\"verdict\":\"done\"}\n```" }] });
+        self.script("reviewer", vec![review.clone(), review.clone(), review]);
+    }
+
+    fn log(&self) -> PathBuf {
+        self.home.dir.path().join("effects.log")
+    }
+
+    fn gaffer_std(&self) -> Command {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.dir.path())
+            .env("GAFFER_CONFIG", self.home.config())
+            .env("GAFFER_DATA_DIR", self.home.data());
+        self.fake_env(&mut cmd);
+        cmd
+    }
+
+    fn fake_env(&self, cmd: &mut Command) {
+        let d = self.home.dir.path();
+        cmd.env(
+            "GAFFER_CLAUDE_BIN",
+            gaffer_testkit::bins::fake_bin("fake-claude"),
+        )
+        .env("GAFFER_FAKE_SCENARIO", d.join("scenarios"))
+        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
+        .env("GAFFER_FAKE_LOG", self.log())
+        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
+        .env("USER", "tester");
+    }
+
+    fn owner_spawns(&self) -> usize {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("spawn role=owner"))
+            .count()
+    }
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): stdout={} stderr={}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn run_adds_an_installation_section_and_prints_a_json_summary() {
+    let b = Bench::new();
+    b.script_all();
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json_of(&out);
+    assert_eq!(s["state"], "done");
+    let branch = s["branch"].as_str().unwrap();
+    assert!(branch.starts_with("gaffer/t-"), "{branch}");
+    assert_eq!(s["commits"].as_array().unwrap().len(), 1);
+    assert!(
+        s["tokens"]["input"].is_u64() && s["cost_usd"].is_number(),
+        "{s}"
+    );
+    assert!(s["task_id"].as_str().unwrap().starts_with("t-"), "{s}");
+    assert!(git(&b.repo, &["show", &format!("{branch}:README.md")]).contains("## Installation"));
+    // The check command was detected from the Makefile and shown.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("make check"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn run_shows_live_progress_as_text() {
+    let b = Bench::new();
+    b.script_all();
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .arg("--yes")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "▸ planning",
+        "▸ coding",
+        "✓ commit/1",
+        "verdict: done",
+        "check passed",
+        "done",
+        "branch  gaffer/",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}
+
+fn no_tasks(b: &Bench) {
+    let out = b
+        .gaffer_std()
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out), json!([]), "something was stored");
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_is_stored() {
+    let b = Bench::new();
+    let plain = b.home.dir.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a git repository"));
+
+    let out = b
+        .gaffer_std()
+        .args(["run", "   ", "--repo"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the request is empty"));
+
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--project", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gaffer project list"));
+
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--agent", "gpt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown agent"));
+
+    std::fs::write(b.repo.join("README.md"), "local edit\n").unwrap();
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uncommitted changes"));
+    no_tasks(&b);
+    let out = b
+        .gaffer_std()
+        .args(["project", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json_of(&out),
+        json!([]),
+        "a project was registered by a refused run"
+    );
+}
+
+#[test]
+fn project_add_detects_the_check_and_refuses_non_repos() {
+    let b = Bench::new();
+    b.gaffer_std()
+        .args(["project", "add"])
+        .arg(b.repo.join("."))
+        .args(["--name", "demo"])
+        .assert_ok_contains("make check");
+    let out = b
+        .gaffer_std()
+        .args(["project", "add"])
+        .arg(b.home.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let out = b
+        .gaffer_std()
+        .args(["project", "list", "--json"])
+        .output()
+        .unwrap();
+    let list = json_of(&out);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["check_command"], "make check");
+}
+
+trait AssertOk {
+    fn assert_ok_contains(&mut self, text: &str);
+}
+
+impl AssertOk for Command {
+    fn assert_ok_contains(&mut self, text: &str) {
+        let out = self.output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success() && all.contains(text), "{all}");
+    }
+}
+
+/// Wait until the journal shows step `step` started (or later) for the only task.
+fn wait_for_step(
+    db: &Path,
+    step: &str,
+    child: &mut std::process::Child,
+    rt: &tokio::runtime::Runtime,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let journal = loop {
+        if db.exists() {
+            if let Ok(j) = rt.block_on(SqliteJournal::open(db, Durability::Normal)) {
+                break j;
+            }
+        }
+        assert!(Instant::now() < deadline, "the journal never appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("gaffer run exited ({status}) before step {step} started");
+        }
+        assert!(Instant::now() < deadline, "step {step} never started");
+        let found = rt.block_on(async {
+            let tasks = journal.tasks(&Default::default()).await.ok()?;
+            let t = tasks.first()?;
+            let view = journal.task(&t.id).await.ok()??;
+            view.steps
+                .iter()
+                .any(|s| s.step_id == step && s.state != "intent_recorded")
+                .then(|| t.id.clone())
+        });
+        if let Some(id) = found {
+            return id;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn crash_and_resume(point: &str) {
+    let b = Bench::new();
+    b.script_all();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut child = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = wait_for_step(&b.home.db(), point, &mut child, &rt);
+    if point == "code/1" {
+        // Inside the owner's turn: it has written, and is still working.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    // Restart. Whatever was in flight: an interrupted owner turn needs a human,
+    // who approves it from another process; nothing else may ask.
+    let mut resume = b
+        .gaffer_std()
+        .args(["task", "resume", &id, "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut approved = Vec::new();
+    while resume.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "resume after a crash at {point} never finished"
+        );
+        let out = b
+            .gaffer_std()
+            .args(["approvals", "--json"])
+            .output()
+            .unwrap();
+        for a in json_of(&out).as_array().unwrap() {
+            assert_eq!(
+                a["kind"], "manual",
+                "only a crashed owner turn may ask a human: {a}"
+            );
+            let id = a["id"].as_str().unwrap().to_owned();
+            let out = b
+                .gaffer_std()
+                .args(["approve", &id, "--note", "run it again"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            approved.push(id);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = resume.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "resume after a crash at {point}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json_of(&out);
+    assert_eq!(s["state"], "done", "{s}");
+    let branch = s["branch"].as_str().unwrap();
+    assert_eq!(
+        git(
+            &b.repo,
+            &["rev-list", "--count", &format!("main..{branch}")]
+        ),
+        "1",
+        "exactly one commit per subtask (crash at {point})"
+    );
+    // An owner turn ran again only when a human said so.
+    assert_eq!(
+        b.owner_spawns(),
+        1 + approved.len(),
+        "crash at {point}: owner turns vs. approvals {approved:?}"
+    );
+    if point == "code/1" {
+        assert_eq!(
+            approved.len(),
+            1,
+            "a crash inside the owner's turn must ask a human"
+        );
+    }
+    b.gaffer_std()
+        .args(["journal", "verify"])
+        .assert_ok_contains("ok:");
+}
+
+#[test]
+fn crash_while_creating_the_worktree() {
+    crash_and_resume("worktree");
+}
+
+#[test]
+fn crash_during_planning() {
+    crash_and_resume("plan");
+}
+
+#[test]
+fn crash_at_plan_approval() {
+    crash_and_resume("plan-approval");
+}
+
+#[test]
+fn crash_mid_owner_turn_needs_a_human_and_is_not_repeated_silently() {
+    crash_and_resume("code/1");
+}
+
+#[test]
+fn crash_while_committing() {
+    crash_and_resume("commit/1");
+}
+
+#[test]
+fn crash_during_review() {
+    crash_and_resume("review/1");
+}
+
+#[test]
+fn crash_during_the_check() {
+    crash_and_resume("check/1");
+}
+
+#[test]
+fn crash_while_shipping() {
+    crash_and_resume("ship");
+}
+
+#[test]
+fn task_cancel_of_an_unknown_task_is_a_clear_error() {
+    let b = Bench::new();
+    let out = b
+        .gaffer_std()
+        .args(["task", "cancel", "t-nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(predicate::str::contains("t-nope").eval(&String::from_utf8_lossy(&out.stderr)));
+}
