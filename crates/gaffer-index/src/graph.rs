@@ -233,7 +233,11 @@ impl<'a> Resolver<'a> {
                 return;
             }
         }
-        self.resolve_dir_suffix(import, Lang::Go, out);
+        // Without a go.mod, match the import path's tail against directories (GOPATH layouts);
+        // with one, an import outside the module (stdlib, dependencies) is not in the repository.
+        if self.go_modules.is_empty() {
+            self.resolve_dir_suffix(import, Lang::Go, out);
+        }
     }
 
     fn resolve_dir_suffix(&self, suffix: &str, lang: Lang, out: &mut Vec<usize>) {
