@@ -11,8 +11,10 @@ mod driver;
 mod error;
 pub mod pipeline;
 pub mod prompts;
+mod workers;
 
 pub use agents::{AgentFactory, Backends};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};
+pub use workers::Concurrency;

@@ -1,3 +1,4 @@
 mod pipeline;
 mod runs;
 mod support;
+mod workers;
