@@ -2,3 +2,4 @@ mod approvals_cli;
 mod cli;
 mod run;
 mod support;
+mod serve;

@@ -1,0 +1,198 @@
+//! `gaffer serve` end to end: the real binary with its workers, real git, the
+//! fake Claude Code; a task submitted over HTTP waits for its plan approval,
+//! which a decision over HTTP releases, and the task finishes.
+
+use super::support::Home;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
+    let home = Home::new();
+    home.write_config("");
+    let d = home.dir.path().to_owned();
+    let repo = d.join("demo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "# demo\n").unwrap();
+    std::fs::write(
+        repo.join("Makefile"),
+        "check:\n\tgrep -q '^## Installation' README.md\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    let scenarios = d.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    let turns = |role: &str, turn: Value| {
+        std::fs::write(
+            scenarios.join(format!("{role}.json")),
+            json!({ "turns": [turn.clone(), turn.clone(), turn] }).to_string(),
+        )
+        .unwrap();
+    };
+    turns(
+        "planner",
+        json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }] }),
+    );
+    turns(
+        "owner",
+        json!({ "steps": [{ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } }, { "say": "added" }] }),
+    );
+    turns(
+        "reviewer",
+        json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] }),
+    );
+
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &d)
+        .env("GAFFER_CONFIG", home.config())
+        .env("GAFFER_DATA_DIR", home.data())
+        .env(
+            "GAFFER_CLAUDE_BIN",
+            gaffer_testkit::bins::fake_bin("fake-claude"),
+        )
+        .env("GAFFER_FAKE_SCENARIO", &scenarios)
+        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
+        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
+        .env("USER", "tester")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _served = Served(child);
+    let base = first
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let base = format!("http://{base}");
+    let http = reqwest::Client::new();
+
+    let r = http
+        .post(format!("{base}/api/projects"))
+        .json(&json!({"path": repo}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = http
+        .post(format!("{base}/api/tasks"))
+        .json(&json!({"project": "demo", "request": "Add an installation section to README"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let task: Value = r.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    // The worker plans, then waits for a person.
+    let approval = until("the plan approval", async || {
+        let list: Value = http
+            .get(format!("{base}/api/approvals?state=pending"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        list.as_array()?
+            .iter()
+            .find(|a| a["task_id"] == id.as_str() && a["kind"] == "plan")
+            .cloned()
+    })
+    .await;
+    let stage: Value = http
+        .get(format!("{base}/api/tasks/{id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stage["stage"], "awaiting_plan_approval");
+    let r = http
+        .post(format!(
+            "{base}/api/approvals/{}/decision",
+            approval["id"].as_str().unwrap()
+        ))
+        .json(&json!({"decision": "approve", "note": "go"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let done = until("the task to finish", async || {
+        let t: Value = http
+            .get(format!("{base}/api/tasks/{id}"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let stage = t["stage"].as_str()?.to_owned();
+        ["done", "failed", "blocked", "cancelled"]
+            .contains(&stage.as_str())
+            .then_some(t)
+    })
+    .await;
+    assert_eq!(done["stage"], "done", "{done}");
+    let branch = git(
+        &repo,
+        &["branch", "--list", "gaffer/*", "--format=%(refname:short)"],
+    );
+    assert!(git(&repo, &["show", &format!("{branch}:README.md")]).contains("## Installation"));
+}
