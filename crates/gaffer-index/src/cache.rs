@@ -112,16 +112,77 @@ impl IndexCache for MemoryCache {
     }
 }
 
-/// A cache with one file per key under a directory (`ab/v3-ab….bin`); writes go through a
-/// temporary file and a rename, so a crash never leaves a torn value.
+/// A cache in a directory: a batch of values is written as one immutable pack file
+/// (`packs/<hash>.pack`: a table of keys, offsets and lengths, then the values), a single value
+/// as one file (`ab/v8-ab….bin`). Every file is written to a temporary name and renamed, so a
+/// crash never leaves a torn value and concurrent processes never see one. Packs are never
+/// rewritten or removed (delete the directory to reclaim space).
 pub struct DirCache {
     dir: PathBuf,
+    /// Key → (pack file, offset, length); loaded on first use.
+    packs: Mutex<Option<HashMap<ContentKey, (std::sync::Arc<PathBuf>, u64, u32)>>>,
+}
+
+const PACK_MAGIC: &[u8; 4] = b"GXP1";
+const PACK_ENTRY: usize = 4 + 32 + 8 + 4;
+
+fn unique_tmp(path: &Path) -> PathBuf {
+    // Unique per process and write: two writers of one key (the same content twice in a batch,
+    // or two processes) must not share a temporary file.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    path.with_extension(format!("tmp{}-{seq}", std::process::id()))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::Cache(format!("creating {}: {e}", parent.display())))?;
+    }
+    let tmp = unique_tmp(path);
+    std::fs::write(&tmp, bytes)
+        .map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| Error::Cache(format!("renaming to {}: {e}", path.display())))
+}
+
+/// Reads a pack's table; `None` if the file is not a well-formed pack.
+fn read_pack_table(path: &Path) -> Option<Vec<(ContentKey, u64, u32)>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let size = f.metadata().ok()?.len();
+    let mut head = [0u8; 8];
+    f.read_exact(&mut head).ok()?;
+    if &head[..4] != PACK_MAGIC {
+        return None;
+    }
+    let count = u32::from_le_bytes(head[4..8].try_into().ok()?) as usize;
+    if (8 + count * PACK_ENTRY) as u64 > size {
+        return None;
+    }
+    let mut table = vec![0u8; count * PACK_ENTRY];
+    f.read_exact(&mut table).ok()?;
+    let mut out = Vec::with_capacity(count);
+    for e in table.chunks_exact(PACK_ENTRY) {
+        let format = u32::from_le_bytes(e[0..4].try_into().ok()?);
+        let digest: [u8; 32] = e[4..36].try_into().ok()?;
+        let offset = u64::from_le_bytes(e[36..44].try_into().ok()?);
+        let len = u32::from_le_bytes(e[44..48].try_into().ok()?);
+        if offset + len as u64 > size {
+            return None;
+        }
+        out.push((ContentKey { format, digest }, offset, len));
+    }
+    Some(out)
 }
 
 impl DirCache {
     /// A cache under `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            packs: Mutex::new(None),
+        }
     }
 
     /// `$XDG_CACHE_HOME/gaffer/index`, else `$HOME/.cache/gaffer/index`, else a temp dir.
@@ -144,38 +205,120 @@ impl DirCache {
         let shard = format!("{:02x}", key.digest[0]);
         self.dir.join(shard).join(format!("{hex}.bin"))
     }
+
+    fn load_packs(&self) -> HashMap<ContentKey, (std::sync::Arc<PathBuf>, u64, u32)> {
+        let mut map = HashMap::new();
+        let Ok(entries) = std::fs::read_dir(self.dir.join("packs")) else {
+            return map;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "pack") {
+                continue;
+            }
+            let Some(table) = read_pack_table(&path) else {
+                continue;
+            };
+            let path = std::sync::Arc::new(path);
+            for (k, off, len) in table {
+                map.insert(k, (path.clone(), off, len));
+            }
+        }
+        map
+    }
 }
 
 impl IndexCache for DirCache {
     fn get_many(&self, keys: &[ContentKey]) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter()
-            .map(|k| match std::fs::read(self.path_of(k)) {
-                Ok(v) => Ok(Some(v)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::Cache(format!(
-                    "reading {}: {e}",
-                    self.path_of(k).display()
-                ))),
-            })
-            .collect()
+        use std::io::{Read, Seek, SeekFrom};
+        let located: Vec<Option<(std::sync::Arc<PathBuf>, u64, u32)>> = {
+            let mut packs = self
+                .packs
+                .lock()
+                .map_err(|_| Error::Cache("pack index lock poisoned".into()))?;
+            let map = packs.get_or_insert_with(|| self.load_packs());
+            keys.iter().map(|k| map.get(k).cloned()).collect()
+        };
+        let mut open: Option<(std::sync::Arc<PathBuf>, std::fs::File)> = None;
+        let mut out = Vec::with_capacity(keys.len());
+        for (k, loc) in keys.iter().zip(located) {
+            if let Some((pack, off, len)) = loc {
+                if open
+                    .as_ref()
+                    .is_none_or(|(p, _)| !std::sync::Arc::ptr_eq(p, &pack))
+                {
+                    open = std::fs::File::open(pack.as_path())
+                        .ok()
+                        .map(|f| (pack.clone(), f));
+                }
+                let value = open.as_mut().and_then(|(_, f)| {
+                    let mut buf = vec![0u8; len as usize];
+                    f.seek(SeekFrom::Start(off)).ok()?;
+                    f.read_exact(&mut buf).ok()?;
+                    Some(buf)
+                });
+                if value.is_some() {
+                    out.push(value);
+                    continue;
+                }
+            }
+            match std::fs::read(self.path_of(k)) {
+                Ok(v) => out.push(Some(v)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.push(None),
+                Err(e) => {
+                    return Err(Error::Cache(format!(
+                        "reading {}: {e}",
+                        self.path_of(k).display()
+                    )))
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn put_many(&self, entries: &[(ContentKey, Vec<u8>)]) -> Result<()> {
-        use rayon::prelude::*;
-        entries.par_iter().try_for_each(|(k, v)| {
-            let path = self.path_of(k);
-            let parent = path.parent().unwrap_or(&self.dir);
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::Cache(format!("creating {}: {e}", parent.display())))?;
-            // Unique per process and write: two writers of one key (the same content twice in a
-            // batch, or two processes) must not share a temporary file.
-            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let tmp = path.with_extension(format!("tmp{}-{seq}", std::process::id()));
-            std::fs::write(&tmp, v)
-                .map_err(|e| Error::Cache(format!("writing {}: {e}", tmp.display())))?;
-            std::fs::rename(&tmp, &path)
-                .map_err(|e| Error::Cache(format!("renaming to {}: {e}", path.display())))
-        })
+        if entries.len() == 1 {
+            return write_atomic(&self.path_of(&entries[0].0), &entries[0].1);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let unique: Vec<&(ContentKey, Vec<u8>)> =
+            entries.iter().filter(|(k, _)| seen.insert(*k)).collect();
+        if unique.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(PACK_MAGIC);
+        bytes.extend_from_slice(&(unique.len() as u32).to_le_bytes());
+        let mut offset = (8 + unique.len() * PACK_ENTRY) as u64;
+        let mut hasher = blake3::Hasher::new();
+        for (k, v) in &unique {
+            bytes.extend_from_slice(&k.format.to_le_bytes());
+            bytes.extend_from_slice(&k.digest);
+            bytes.extend_from_slice(&offset.to_le_bytes());
+            bytes.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            offset += v.len() as u64;
+            hasher.update(&k.digest);
+        }
+        for (_, v) in &unique {
+            bytes.extend_from_slice(v);
+        }
+        let name: String = hasher.finalize().as_bytes()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = self.dir.join("packs").join(format!("{name}.pack"));
+        write_atomic(&path, &bytes)?;
+        // Make the new values visible to this instance without rescanning the directory.
+        if let Ok(mut packs) = self.packs.lock() {
+            if let Some(map) = packs.as_mut() {
+                if let Some(table) = read_pack_table(&path) {
+                    let path = std::sync::Arc::new(path);
+                    for (k, off, len) in table {
+                        map.insert(k, (path.clone(), off, len));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }

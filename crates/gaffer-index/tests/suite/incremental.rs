@@ -165,3 +165,41 @@ fn identical_files_share_one_cache_entry_in_the_directory_cache() {
     .unwrap();
     assert_eq!(again.report.parsed, 0);
 }
+
+#[test]
+fn the_directory_cache_writes_a_batch_as_one_pack_and_survives_a_torn_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DirCache::new(dir.path());
+    let keys: Vec<ContentKey> = (0..50u8)
+        .map(|i| ContentKey::for_file(&[i; 32], "python"))
+        .collect();
+    let entries: Vec<(ContentKey, Vec<u8>)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (*k, vec![i as u8; i + 1]))
+        .collect();
+    cache.put_many(&entries).unwrap();
+    let packs: Vec<_> = std::fs::read_dir(dir.path().join("packs"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(packs.len(), 1);
+    // Another instance (another process) reads the same values.
+    let fresh = DirCache::new(dir.path());
+    let got = fresh.get_many(&keys).unwrap();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, v)| v.as_deref() == Some(&vec![i as u8; i + 1][..])));
+    // A torn pack is ignored, not an error: its values are simply absent.
+    let pack = packs[0].path();
+    let len = std::fs::metadata(&pack).unwrap().len();
+    std::fs::File::options()
+        .write(true)
+        .open(&pack)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let torn = DirCache::new(dir.path());
+    assert!(torn.get_many(&keys).unwrap().iter().all(Option::is_none));
+}
