@@ -117,12 +117,20 @@ pub struct Config {
     pub log_level: String,
     /// Concurrent tasks on this machine.
     pub workers: usize,
+    /// Concurrent tasks in one project.
+    pub workers_per_project: usize,
+    /// Longest a check command may run, in seconds.
+    pub check_timeout_secs: u64,
+    /// Review rounds that may request changes before the arbiter is called.
+    pub review_rounds: u32,
     /// Requests per minute per provider and model.
     pub requests_per_minute: u32,
     /// Requests per day per provider and model.
     pub requests_per_day: u32,
     /// Agents per role.
     pub roles: Roles,
+    /// Per-project role overrides, by project name (already merged over `roles`).
+    pub project_roles: std::collections::BTreeMap<String, Roles>,
 }
 
 impl Config {
@@ -136,10 +144,19 @@ impl Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
             log_level: "warn".into(),
             workers: 2,
+            workers_per_project: 1,
+            check_timeout_secs: 1200,
+            review_rounds: 3,
             requests_per_minute: 120,
             requests_per_day: 2000,
             roles: Roles::default(),
+            project_roles: Default::default(),
         }
+    }
+
+    /// The roles for `project`: its overrides over the global ones.
+    pub fn roles_for(&self, project: &str) -> &Roles {
+        self.project_roles.get(project).unwrap_or(&self.roles)
     }
 
     /// The journal file: `database.url` as a path, or `<data_dir>/gaffer.db`.
@@ -165,6 +182,31 @@ struct RawConfig {
     workers: RawWorkers,
     #[serde(default)]
     rate_limits: RawRateLimits,
+    #[serde(default)]
+    checks: RawChecks,
+    #[serde(default)]
+    review: RawReview,
+    #[serde(default)]
+    roles: RawRoles,
+    #[serde(default)]
+    projects: std::collections::BTreeMap<String, RawProject>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChecks {
+    timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReview {
+    rounds: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProject {
     #[serde(default)]
     roles: RawRoles,
 }
@@ -192,6 +234,7 @@ struct RawLog {
 #[serde(deny_unknown_fields)]
 struct RawWorkers {
     count: Option<usize>,
+    per_project: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -201,7 +244,7 @@ struct RawRateLimits {
     requests_per_day: Option<u32>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRoles {
     planner: Option<RawRole>,
@@ -210,7 +253,7 @@ struct RawRoles {
     arbiter: Option<RawRole>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRole {
     agent: Option<String>,
@@ -398,21 +441,61 @@ fn resolve(
         config.requests_per_day = positive(origin, "rate_limits.requests_per_day", n)?;
     }
 
+    if let Some(n) = raw.workers.per_project {
+        if n == 0 {
+            return Err(invalid(origin, "workers.per_project", "must be at least 1"));
+        }
+        config.workers_per_project = n;
+    }
+    if let Some(t) = raw.checks.timeout_secs {
+        if t == 0 {
+            return Err(invalid(origin, "checks.timeout_secs", "must be at least 1"));
+        }
+        config.check_timeout_secs = t;
+    }
+    if let Some(r) = raw.review.rounds {
+        config.review_rounds = positive(origin, "review.rounds", r)?;
+    }
+    config.roles = merge_roles(origin, "roles", &Roles::default(), raw.roles)?;
+    for (project, p) in raw.projects {
+        let roles = merge_roles(
+            origin,
+            &format!("projects.{project}.roles"),
+            &config.roles,
+            p.roles,
+        )?;
+        config.project_roles.insert(project, roles);
+    }
+    Ok(config)
+}
+
+/// `raw` over `base`, validating agent names; `prefix` names the table in errors.
+fn merge_roles(
+    origin: &str,
+    prefix: &str,
+    base: &Roles,
+    raw: RawRoles,
+) -> Result<Roles, ConfigError> {
+    let mut roles = base.clone();
     for (name, raw_role, role) in [
-        ("planner", raw.roles.planner, &mut config.roles.planner),
-        ("owner", raw.roles.owner, &mut config.roles.owner),
-        ("reviewer", raw.roles.reviewer, &mut config.roles.reviewer),
-        ("arbiter", raw.roles.arbiter, &mut config.roles.arbiter),
+        ("planner", raw.planner, &mut roles.planner),
+        ("owner", raw.owner, &mut roles.owner),
+        ("reviewer", raw.reviewer, &mut roles.reviewer),
+        ("arbiter", raw.arbiter, &mut roles.arbiter),
     ] {
         let Some(raw_role) = raw_role else { continue };
         if let Some(agent) = raw_role.agent {
-            check_agent(origin, &format!("roles.{name}.agent"), &agent)?;
+            check_agent(origin, &format!("{prefix}.{name}.agent"), &agent)?;
             role.agent = agent;
         }
-        role.model = raw_role.model.filter(|m| !m.is_empty());
-        role.effort = raw_role.effort.filter(|e| !e.is_empty());
+        if let Some(m) = raw_role.model {
+            role.model = Some(m).filter(|m| !m.is_empty());
+        }
+        if let Some(e) = raw_role.effort {
+            role.effort = Some(e).filter(|e| !e.is_empty());
+        }
     }
-    Ok(config)
+    Ok(roles)
 }
 
 fn positive(origin: &str, field: &str, n: u32) -> Result<u32, ConfigError> {

@@ -35,6 +35,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Agent, model and effort per role.
     pub roles: gaffer_config::Roles,
+    /// Per-project overrides of `roles`, by project name.
+    pub project_roles: std::collections::BTreeMap<String, gaffer_config::Roles>,
     /// Loop bounds.
     pub limits: Limits,
     /// Longest a check command may run.
@@ -51,6 +53,7 @@ impl Settings {
         Self {
             data_dir,
             roles: gaffer_config::Roles::default(),
+            project_roles: Default::default(),
             limits: Limits::default(),
             check_timeout: Duration::from_secs(20 * 60),
             redactor: Arc::new(Redactor::default()),
@@ -462,12 +465,19 @@ impl Engine {
         Ok(json!({ "sha": out.sha, "created": out.created }))
     }
 
-    fn role_agent(&self, task: &TaskState, role: Role) -> (String, Option<String>) {
+    /// The agent and model for `role`: `--agent` for every role, else the project's
+    /// override, else the configured role.
+    fn role_agent(&self, task: &TaskState, project: &str, role: Role) -> (String, Option<String>) {
+        let roles = self
+            .settings
+            .project_roles
+            .get(project)
+            .unwrap_or(&self.settings.roles);
         let cfg = match role {
-            Role::Planner => &self.settings.roles.planner,
-            Role::Owner => &self.settings.roles.owner,
-            Role::Reviewer => &self.settings.roles.reviewer,
-            Role::Arbiter => &self.settings.roles.arbiter,
+            Role::Planner => &roles.planner,
+            Role::Owner => &roles.owner,
+            Role::Reviewer => &roles.reviewer,
+            Role::Arbiter => &roles.arbiter,
         };
         match &task.options.agent {
             Some(agent) => (agent.clone(), None),
@@ -972,12 +982,12 @@ impl Engine {
         cancel: &CancellationToken,
         contract: impl Fn(&str) -> Result<Value, ContractError>,
     ) -> Result<Turn, Failure> {
-        let (agent, model) = self.role_agent(task, role);
+        let project = self.project(task).await?;
+        let (agent, model) = self.role_agent(task, &project.name, role);
         let backend = self
             .agents
             .backend(&agent, model.as_deref())
             .map_err(fail)?;
-        let project = self.project(task).await?;
         let opts = StartOptions {
             workspace: wt.path.clone(),
             role: role.as_str().into(),

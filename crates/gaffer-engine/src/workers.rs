@@ -45,7 +45,9 @@ impl Engine {
                     i += 1;
                     continue;
                 }
-                let Some((id, project)) = queue.remove(i) else { break };
+                let Some((id, project)) = queue.remove(i) else {
+                    break;
+                };
                 running.insert(id.clone(), project);
                 let engine = self.clone();
                 let token = shutdown.child_token();
@@ -91,6 +93,11 @@ impl Engine {
     }
 
     async fn project_of(&self, id: &TaskId) -> Result<Option<String>> {
-        Ok(self.app().journal().task(id.as_str()).await?.map(|v| v.task.project_id))
+        Ok(self
+            .app()
+            .journal()
+            .task(id.as_str())
+            .await?
+            .map(|v| v.task.project_id))
     }
 }

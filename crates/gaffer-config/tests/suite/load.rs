@@ -156,3 +156,26 @@ fn the_readme_quotes_the_template_verbatim() {
         "README's configuration section differs from default.toml"
     );
 }
+
+#[test]
+fn projects_override_roles_over_the_global_ones() {
+    let c = load_text(
+        "[roles.owner]\nagent = \"codex\"\nmodel = \"gpt-5\"\n[projects.web.roles.reviewer]\nagent = \"gemini\"\n[projects.web.roles.owner]\nmodel = \"o4\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.roles.owner.agent, "codex");
+    let web = c.roles_for("web");
+    assert_eq!(web.reviewer.agent, "gemini");
+    assert_eq!(
+        web.owner.agent, "codex",
+        "a project inherits what it does not override"
+    );
+    assert_eq!(web.owner.model.as_deref(), Some("o4"));
+    assert_eq!(c.roles_for("other").reviewer.agent, "claude");
+    let err = load_text("[projects.web.roles.owner]\nagent = \"nope\"\n", &[]).unwrap_err();
+    assert!(
+        err.to_string().contains("projects.web.roles.owner.agent"),
+        "{err}"
+    );
+}

@@ -514,3 +514,42 @@ async fn cancel_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task
     assert_eq!(owner.state, "failed");
     assert!(w.journal.head(&StreamId::from(&id)).await.unwrap() > 0);
 }
+
+#[tokio::test]
+async fn a_project_can_put_its_reviewer_on_another_agent() {
+    let w = World::build("grep -q '^## Installation' README.md", |s| {
+        let mut roles = s.roles.clone();
+        roles.reviewer.agent = "codex".into();
+        s.project_roles.insert("demo".into(), roles);
+    })
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task_with_agent(REQUEST, true, None).await;
+    assert_eq!(
+        w.engine
+            .run_task(&id, CancellationToken::new())
+            .await
+            .unwrap(),
+        Stage::Done
+    );
+    let view = w.view(&id).await;
+    let agent_of = |role: &str| {
+        view.sessions
+            .iter()
+            .find(|s| s.role == role)
+            .map(|s| s.agent.clone())
+            .unwrap()
+    };
+    assert_eq!(agent_of("reviewer"), "codex");
+    assert_eq!(agent_of("owner"), "claude");
+    assert!(
+        w.effects().iter().any(|l| l.starts_with("fake-codex")),
+        "{:#?}",
+        w.effects()
+    );
+}

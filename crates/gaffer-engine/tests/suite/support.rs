@@ -83,6 +83,11 @@ impl World {
     }
 
     pub async fn with_check(check: &str) -> Self {
+        Self::build(check, |_| {}).await
+    }
+
+    /// With settings changed by `tune` (roles, limits).
+    pub async fn build(check: &str, tune: impl FnOnce(&mut Settings)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let repo = fixture_repo(dir.path());
         let scenarios = dir.path().join("scenarios");
@@ -124,6 +129,7 @@ impl World {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        tune(&mut settings);
         let agents = Arc::new(FakeAgents {
             claude: gaffer_testkit::bins::fake_bin("fake-claude"),
             backends: Backends::new(settings.redactor.clone()),
@@ -150,13 +156,23 @@ impl World {
     }
 
     pub async fn task(&self, request: &str, auto_approve: bool) -> TaskId {
+        self.task_with_agent(request, auto_approve, Some("claude"))
+            .await
+    }
+
+    pub async fn task_with_agent(
+        &self,
+        request: &str,
+        auto_approve: bool,
+        agent: Option<&str>,
+    ) -> TaskId {
         let t = self
             .app
             .create_task(
                 NewTask {
                     project: "demo".into(),
                     request: request.into(),
-                    agent: Some("claude".into()),
+                    agent: agent.map(str::to_owned),
                     auto_approve,
                     ..NewTask::default()
                 },
@@ -202,6 +218,12 @@ impl gaffer_engine::AgentFactory for FakeAgents {
             "claude" => Ok(Arc::new(gaffer_agents::claude::ClaudeBackend::new(
                 gaffer_agents::claude::ClaudeConfig {
                     bin: Some(self.claude.clone()),
+                    ..Default::default()
+                },
+            ))),
+            "codex" => Ok(Arc::new(gaffer_agents::codex::CodexBackend::new(
+                gaffer_agents::codex::CodexConfig {
+                    bin: Some(gaffer_testkit::bins::fake_bin("fake-codex")),
                     ..Default::default()
                 },
             ))),

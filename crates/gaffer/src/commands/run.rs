@@ -30,6 +30,9 @@ pub fn me() -> String {
 pub fn engine(config: &Config, app: &App) -> Engine {
     let mut settings = Settings::new(config.data_dir.clone());
     settings.roles = config.roles.clone();
+    settings.project_roles = config.project_roles.clone();
+    settings.limits.review_rounds = config.review_rounds;
+    settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let redactor = Arc::new(Redactor::from_env_and(Vec::<String>::new()));
     settings.redactor = redactor.clone();
     Engine::new(app.clone(), Arc::new(Backends::new(redactor)), settings)
