@@ -119,9 +119,13 @@ impl IndexCache for MemoryCache {
 /// rewritten or removed (delete the directory to reclaim space).
 pub struct DirCache {
     dir: PathBuf,
-    /// Key → (pack file, offset, length); loaded on first use.
-    packs: Mutex<Option<HashMap<ContentKey, (std::sync::Arc<PathBuf>, u64, u32)>>>,
+    /// Key → where its value is in a pack; loaded on first use.
+    packs: Mutex<Option<PackIndex>>,
 }
+
+/// Where a value lives: pack file, offset, length.
+type PackSlot = (std::sync::Arc<PathBuf>, u64, u32);
+type PackIndex = HashMap<ContentKey, PackSlot>;
 
 const PACK_MAGIC: &[u8; 4] = b"GXP1";
 const PACK_ENTRY: usize = 4 + 32 + 8 + 4;
@@ -206,7 +210,7 @@ impl DirCache {
         self.dir.join(shard).join(format!("{hex}.bin"))
     }
 
-    fn load_packs(&self) -> HashMap<ContentKey, (std::sync::Arc<PathBuf>, u64, u32)> {
+    fn load_packs(&self) -> PackIndex {
         let mut map = HashMap::new();
         let Ok(entries) = std::fs::read_dir(self.dir.join("packs")) else {
             return map;
@@ -231,7 +235,7 @@ impl DirCache {
 impl IndexCache for DirCache {
     fn get_many(&self, keys: &[ContentKey]) -> Result<Vec<Option<Vec<u8>>>> {
         use std::io::{Read, Seek, SeekFrom};
-        let located: Vec<Option<(std::sync::Arc<PathBuf>, u64, u32)>> = {
+        let located: Vec<Option<PackSlot>> = {
             let mut packs = self
                 .packs
                 .lock()
