@@ -47,11 +47,31 @@
 //!   approval once; withdrawing again, or after a decision, changes nothing.
 //!   Each approval thus has exactly one settle event: one notification.
 //!
+//! - **Across processes.** A decision made by another process (`gaffer approve`
+//!   in a terminal while `gaffer serve` runs the task) wakes the waiter too when
+//!   the journal follows other processes' appends
+//!   (`SqliteJournal::follow_other_processes`, which the CLI turns on).
+//!
+//! The calls, in short:
+//!
+//! ```text
+//! request_approval(ApprovalRequest { task_id, step_id, attempt, kind, summary, details, subject })
+//!     -> Result<api::Approval>                       // same key → same approval
+//! wait_for_decision(&approval_id) -> Result<Resolution>   // .approved(), .reason()
+//! decide(&approval_id, Decision, Actor, note: Option<String>, Scope { task_id, project_id })
+//!     -> Result<Decided { approval, applied }>       // applied = false: someone came first
+//! withdraw(&approval_id, reason) -> Result<Decided>  // the asker moved on
+//! approvals(state: Option<&str>) / approval(&id)     // newest first
+//! run_expiry()                                       // the server runs it: expiry with no waiter
+//! ```
+//!
 //! # Projects and tasks
 //!
 //! [`App::add_project`] registers a git work tree by its physical path;
 //! [`App::create_task`] queues a request (the engine picks queued tasks up);
 //! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
+
+#![deny(missing_docs)]
 
 mod approvals;
 mod convert;

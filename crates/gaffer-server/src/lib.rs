@@ -8,6 +8,8 @@
 //! authentication and the approval semantics (200 for the decision that was
 //! recorded, 409 `already_decided` with the recorded approval for every other).
 
+#![deny(missing_docs)]
+
 pub mod auth;
 mod body;
 pub mod error;

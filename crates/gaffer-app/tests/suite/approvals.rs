@@ -239,3 +239,48 @@ async fn bad_requests_store_nothing() {
         before
     );
 }
+
+/// `gaffer approve` in another terminal wakes the agent waiting in the server:
+/// two journals on one file stand for two processes.
+#[tokio::test]
+async fn a_decision_from_another_process_wakes_the_waiter() {
+    use gaffer_store::{Durability, SqliteJournal};
+    use std::sync::Arc;
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    let db = env.dir.path().join("gaffer.db");
+    let here = SqliteJournal::open(&db, Durability::Normal).await.unwrap();
+    here.follow_other_processes().await.unwrap();
+    let here = gaffer_app::App::new(Arc::new(here), gaffer_app::Policy::default());
+    let a = here
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    let waiter = {
+        let here = here.clone();
+        let id = a.id.clone();
+        tokio::spawn(async move { here.wait_for_decision(&id).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let elsewhere = SqliteJournal::open(&db, Durability::Normal).await.unwrap();
+    let elsewhere = gaffer_app::App::new(Arc::new(elsewhere), gaffer_app::Policy::default());
+    let started = Instant::now();
+    elsewhere
+        .decide(
+            &a.id,
+            Decision::Approve,
+            user("bob"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter was not woken by the other process's decision")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Approved);
+    eprintln!("cross-process wake after {:?}", started.elapsed());
+}
