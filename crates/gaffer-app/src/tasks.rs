@@ -285,6 +285,71 @@ impl App {
         .await
     }
 
+    /// The task's worktree diff against its base (committed and uncommitted
+    /// changes), cut at 512 KiB. 404 (`worktree`) until the engine made the worktree.
+    pub async fn task_diff(&self, id: &str) -> Result<api::TaskDiff> {
+        const LIMIT: usize = 512 * 1024;
+        let view = self
+            .journal()
+            .task(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound {
+                what: "task",
+                id: id.to_owned(),
+            })?;
+        let receipt = view
+            .steps
+            .iter()
+            .find(|s| s.step_id == "worktree")
+            .and_then(|s| s.receipt.as_deref())
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+            .ok_or_else(|| AppError::NotFound {
+                what: "worktree of task",
+                id: id.to_owned(),
+            })?;
+        let field = |k: &str| {
+            receipt
+                .get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (path, branch, base) = (field("path"), field("branch"), field("base"));
+        if path.is_empty() || base.is_empty() || !std::path::Path::new(&path).is_dir() {
+            return Err(AppError::NotFound {
+                what: "worktree of task",
+                id: id.to_owned(),
+            });
+        }
+        let run = tokio::process::Command::new("git")
+            .arg("-C")
+            .arg(&path)
+            .args(["diff", "--no-color", "--no-ext-diff", &base, "--"])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
+            Ok(Ok(out)) if out.status.success() => out.stdout,
+            _ => {
+                return Err(AppError::conflict(
+                    "diff_unavailable",
+                    format!("cannot diff the worktree of task `{id}` now"),
+                ))
+            }
+        };
+        let truncated = out.len() > LIMIT;
+        let mut diff = String::from_utf8_lossy(&out[..out.len().min(LIMIT)]).into_owned();
+        if truncated {
+            diff.push_str("\n… (cut at 512 KiB)\n");
+        }
+        Ok(api::TaskDiff {
+            branch,
+            base,
+            diff,
+            truncated,
+        })
+    }
+
     /// Sessions of one task.
     pub async fn sessions(&self, task_id: &str) -> Result<Vec<api::Session>> {
         Ok(self.task(task_id).await?.sessions)

@@ -289,6 +289,20 @@ pub struct DecisionParams {
     pub project_id: Option<String>,
 }
 
+/// `GET /api/tasks/{id}/diff`: the task's worktree against its base.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskDiff {
+    /// The task's branch.
+    pub branch: String,
+    /// The commit it started from.
+    pub base: String,
+    /// `git diff` of the worktree (committed and uncommitted changes) against `base`.
+    pub diff: String,
+    /// True when the diff was cut at the size limit.
+    pub truncated: bool,
+}
+
 /// Token and cost totals.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

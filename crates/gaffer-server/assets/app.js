@@ -159,11 +159,32 @@ async function approvalsPage() {
 }
 
 // ---------- task page ----------
+const KEYWORDS = new Set(["fn", "let", "mut", "const", "pub", "struct", "enum", "impl", "use", "mod", "match", "return", "if", "else", "for", "while", "loop", "async", "await", "def", "class", "import", "from", "function", "var", "package", "func", "type", "interface", "true", "false", "null", "None", "self", "Self"]);
+
+// A small highlighter: keywords and string literals, built with text nodes only.
+function highlight(line) {
+  const out = [];
+  const re = /("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[A-Za-z_][A-Za-z0-9_]*)/g;
+  let last = 0, m;
+  while ((m = re.exec(line)) !== null) {
+    if (m.index > last) out.push(line.slice(last, m.index));
+    const tok = m[0];
+    if (tok[0] === '"' || tok[0] === "'") out.push(el("span", { class: "str" }, tok));
+    else if (KEYWORDS.has(tok)) out.push(el("span", { class: "kw" }, tok));
+    else out.push(tok);
+    last = m.index + tok.length;
+  }
+  if (last < line.length) out.push(line.slice(last));
+  return out;
+}
+
 function diffBlock(text) {
   const pre = el("pre", { class: "diff" });
   for (const line of String(text).split("\n")) {
-    const cls = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") ? "file" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : null;
-    pre.append(el("span", { class: cls }, line), "\n");
+    const file = line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ");
+    const cls = file ? "file" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : null;
+    const body = file || cls === "hunk" ? [line] : [line.slice(0, 1), ...highlight(line.slice(1))];
+    pre.append(el("span", { class: cls }, body), "\n");
   }
   return pre;
 }
@@ -218,6 +239,8 @@ async function taskPage(id) {
       if (r.diff) parts.push(el("h2", {}, "Diff (" + s.id + ")"), diffBlock(r.diff));
     }
     parts.push(el("h2", {}, "Steps"), el("ul", { class: "tasks" }, t.steps.map((s) => el("li", { class: "task-row" }, el("span", {}, s.id + " — " + s.name), badge(s.state), el("span", { class: "meta" }, s.intent + " · attempt " + s.attempt), el("span", { class: "meta err" }, s.error || "")))));
+    const diff = await api("GET", "/api/tasks/" + encodeURIComponent(id) + "/diff");
+    if (diff.status === 200 && diff.data.diff.trim()) parts.push(el("h2", {}, "Worktree diff (" + diff.data.branch + ")"), el("div", { id: "diff" }, diffBlock(diff.data.diff)));
     const done = t.approvals.filter((a) => a.state !== "pending");
     if (done.length) parts.push(el("h2", {}, "Decided"), done.map((a) => approvalCard(a, () => {})));
     top.replaceChildren(...parts.flat());

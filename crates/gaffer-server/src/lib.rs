@@ -137,6 +137,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/tasks/{id}/cancel", post(r::cancel_task))
         .route("/api/tasks/{id}/retry", post(r::retry_task))
         .route("/api/tasks/{id}/sessions", get(r::task_sessions))
+        .route("/api/tasks/{id}/diff", get(r::task_diff))
         .route("/api/tasks/{id}/events", get(sse::task_events))
         .route("/api/events", get(sse::all_events))
         .route("/api/approvals", get(r::list_approvals))

@@ -21,7 +21,7 @@ use utoipa::OpenApi;
     paths(
         healthz, metrics, openapi_json,
         list_projects, add_project, get_project, set_auto,
-        list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions,
+        list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions, task_diff,
         list_approvals, get_approval, decide,
         usage,
         crate::sse::all_events, crate::sse::task_events,
@@ -255,6 +255,16 @@ pub async fn task_sessions(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Vec<api::Session>>> {
     Ok(Json(s.app.sessions(&id).await?))
+}
+
+/// The task's worktree diff against its base (404 until the worktree exists).
+#[utoipa::path(get, path = "/api/tasks/{id}/diff", params(("id" = String, Path)),
+    responses((status = 200, body = api::TaskDiff), (status = 404, body = api::ErrorResponse)))]
+pub async fn task_diff(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<api::TaskDiff>> {
+    Ok(Json(s.app.task_diff(&id).await?))
 }
 
 /// Approvals, newest first; `?state=pending` for the queue.

@@ -236,3 +236,60 @@ async fn tokens_and_cost_come_from_step_receipts_and_approvals_name_their_projec
         "alpha"
     );
 }
+
+#[tokio::test]
+async fn the_worktree_diff_is_read_from_the_worktree_step_receipt() {
+    use gaffer_core::{Event, StepId, StreamId};
+    use gaffer_store::NewEvent;
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "worktree").await;
+    assert!(matches!(
+        env.app.task_diff(&task).await.unwrap_err(),
+        AppError::NotFound { .. }
+    ));
+    let wt = env.dir.path().join("wt");
+    git_repo(&wt);
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&wt)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    std::fs::write(wt.join("a.rs"), "fn a() {}\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "base"]);
+    let base = git(&["rev-parse", "HEAD"]);
+    std::fs::write(wt.join("a.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+    let stream = StreamId(task.clone());
+    let head = env.app.journal().head(&stream).await.unwrap();
+    env.app
+        .journal()
+        .append(
+            &stream,
+            head,
+            vec![
+                NewEvent::now(Event::StepStarted {
+                    step_id: StepId("worktree".into()),
+                }),
+                NewEvent::now(Event::StepCompleted {
+                    step_id: StepId("worktree".into()),
+                    receipt: serde_json::json!({"path": wt, "branch": "gaffer/x", "base": base}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    let d = env.app.task_diff(&task).await.unwrap();
+    assert_eq!(d.branch, "gaffer/x");
+    assert!(d.diff.contains("+fn b() {}"), "{}", d.diff);
+    assert!(!d.truncated);
+}

@@ -644,6 +644,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /api/projects/{id}",
         "GET /api/tasks",
         "GET /api/tasks/{id}",
+        "GET /api/tasks/{id}/diff",
         "GET /api/tasks/{id}/events",
         "GET /api/tasks/{id}/sessions",
         "GET /api/usage",

@@ -114,6 +114,31 @@ async fn wait_for(c: &Client, what: &str, js_condition: &str) {
     }
 }
 
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn worktree_with_a_change(wt: &std::path::Path) {
+    std::fs::create_dir_all(wt.join("src")).unwrap();
+    git(wt, &["init", "-q"]);
+    std::fs::write(wt.join("src/list.rs"), "pub fn list(rows: &[Row]) {\n    for r in rows {\n        println!(\"{}\", r.name);\n    }\n}\n").unwrap();
+    git(wt, &["add", "."]);
+    git(wt, &["commit", "-q", "-m", "base"]);
+    std::fs::write(wt.join("src/list.rs"), "pub fn list(rows: &[Row], json: bool) {\n    if json {\n        println!(\"{}\", serde_json::to_string(rows).unwrap());\n        return;\n    }\n    for r in rows {\n        println!(\"{}\", r.name);\n    }\n}\n").unwrap();
+    git(wt, &["commit", "-q", "-am", "add --json"]);
+}
+
 fn artifacts() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/artifacts");
     std::fs::create_dir_all(&dir).unwrap();
@@ -209,6 +234,49 @@ async fn submit_watch_approve_plan_deny_tool_and_see_it_vanish_elsewhere() {
         "Add a --json flag to the list command"
     );
     wait_for(&page, "the first live event", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('task created'))").await;
+
+    // The engine makes the worktree (a change in it shows as a highlighted diff).
+    let wt = h.dir.path().join("wt");
+    worktree_with_a_change(&wt);
+    let base = git(&wt, &["rev-parse", "HEAD~1"]);
+    let stream = StreamId(task.clone());
+    let head = h.app.journal().head(&stream).await.unwrap();
+    h.app
+        .journal()
+        .append(
+            &stream,
+            head,
+            vec![
+                NewEvent::now(Event::StepIntentRecorded {
+                    step_id: StepId("worktree".into()),
+                    name: "worktree".into(),
+                    intent: Intent::Idempotent,
+                    depends_on: vec![],
+                    input: serde_json::Value::Null,
+                }),
+                NewEvent::now(Event::StepStarted {
+                    step_id: StepId("worktree".into()),
+                }),
+                NewEvent::now(Event::StepCompleted {
+                    step_id: StepId("worktree".into()),
+                    receipt: serde_json::json!({"path": wt, "branch": "gaffer/demo", "base": base}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the highlighted worktree diff",
+        "document.querySelector('#diff pre.diff .add .kw')",
+    )
+    .await;
+    let diff = page.find(Locator::Css("#diff")).await.unwrap();
+    std::fs::write(
+        artifacts().join("task-diff.png"),
+        diff.screenshot().await.unwrap(),
+    )
+    .unwrap();
 
     // The engine plans and asks for plan approval; the page shows it live.
     let plan = engine_asks(
