@@ -28,7 +28,6 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (secs, sse_clients, workers) = if full { (30, 200, 8) } else { (2, 20, 4) };
-    let quiet = Duration::from_secs(if full { 3 } else { 1 });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -55,31 +54,42 @@ fn main() {
         let sse_errors = Arc::new(AtomicU64::new(0));
         let running = Arc::new(AtomicBool::new(true));
         let mut sse = Vec::new();
+        // Set to the last journal position once the load stops: readers end there.
+        let (end_tx, end_rx) = tokio::sync::watch::channel(None::<i64>);
         let sse_http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
         for _ in 0..sse_clients {
             let r = sse_http.get(format!("{base}/api/events")).send().await.unwrap();
             assert_eq!(r.status(), 200);
             let errors = sse_errors.clone();
+            let mut end = end_rx.clone();
             sse.push(tokio::spawn(async move {
                 let mut body = r.bytes_stream();
                 let mut buf = String::new();
                 let mut ids: Vec<i64> = Vec::new();
                 loop {
-                    match tokio::time::timeout(quiet, body.next()).await {
-                        Ok(Some(Ok(chunk))) => {
-                            buf.push_str(&String::from_utf8_lossy(&chunk));
-                            while let Some(end) = buf.find("\n\n") {
-                                let frame: String = buf.drain(..end + 2).collect();
-                                if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id:")) {
-                                    ids.push(id.trim().parse().unwrap());
-                                }
-                            }
-                        }
-                        Ok(Some(Err(_))) | Ok(None) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
+                    let last = *end.borrow_and_update();
+                    if let (Some(last), Some(seen)) = (last, ids.last()) {
+                        if *seen >= last {
                             return ids;
                         }
-                        Err(_) => return ids, // quiet: the run is over
+                    }
+                    tokio::select! {
+                        got = tokio::time::timeout(Duration::from_secs(10), body.next()) => match got {
+                            Ok(Some(Ok(chunk))) => {
+                                buf.push_str(&String::from_utf8_lossy(&chunk));
+                                while let Some(i) = buf.find("\n\n") {
+                                    let frame: String = buf.drain(..i + 2).collect();
+                                    if let Some(id) = frame.lines().find_map(|l| l.strip_prefix("id:")) {
+                                        ids.push(id.trim().parse().unwrap());
+                                    }
+                                }
+                            }
+                            Ok(Some(Err(_))) | Ok(None) | Err(_) => {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                                return ids;
+                            }
+                        },
+                        _ = end.changed() => {}
                     }
                 }
             }));
@@ -129,6 +139,7 @@ fn main() {
         let elapsed = started.elapsed().as_secs_f64();
         let appended = app.journal().events_after(0, 10_000_000).await.unwrap();
         let during: Vec<i64> = appended.iter().map(|e| e.pos).filter(|p| *p > 1).collect();
+        let _ = end_tx.send(during.last().copied());
         let mut complete = 0;
         for s in sse {
             let ids = s.await.unwrap();
