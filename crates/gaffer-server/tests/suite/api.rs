@@ -662,3 +662,31 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
     let r = h.http.get(h.url("/api/nothing")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+#[test]
+fn tokens_come_from_policy_toml_and_weak_ones_are_refused() {
+    use gaffer_app::Policy;
+    use gaffer_server::ServerConfig;
+    let base = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    let policy = Policy::parse(
+        "[[tokens]]\nname = \"phone\"\nrole = \"approver\"\nsecret_env = \"PHONE_TOKEN\"\n\n[[tokens]]\nname = \"ci\"\nrole = \"viewer\"\nsecret = \"0123456789abcdef-ci\"\n",
+    )
+    .unwrap();
+    let env = |k: &str| (k == "PHONE_TOKEN").then(|| "a-long-random-phone-secret".to_owned());
+    let c = base.clone().with_policy_tokens(&policy, &env).unwrap();
+    assert_eq!(c.tokens.len(), 2);
+    assert!(
+        !format!("{:?}", c.tokens).contains("a-long-random"),
+        "secrets must not be printed"
+    );
+    let none = |_: &str| None;
+    let err = base.clone().with_policy_tokens(&policy, &none).unwrap_err();
+    assert!(err.to_string().contains("PHONE_TOKEN"), "{err}");
+    let weak =
+        Policy::parse("[[tokens]]\nname = \"w\"\nrole = \"admin\"\nsecret = \"short\"\n").unwrap();
+    assert!(base.clone().with_policy_tokens(&weak, &none).is_err());
+    assert!(Policy::parse(
+        "[[tokens]]\nname = \"x\"\nrole = \"root\"\nsecret = \"0123456789abcdef\"\n"
+    )
+    .is_err());
+}
