@@ -175,6 +175,39 @@ impl SqliteJournal {
         Ok(())
     }
 
+    /// Cached values for `keys`, in order (`None` where absent). The cache is not part
+    /// of the journal: it holds derived data keyed by content hash.
+    pub async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut found: HashMap<String, Vec<u8>> = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(500) {
+            let mut q =
+                sqlx::QueryBuilder::<Sqlite>::new("SELECT key, value FROM blobs WHERE key IN (");
+            let mut list = q.separated(", ");
+            for k in chunk {
+                list.push_bind(k.clone());
+            }
+            q.push(")");
+            for row in q.build().fetch_all(&self.pool).await? {
+                found.insert(row.get(0), row.get(1));
+            }
+        }
+        Ok(keys.iter().map(|k| found.remove(k)).collect())
+    }
+
+    /// Store (or replace) cached values, in one transaction.
+    pub async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
+        let mut tx = begin_write(&self.pool).await?;
+        for (key, value) in entries {
+            sqlx::query("INSERT INTO blobs (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+                .bind(key)
+                .bind(value)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

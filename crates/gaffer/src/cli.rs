@@ -35,6 +35,14 @@ pub struct Global {
 pub enum Command {
     /// Write a commented config file with every setting and its default.
     Init(InitArgs),
+    /// Index a repository: files, languages, definitions, references, imports.
+    /// Only changed files are parsed again; the index is cached in the journal's database.
+    Index(gaffer_index::cli::IndexArgs),
+    /// Choose the files a task needs within a token budget, with the reason for each.
+    ///
+    /// `--json` prints {"budget","used","files":[{"path","tokens","mode","score","reasons"}]}
+    /// in rank order; `--pack` prints what an agent would be given.
+    Context(gaffer_index::cli::ContextArgs),
     /// Register repositories (projects) and list them.
     #[command(subcommand)]
     Project(ProjectCommand),

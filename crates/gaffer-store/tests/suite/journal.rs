@@ -349,3 +349,31 @@ async fn events_of_another_process_reach_subscribers_once_without_polling() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(rx.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn the_blob_cache_round_trips_in_order_and_replaces() {
+    let t = temp_journal().await;
+    t.journal
+        .blobs_put(&[("a".into(), vec![1, 2]), ("b".into(), vec![3])])
+        .await
+        .unwrap();
+    t.journal.blobs_put(&[("a".into(), vec![9])]).await.unwrap();
+    let keys: Vec<String> = ["b", "missing", "a"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        t.journal.blobs_get(&keys).await.unwrap(),
+        vec![Some(vec![3]), None, Some(vec![9])]
+    );
+    let many: Vec<(String, Vec<u8>)> = (0..1200)
+        .map(|i| (format!("k{i}"), vec![i as u8]))
+        .collect();
+    t.journal.blobs_put(&many).await.unwrap();
+    let keys: Vec<String> = many.iter().map(|(k, _)| k.clone()).collect();
+    let got = t.journal.blobs_get(&keys).await.unwrap();
+    assert!(got
+        .iter()
+        .zip(&many)
+        .all(|(g, (_, v))| g.as_ref() == Some(v)));
+}

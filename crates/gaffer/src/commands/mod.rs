@@ -2,6 +2,7 @@
 
 mod approvals;
 mod doctor;
+mod index;
 mod init;
 mod journal;
 mod project;
@@ -26,6 +27,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Project(ProjectCommand::Add(args)) => project::add(&cli.global, &args).await,
         Command::Project(ProjectCommand::List(args)) => project::list(&cli.global, args.json).await,
         Command::Run(args) => run::run(&cli.global, &args).await,
+        Command::Index(args) => index::index(&cli.global, args).await,
+        Command::Context(args) => index::context(&cli.global, args).await,
         Command::Journal(JournalCommand::Verify(args)) => {
             journal::verify(&cli.global, args.json).await
         }

@@ -1,5 +1,6 @@
 mod approvals_cli;
 mod cli;
+mod context;
 mod run;
-mod support;
 mod serve;
+mod support;

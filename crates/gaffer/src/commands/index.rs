@@ -1,0 +1,89 @@
+//! `gaffer index` and `gaffer context`, with the index cached in the journal's database.
+
+use crate::cli::Global;
+use crate::error::{CliError, Result};
+use crate::setup::{load_config, open_journal};
+use gaffer_index::cli::{run_context, run_index, ContextArgs, IndexArgs};
+use gaffer_index::{ContentKey, IndexCache};
+use gaffer_store::SqliteJournal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The index cache on the store's `blobs` table. The index is synchronous: it runs
+/// on a blocking thread and reaches the async store through the runtime's handle.
+pub struct StoreCache {
+    journal: Arc<SqliteJournal>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl StoreCache {
+    /// A cache over `journal`; use it from a blocking thread.
+    pub fn new(journal: Arc<SqliteJournal>) -> Self {
+        Self {
+            journal,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+impl IndexCache for StoreCache {
+    fn get_many(&self, keys: &[ContentKey]) -> gaffer_index::Result<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<String> = keys.iter().map(ContentKey::to_hex).collect();
+        self.runtime
+            .block_on(self.journal.blobs_get(&keys))
+            .map_err(|e| gaffer_index::Error::Cache(e.to_string()))
+    }
+
+    fn put_many(&self, entries: &[(ContentKey, Vec<u8>)]) -> gaffer_index::Result<()> {
+        let entries: Vec<(String, Vec<u8>)> = entries
+            .iter()
+            .map(|(k, v)| (k.to_hex(), v.clone()))
+            .collect();
+        self.runtime
+            .block_on(self.journal.blobs_put(&entries))
+            .map_err(|e| gaffer_index::Error::Cache(e.to_string()))
+    }
+}
+
+fn index_error(e: gaffer_index::Error) -> CliError {
+    use gaffer_index::Error as E;
+    match e {
+        E::Repo { .. }
+        | E::NotADirectory { .. }
+        | E::EmptyText
+        | E::BudgetTooSmall { .. }
+        | E::BadWeight(_) => CliError::config(e.to_string()),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+async fn with_cache<F>(global: &Global, work: F) -> Result<ExitCode>
+where
+    F: FnOnce(&StoreCache, &mut dyn std::io::Write) -> gaffer_index::Result<()> + Send + 'static,
+{
+    let config = load_config(global)?;
+    let journal = Arc::new(open_journal(&config).await?);
+    let cache = StoreCache::new(journal);
+    let outcome = tokio::task::spawn_blocking(move || {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        work(&cache, &mut out)
+    })
+    .await
+    .map_err(|e| CliError::failed(e.to_string()))?;
+    match outcome {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(gaffer_index::Error::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(index_error(e)),
+    }
+}
+
+pub async fn index(global: &Global, args: IndexArgs) -> Result<ExitCode> {
+    with_cache(global, move |cache, out| run_index(&args, cache, out)).await
+}
+
+pub async fn context(global: &Global, args: ContextArgs) -> Result<ExitCode> {
+    with_cache(global, move |cache, out| run_context(&args, cache, out)).await
+}
