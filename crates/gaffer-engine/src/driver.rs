@@ -45,6 +45,10 @@ pub struct Settings {
     pub redactor: Arc<Redactor>,
     /// Extra environment for agent processes (on top of gaffer's own and `GAFFER_*`).
     pub agent_env: std::collections::BTreeMap<String, String>,
+    /// Where the project index keeps per-file facts between runs.
+    pub index_cache: Arc<dyn gaffer_index::IndexCache>,
+    /// Tokens of repository context given to each agent (files chosen for the task).
+    pub context_budget: usize,
 }
 
 impl Settings {
@@ -58,6 +62,8 @@ impl Settings {
             check_timeout: Duration::from_secs(20 * 60),
             redactor: Arc::new(Redactor::default()),
             agent_env: Default::default(),
+            index_cache: Arc::new(gaffer_index::MemoryCache::default()),
+            context_budget: 8000,
         }
     }
 }
@@ -485,6 +491,58 @@ impl Engine {
         }
     }
 
+    /// The files the context manager picks for `text` (or, for review, the changed
+    /// files and their neighbourhood), with why, and their contents or signatures
+    /// within the context budget. Context is a help, never a reason to fail a step.
+    async fn repo_context(
+        &self,
+        wt: &Worktree,
+        text: &str,
+        changed: Option<Vec<String>>,
+    ) -> String {
+        let cache = self.settings.index_cache.clone();
+        let root = wt.path.clone();
+        let text = text.to_owned();
+        let opts = gaffer_index::PackOptions {
+            budget: self.settings.context_budget,
+            ..Default::default()
+        };
+        let picked = tokio::task::spawn_blocking(move || {
+            let tok = gaffer_index::TokenizerKind::Cl100k;
+            match changed {
+                Some(files) => {
+                    gaffer_index::select_neighbourhood(&root, &files, &opts, tok, cache.as_ref())
+                }
+                None => gaffer_index::select_context(&root, &text, &opts, tok, cache.as_ref()),
+            }
+        })
+        .await;
+        let selection = match picked {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::warn!("context selection failed: {e}");
+                return String::new();
+            }
+            Err(e) => {
+                tracing::warn!("context selection stopped: {e}");
+                return String::new();
+            }
+        };
+        if selection.files.is_empty() {
+            return String::new();
+        }
+        let list: Vec<String> = selection
+            .files
+            .iter()
+            .map(|e| format!("- {} ({:?}): {}", e.path, e.mode, e.reasons.join("; ")))
+            .collect();
+        format!(
+            "Files gaffer's context manager picked as a starting point (read others as you need):\n{}\n\n{}",
+            list.join("\n"),
+            selection.pack()
+        )
+    }
+
     async fn plan(
         &self,
         task: &TaskState,
@@ -492,7 +550,7 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
         let wt = self.worktree(task)?;
-        let context = repo_overview(&wt);
+        let context = self.repo_context(&wt, &task.request, None).await;
         let prompt = prompts::fill(
             prompts::PLANNER,
             &[("request", &task.request), ("context", &context)],
@@ -635,13 +693,16 @@ impl Engine {
                 "\n\nNote: an earlier attempt at this turn was interrupted. The worktree may already hold part of the change; check `git status` and continue from there.",
             );
         }
+        let context = self
+            .repo_context(&wt, &format!("{}\n{assignment}", task.request), None)
+            .await;
         let prompt = prompts::fill(
             prompts::OWNER,
             &[
                 ("request", &task.request),
                 ("plan", &plan),
                 ("assignment", &assignment),
-                ("context", ""),
+                ("context", &context),
             ],
         );
         let turn = self
@@ -718,6 +779,8 @@ impl Engine {
             .unwrap_or_default();
         let diff = wt.diff()?;
         let history = format!("Earlier in this task:\n{}", self.history(task));
+        let changed = wt.changed_files().unwrap_or_default();
+        let context = self.repo_context(&wt, &task.request, Some(changed)).await;
         let prompt = prompts::fill(
             prompts::REVIEWER,
             &[
@@ -725,6 +788,7 @@ impl Engine {
                 ("plan", &plan),
                 ("diff", &prompts::head(&diff, 60_000)),
                 ("history", &history),
+                ("context", &context),
             ],
         );
         let turn = self
@@ -1216,26 +1280,6 @@ fn activity(event: &AgentEvent) -> Option<Value> {
         }
     }
     Some(v)
-}
-
-/// A short orientation for the planner: the tracked files at the top of the tree.
-fn repo_overview(wt: &Worktree) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&wt.path)
-        .args(["ls-files"])
-        .output();
-    let Ok(out) = out else { return String::new() };
-    let files = String::from_utf8_lossy(&out.stdout);
-    let listed: Vec<&str> = files.lines().take(200).collect();
-    if listed.is_empty() {
-        return String::new();
-    }
-    format!(
-        "Files in the repository (first {}):\n{}",
-        listed.len(),
-        listed.join("\n")
-    )
 }
 
 fn whoami() -> String {

@@ -23,8 +23,14 @@ async fn add_an_installation_section_runs_to_done() {
         "planner",
         vec![plan_answer(&["Add an installation section"])],
     );
-    w.script("owner", vec![write("README.md", README_DONE)]);
-    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    // The owner's prompt carries the context manager's pick; the reviewer's, the
+    // changed file and its neighbourhood.
+    let mut owner = write("README.md", README_DONE);
+    owner["expect_prompt_contains"] = json!("context manager picked");
+    w.script("owner", vec![owner]);
+    let mut reviewer = verdict(json!({ "verdict": "done" }));
+    reviewer["expect_prompt_contains"] = json!("- README.md (");
+    w.script("reviewer", vec![reviewer]);
     let id = w.task(REQUEST, true).await;
     let stage = w
         .engine

@@ -26,8 +26,9 @@ pub fn me() -> String {
         .unwrap_or_else(|_| "cli".into())
 }
 
-/// The engine as configured: roles, data dir, redaction of every secret in the environment.
-pub fn engine(config: &Config, app: &App) -> Engine {
+/// The engine as configured: roles, data dir, redaction of every secret in the
+/// environment, the project index cached in the journal's database.
+pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     let mut settings = Settings::new(config.data_dir.clone());
     settings.roles = config.roles.clone();
     settings.project_roles = config.project_roles.clone();
@@ -35,7 +36,13 @@ pub fn engine(config: &Config, app: &App) -> Engine {
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let redactor = Arc::new(Redactor::from_env_and(Vec::<String>::new()));
     settings.redactor = redactor.clone();
-    Engine::new(app.clone(), Arc::new(Backends::new(redactor)), settings)
+    let cache_journal = Arc::new(crate::setup::open_journal(config).await?);
+    settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(cache_journal));
+    Ok(Engine::new(
+        app.clone(),
+        Arc::new(Backends::new(redactor)),
+        settings,
+    ))
 }
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
@@ -77,6 +84,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
         .map_err(|e| CliError::config(e.to_string()))?;
     if let Some(agent) = &args.agent {
         engine(&config, &app)
+            .await?
             .check_agent(agent)
             .map_err(|e| CliError::config(format!("--agent {agent}: {e}")))?;
     }
@@ -133,7 +141,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
 pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
     let id = TaskId(args.id.clone());
-    let engine = engine(&config, &app);
+    let engine = engine(&config, &app).await?;
     match engine.recover_task(&id).await {
         // Already over (it finished just before the crash): show how it ended.
         Ok(false) => {
@@ -179,7 +187,7 @@ pub async fn retry(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
 
 /// Run the task here until it ends, showing progress; Ctrl-C cancels it cleanly.
 async fn drive(config: &Config, app: &App, id: &TaskId, json_out: bool) -> Result<ExitCode> {
-    let engine = engine(config, app);
+    let engine = engine(config, app).await?;
     let cancel = CancellationToken::new();
     let ctrl_c = {
         let token = cancel.clone();
