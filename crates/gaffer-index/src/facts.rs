@@ -240,7 +240,7 @@ fn signature(node: Node, text: &str) -> String {
                 .unwrap_or(body.start_byte())
         }
         None => {
-            let rest = &text[start..node.end_byte()];
+            let rest = text.get(start..node.end_byte()).unwrap_or("");
             start + rest.find('\n').unwrap_or(rest.len())
         }
     };
