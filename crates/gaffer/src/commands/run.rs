@@ -300,6 +300,7 @@ async fn render(app: App, id: TaskId, show: bool) {
     let mut rx = app.journal().subscribe();
     let started = Instant::now();
     let interactive = std::io::stdin().is_terminal();
+    let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
     loop {
         let e: RecordedEvent = match rx.recv().await {
             Ok(e) => e,
@@ -324,6 +325,13 @@ async fn render(app: App, id: TaskId, show: bool) {
                 "[{t:>4}s]   ! {step_id}: {}",
                 output::one_line(reason, 200)
             )),
+            Event::AgentActivity { activity, .. } if activity["type"] == "usage" => {
+                tokens_in += activity["usage"]["input_tokens"].as_u64().unwrap_or(0);
+                tokens_out += activity["usage"]["output_tokens"].as_u64().unwrap_or(0);
+                Some(format!(
+                    "[{t:>4}s]       tokens so far: {tokens_in} in, {tokens_out} out"
+                ))
+            }
             Event::AgentActivity { activity, .. } => {
                 activity_line(activity).map(|l| format!("[{t:>4}s]       {l}"))
             }

@@ -492,3 +492,54 @@ fn task_cancel_of_an_unknown_task_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(predicate::str::contains("t-nope").eval(&String::from_utf8_lossy(&out.stderr)));
 }
+
+#[test]
+fn ctrl_c_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task() {
+    let b = Bench::new();
+    b.script_all();
+    b.script("owner", vec![json!({ "steps": [{ "write_file": { "path": "WIP.md", "content": "half" } }, { "sleep_ms": 60000 }] })]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut child = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = wait_for_step(&b.home.db(), "code/1", &mut child, &rt);
+    let wt = b.home.data().join("worktrees").join(&id);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !wt.join("WIP.md").exists() {
+        assert!(Instant::now() < deadline, "the owner never started writing");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json_of(&out)["state"], "cancelled");
+    assert!(wt.join("WIP.md").exists(), "the worktree was not kept");
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_link(e.path().join("cwd"))
+                .map(|p| p.starts_with(&wt))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(left.is_empty(), "agent processes outlived Ctrl-C: {left:?}");
+}
