@@ -3,7 +3,7 @@
 
 use crate::error::{AppError, Result};
 use crate::tasks::is_final;
-use crate::{convert, new_id, App, Subject};
+use crate::{convert, new_id, policy, App, Subject};
 use gaffer_core::{
     Actor, ActorKind, ApprovalId, ApprovalKind, ApprovalState, Decision, Event, Rejected, StepId,
     StreamId, TaskId,
@@ -259,12 +259,36 @@ impl App {
             let task_auto = serde_json::from_str::<gaffer_core::TaskOptions>(&view.task.options)
                 .map(|o| o.auto_approve)
                 .unwrap_or(false);
+            // Agents name files by absolute path; rules speak of paths in the
+            // worktree. Only a path that is physically inside the task's worktree
+            // (or the project) becomes relative; anything else stays absolute and
+            // matches no path rule.
+            let mut roots: Vec<std::path::PathBuf> = view
+                .steps
+                .iter()
+                .find(|s| s.step_id == "worktree")
+                .and_then(|s| s.receipt.as_deref())
+                .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+                .and_then(|r| {
+                    r.get("path")
+                        .and_then(|p| p.as_str())
+                        .map(std::path::PathBuf::from)
+                })
+                .into_iter()
+                .collect();
+            roots.push(std::path::PathBuf::from(&project.path));
+            let mut subject = req.subject.clone();
+            subject.paths = subject
+                .paths
+                .iter()
+                .map(|p| policy::relative_to(p, &roots))
+                .collect();
             let judged = self.policy().judge(
                 &project.name,
                 project.auto_approve,
                 task_auto,
                 req.kind,
-                &req.subject,
+                &subject,
                 now,
             );
             let mut details = match req.details.clone() {

@@ -346,3 +346,32 @@ fn path_ok(path: &str, matcher: &globset::GlobMatcher) -> bool {
         .collect();
     matcher.is_match(normal)
 }
+
+/// `path` relative to the first of `roots` that physically contains it (symlinks
+/// resolved, so a link out of the worktree stays outside); otherwise `path` as given.
+/// Relative paths are returned unchanged.
+pub fn relative_to(path: &str, roots: &[std::path::PathBuf]) -> String {
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return path.to_owned();
+    }
+    // The file may not exist yet (a write): resolve its parent instead.
+    let physical = std::fs::canonicalize(p).ok().or_else(|| {
+        let parent = std::fs::canonicalize(p.parent()?).ok()?;
+        Some(parent.join(p.file_name()?))
+    });
+    let Some(physical) = physical else {
+        return path.to_owned();
+    };
+    for root in roots {
+        let Ok(root) = std::fs::canonicalize(root) else {
+            continue;
+        };
+        if let Ok(rel) = physical.strip_prefix(&root) {
+            if !rel.as_os_str().is_empty() {
+                return rel.to_string_lossy().into_owned();
+            }
+        }
+    }
+    path.to_owned()
+}

@@ -499,3 +499,55 @@ async fn fifty_concurrent_decisions_record_exactly_one() {
     );
     let _ = Outcome::Approved;
 }
+
+/// Agents name files by absolute path; a path rule approves only files that are
+/// physically inside the project (a symlink pointing out of it does not count).
+#[tokio::test]
+async fn false_positives_absolute_paths_and_symlinks_out_of_the_project() {
+    let env = env(RULES).await;
+    let p = env.project("alpha").await;
+    let root = std::path::PathBuf::from(&p.path);
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "").unwrap();
+    let outside = env.dir.path().join("secret");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("key"), "").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("src/escape")).unwrap();
+    let task = env.task_with_step("alpha", "s").await;
+    let read = |attempt: u32, path: std::path::PathBuf| {
+        tool_request(
+            &task,
+            "s",
+            attempt,
+            Subject {
+                tool: Some("read_file".into()),
+                paths: vec![path.to_string_lossy().into_owned()],
+                ..Subject::default()
+            },
+        )
+    };
+    let inside = env
+        .app
+        .request_approval(read(1, root.join("src/lib.rs")))
+        .await
+        .unwrap();
+    assert_eq!(inside.state, "approved");
+    let new_file = env
+        .app
+        .request_approval(read(2, root.join("src/new.rs")))
+        .await
+        .unwrap();
+    assert_eq!(new_file.state, "approved");
+    for (attempt, path) in [
+        (3, root.join("src/escape/key")),
+        (4, outside.join("key")),
+        (5, root.join("src/../../secret/key")),
+    ] {
+        let a = env
+            .app
+            .request_approval(read(attempt, path.clone()))
+            .await
+            .unwrap();
+        assert_eq!(a.state, "pending", "auto-approved {}", path.display());
+    }
+}
