@@ -89,8 +89,9 @@ pub struct AutoRule {
     /// control characters (`;`, `&`, `|`, `$`, backquote, redirections, newline) never matches.
     #[serde(default)]
     pub command_prefix: Option<String>,
-    /// Every path the call touches must match this glob (`src/**`); a path with
-    /// `..` or outside the project never matches, nor does a call with no paths.
+    /// Every path the call touches must match this glob (`src/**`), relative to the
+    /// task's worktree (absolute paths physically inside it are made relative first);
+    /// a path with `..` or outside never matches, nor does a call with no paths.
     #[serde(default)]
     pub path_glob: Option<String>,
     /// The step's intent must equal this.
