@@ -50,12 +50,38 @@ pub enum ForgeError {
     /// git could not be started.
     #[error("cannot run git: {0}; install git 2.20 or newer")]
     Spawn(#[source] std::io::Error),
+    /// The remote refused the push (a protected branch, a hook, a non-fast-forward).
+    #[error("the remote `{remote}` refused the push of `{branch}`: {reason}")]
+    PushRejected {
+        /// The remote (credentials removed).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// What the remote said (secrets redacted).
+        reason: String,
+    },
+    /// The remote refused the credentials, or none were available.
+    #[error("the remote `{remote}` refused gaffer's credentials: {detail}; check your git credential helper or the configured token")]
+    PushAuth {
+        /// The remote (credentials removed).
+        remote: String,
+        /// What git said (secrets redacted).
+        detail: String,
+    },
+    /// The remote could not be reached.
+    #[error("cannot reach the remote `{remote}`: {detail}; check the URL, the network and that the repository exists")]
+    RemoteUnreachable {
+        /// The remote (credentials removed).
+        remote: String,
+        /// What git said (secrets redacted).
+        detail: String,
+    },
 }
 
 /// The crate's result type.
 pub type Result<T, E = ForgeError> = std::result::Result<T, E>;
 
-fn run(dir: &Path, args: &[&str]) -> Result<Output> {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Output> {
     Command::new("git")
         .arg("-C")
         .arg(dir)

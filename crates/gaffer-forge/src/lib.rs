@@ -1,11 +1,34 @@
-//! gaffer's git side. Everything goes through the `git` CLI, which is what users'
-//! credential helpers, hooks and config expect.
+//! gaffer's git and forge side.
 //!
-//! - [`Repo`]: a registered repository (its default branch, whether it is clean).
+//! - [`Repo`]: a registered repository (its default branch, whether it is clean), and
+//!   [`Repo::push`] / [`Repo::remote_branch_sha`] through the `git` CLI (what users'
+//!   credential helpers, hooks and config expect).
 //! - [`Worktree`]: a task's own worktree on its own branch; commits are idempotent
 //!   per step (a `Gaffer-Step:` trailer marks them, so a re-run after a crash finds
 //!   the commit instead of making a second one).
+//! - [`Forge`]: pull requests, CI status and issues on Gitea/Forgejo ([`Gitea`]) and
+//!   GitHub ([`GitHub`]); [`wait_for_ci`] polls with backoff and a time limit.
+//! - [`Vikunja`]: the task tracker.
+//!
+//! Tokens are [`Secret`]s: they never appear in errors or `Debug` output.
 
+mod api;
+mod ci;
 mod git;
+mod gitea;
+mod github;
+mod push;
+mod secret;
+mod vikunja;
 
+pub use api::{
+    connect, ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig,
+    ForgeKind, Issue, IssueRef, NewPullRequest, PullRequest,
+};
+pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};
+pub use gitea::Gitea;
+pub use github::GitHub;
+pub use push::{GitAuth, PushOutcome};
+pub use secret::{redact, Secret};
+pub use vikunja::{TrackerTask, Vikunja};

@@ -1,0 +1,209 @@
+//! Gitea and Forgejo (`/api/v1`).
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::api::{
+    comment_from, enc, issue_from, pr_from, ApiError, CiCheck, CiState, CiStatus, Comment,
+    FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, IssueRef, NewPullRequest, PullRequest,
+};
+
+/// A Gitea or Forgejo repository.
+#[derive(Debug, Clone)]
+pub struct Gitea {
+    http: Http,
+    owner: String,
+    repo: String,
+}
+
+const PAGE: usize = 50;
+
+impl Gitea {
+    /// A client for `config.owner/config.repo` at `config.base_url` (the instance URL).
+    pub fn new(config: ForgeConfig) -> Result<Self, ApiError> {
+        let api = format!("{}/api/v1", config.base_url.trim_end_matches('/'));
+        let forge = format!("gitea at {}", config.base_url);
+        Ok(Self {
+            http: Http::new(
+                api,
+                config.token,
+                "token",
+                forge,
+                config.token_source,
+                config.request_timeout,
+                config.max_rate_limit_wait,
+            )?,
+            owner: config.owner,
+            repo: config.repo,
+        })
+    }
+
+    fn repo_path(&self) -> String {
+        format!("/repos/{}/{}", enc(&self.owner), enc(&self.repo))
+    }
+
+    fn repo_what(&self) -> String {
+        format!("the repository {}/{}", self.owner, self.repo)
+    }
+}
+
+fn status_state(s: &str) -> CiState {
+    match s {
+        "success" | "warning" => CiState::Success,
+        "failure" => CiState::Failure,
+        "error" => CiState::Error,
+        _ => CiState::Pending,
+    }
+}
+
+#[async_trait]
+impl Forge for Gitea {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::Gitea
+    }
+
+    async fn find_open_pr(&self, head: &str) -> Result<Option<PullRequest>, ApiError> {
+        let full = format!("{}/{}", self.owner, self.repo).to_lowercase();
+        for page in 1..=40 {
+            let path = format!(
+                "{}/pulls?state=open&page={page}&limit={PAGE}",
+                self.repo_path()
+            );
+            let reply = self
+                .http
+                .send(Method::GET, &path, None, &self.repo_what())
+                .await?;
+            let items = reply
+                .body
+                .as_array()
+                .ok_or_else(|| self.http.decode("the pull request list is not a list"))?;
+            for v in items {
+                let same_repo = v
+                    .pointer("/head/repo/full_name")
+                    .and_then(Value::as_str)
+                    .is_none_or(|n| n.to_lowercase() == full);
+                if v.pointer("/head/ref").and_then(Value::as_str) == Some(head) && same_repo {
+                    return Ok(Some(pr_from(&self.http, v)?));
+                }
+            }
+            if items.len() < PAGE {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    async fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest, ApiError> {
+        let body = json!({"head": pr.head, "base": pr.base, "title": pr.title, "body": pr.body});
+        let path = format!("{}/pulls", self.repo_path());
+        let reply = self
+            .http
+            .send(Method::POST, &path, Some(&body), &self.repo_what())
+            .await?;
+        let mut created = pr_from(&self.http, &reply.body)?;
+        if !pr.labels.is_empty() {
+            let path = format!("{}/issues/{}/labels", self.repo_path(), created.number);
+            let body = json!({ "labels": pr.labels });
+            if let Err(e) = self
+                .http
+                .send(
+                    Method::POST,
+                    &path,
+                    Some(&body),
+                    "the pull request's labels",
+                )
+                .await
+            {
+                created.warnings.push(format!("labels not set: {e}"));
+            }
+        }
+        Ok(created)
+    }
+
+    async fn ci_status(&self, sha: &str) -> Result<CiStatus, ApiError> {
+        let path = format!("{}/commits/{}/status", self.repo_path(), enc(sha));
+        let reply = self
+            .http
+            .send(
+                Method::GET,
+                &path,
+                None,
+                &format!("the commit {sha} in {}/{}", self.owner, self.repo),
+            )
+            .await?;
+        let statuses = reply
+            .body
+            .get("statuses")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let checks = statuses
+            .iter()
+            .map(|s| {
+                let g = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
+                // Gitea calls a status's state `status` (and older versions `state`).
+                let raw = if g("status").is_empty() {
+                    g("state")
+                } else {
+                    g("status")
+                };
+                CiCheck {
+                    name: g("context").to_owned(),
+                    state: status_state(raw),
+                    raw_state: raw.to_owned(),
+                    description: g("description").to_owned(),
+                    target_url: Some(g("target_url").to_owned()).filter(|u| !u.is_empty()),
+                    check_run_id: None,
+                }
+            })
+            .collect();
+        Ok(CiStatus::from_checks(sha, checks))
+    }
+
+    async fn failing_log(&self, check: &CiCheck) -> Result<FailingLog, ApiError> {
+        // Gitea's status API carries no log: give the description and where to look.
+        let mut text = format!("{} reported {}", check.name, check.raw_state);
+        if !check.description.is_empty() {
+            text.push_str(&format!(": {}", check.description));
+        }
+        if let Some(u) = &check.target_url {
+            text.push_str(&format!("\nDetails: {u}"));
+        }
+        Ok(FailingLog {
+            check: check.name.clone(),
+            text,
+            is_log: false,
+            url: check.target_url.clone(),
+        })
+    }
+
+    async fn issue(&self, reference: &str) -> Result<Issue, ApiError> {
+        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
+        let path = format!(
+            "/repos/{}/{}/issues/{}",
+            enc(&r.owner),
+            enc(&r.repo),
+            r.number
+        );
+        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+        let reply = self.http.send(Method::GET, &path, None, &what).await?;
+        issue_from(&self.http, &r, &reply.body)
+    }
+
+    async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError> {
+        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
+        let path = format!(
+            "/repos/{}/{}/issues/{}/comments",
+            enc(&r.owner),
+            enc(&r.repo),
+            r.number
+        );
+        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+        let reply = self
+            .http
+            .send(Method::POST, &path, Some(&json!({ "body": text })), &what)
+            .await?;
+        comment_from(&self.http, &reply.body)
+    }
+}

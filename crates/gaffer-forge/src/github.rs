@@ -1,0 +1,268 @@
+//! GitHub and GitHub Enterprise.
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::api::{
+    comment_from, enc, issue_from, pr_from, tail, ApiError, CiCheck, CiState, CiStatus, Comment,
+    FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, IssueRef, NewPullRequest, PullRequest,
+};
+
+/// A GitHub repository.
+#[derive(Debug, Clone)]
+pub struct GitHub {
+    http: Http,
+    owner: String,
+    repo: String,
+}
+
+/// Logs are cut to their last 64 KiB (where the failure is).
+const LOG_TAIL: usize = 64 * 1024;
+
+impl GitHub {
+    /// A client for `config.owner/config.repo`; `config.base_url` is the API URL
+    /// (`https://api.github.com` or `https://HOST/api/v3`).
+    pub fn new(config: ForgeConfig) -> Result<Self, ApiError> {
+        let api = config.base_url.trim_end_matches('/').to_owned();
+        let forge = format!("github at {api}");
+        Ok(Self {
+            http: Http::new(
+                api,
+                config.token,
+                "Bearer",
+                forge,
+                config.token_source,
+                config.request_timeout,
+                config.max_rate_limit_wait,
+            )?,
+            owner: config.owner,
+            repo: config.repo,
+        })
+    }
+
+    fn repo_path(&self) -> String {
+        format!("/repos/{}/{}", enc(&self.owner), enc(&self.repo))
+    }
+
+    fn repo_what(&self) -> String {
+        format!("the repository {}/{}", self.owner, self.repo)
+    }
+}
+
+fn run_state(status: &str, conclusion: Option<&str>) -> CiState {
+    if status != "completed" {
+        return CiState::Pending;
+    }
+    match conclusion.unwrap_or_default() {
+        "success" | "neutral" | "skipped" => CiState::Success,
+        "cancelled" | "stale" => CiState::Error,
+        _ => CiState::Failure,
+    }
+}
+
+fn status_state(s: &str) -> CiState {
+    match s {
+        "success" => CiState::Success,
+        "failure" => CiState::Failure,
+        "error" => CiState::Error,
+        _ => CiState::Pending,
+    }
+}
+
+#[async_trait]
+impl Forge for GitHub {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::GitHub
+    }
+
+    async fn find_open_pr(&self, head: &str) -> Result<Option<PullRequest>, ApiError> {
+        let path = format!(
+            "{}/pulls?state=open&head={}&per_page=100",
+            self.repo_path(),
+            enc(&format!("{}:{head}", self.owner))
+        );
+        let reply = self
+            .http
+            .send(Method::GET, &path, None, &self.repo_what())
+            .await?;
+        let items = reply
+            .body
+            .as_array()
+            .ok_or_else(|| self.http.decode("the pull request list is not a list"))?;
+        items
+            .iter()
+            .find(|v| v.pointer("/head/ref").and_then(Value::as_str) == Some(head))
+            .map(|v| pr_from(&self.http, v))
+            .transpose()
+    }
+
+    async fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest, ApiError> {
+        let body = json!({"head": pr.head, "base": pr.base, "title": pr.title, "body": pr.body});
+        let path = format!("{}/pulls", self.repo_path());
+        let reply = self
+            .http
+            .send(Method::POST, &path, Some(&body), &self.repo_what())
+            .await?;
+        let mut created = pr_from(&self.http, &reply.body)?;
+        if !pr.labels.is_empty() {
+            let path = format!("{}/issues/{}/labels", self.repo_path(), created.number);
+            if let Err(e) = self
+                .http
+                .send(
+                    Method::POST,
+                    &path,
+                    Some(&json!({ "labels": pr.labels })),
+                    "the pull request's labels",
+                )
+                .await
+            {
+                created.warnings.push(format!("labels not set: {e}"));
+            }
+        }
+        Ok(created)
+    }
+
+    async fn ci_status(&self, sha: &str) -> Result<CiStatus, ApiError> {
+        let what = format!("the commit {sha} in {}/{}", self.owner, self.repo);
+        let runs = self
+            .http
+            .send(
+                Method::GET,
+                &format!(
+                    "{}/commits/{}/check-runs?per_page=100",
+                    self.repo_path(),
+                    enc(sha)
+                ),
+                None,
+                &what,
+            )
+            .await?;
+        let mut checks: Vec<CiCheck> = runs
+            .body
+            .get("check_runs")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let g = |p: &str| r.pointer(p).and_then(Value::as_str);
+                let status = g("/status").unwrap_or("queued");
+                let conclusion = g("/conclusion");
+                CiCheck {
+                    name: g("/name").unwrap_or_default().to_owned(),
+                    state: run_state(status, conclusion),
+                    raw_state: conclusion.unwrap_or(status).to_owned(),
+                    description: g("/output/title")
+                        .or(g("/output/summary"))
+                        .unwrap_or_default()
+                        .to_owned(),
+                    target_url: g("/html_url").or(g("/details_url")).map(str::to_owned),
+                    check_run_id: r.get("id").and_then(Value::as_u64),
+                }
+            })
+            .collect();
+        let combined = self
+            .http
+            .send(
+                Method::GET,
+                &format!("{}/commits/{}/status", self.repo_path(), enc(sha)),
+                None,
+                &what,
+            )
+            .await?;
+        // The combined `state` is "pending" when nothing reported; use the statuses.
+        for s in combined
+            .body
+            .get("statuses")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let g = |k: &str| s.get(k).and_then(Value::as_str).unwrap_or_default();
+            checks.push(CiCheck {
+                name: g("context").to_owned(),
+                state: status_state(g("state")),
+                raw_state: g("state").to_owned(),
+                description: g("description").to_owned(),
+                target_url: Some(g("target_url").to_owned()).filter(|u| !u.is_empty()),
+                check_run_id: None,
+            });
+        }
+        Ok(CiStatus::from_checks(sha, checks))
+    }
+
+    async fn failing_log(&self, check: &CiCheck) -> Result<FailingLog, ApiError> {
+        let fallback = || {
+            let mut text = format!("{} reported {}", check.name, check.raw_state);
+            if !check.description.is_empty() {
+                text.push_str(&format!(": {}", check.description));
+            }
+            if let Some(u) = &check.target_url {
+                text.push_str(&format!("\nDetails: {u}"));
+            }
+            FailingLog {
+                check: check.name.clone(),
+                text,
+                is_log: false,
+                url: check.target_url.clone(),
+            }
+        };
+        let Some(id) = check.check_run_id else {
+            return Ok(fallback());
+        };
+        // For GitHub Actions the check run id is the job id. The API answers 302 to a
+        // short-lived URL on another host (reqwest drops the token on that redirect).
+        let url = format!(
+            "{}{}/actions/jobs/{id}/logs",
+            self.http.api,
+            self.repo_path()
+        );
+        match self
+            .http
+            .get_text(&url, &format!("the log of job {id}"))
+            .await
+        {
+            Ok(text) => Ok(FailingLog {
+                check: check.name.clone(),
+                text: tail(&text, LOG_TAIL),
+                is_log: true,
+                url: check.target_url.clone(),
+            }),
+            // Not an Actions job (another CI app), or logs expired: say what we know.
+            Err(ApiError::NotFound { .. }) | Err(ApiError::Http { status: 410, .. }) => {
+                Ok(fallback())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn issue(&self, reference: &str) -> Result<Issue, ApiError> {
+        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
+        let path = format!(
+            "/repos/{}/{}/issues/{}",
+            enc(&r.owner),
+            enc(&r.repo),
+            r.number
+        );
+        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+        let reply = self.http.send(Method::GET, &path, None, &what).await?;
+        issue_from(&self.http, &r, &reply.body)
+    }
+
+    async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError> {
+        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
+        let path = format!(
+            "/repos/{}/{}/issues/{}/comments",
+            enc(&r.owner),
+            enc(&r.repo),
+            r.number
+        );
+        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+        let reply = self
+            .http
+            .send(Method::POST, &path, Some(&json!({ "body": text })), &what)
+            .await?;
+        comment_from(&self.http, &reply.body)
+    }
+}
