@@ -157,4 +157,26 @@ pub trait Journal: Send + Sync {
     /// Check every hash chain, that every event replays, and that the stored
     /// projections equal a rebuild. Changes nothing.
     async fn verify(&self) -> Result<VerifyReport>;
+
+    /// Cached values for `keys`, in order (`None` where absent). The cache (the
+    /// project index's per-file facts) is not part of the journal.
+    async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>>;
+
+    /// Store (or replace) cached values, in one transaction.
+    async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()>;
+
+    /// Deliver events that other processes (or other machines) append to this
+    /// process's subscribers too, once each. Needs a running tokio runtime.
+    async fn follow_other_processes(&self) -> Result<()>;
+
+    /// Where the journal lives, for messages: a file path, or a URL with its
+    /// password masked.
+    fn location(&self) -> String;
+
+    /// The newest schema version this build knows (the database is at it once open).
+    fn schema_version(&self) -> i64;
+
+    /// Close every connection (SQLite also checkpoints its WAL). The journal must
+    /// not be used afterwards.
+    async fn shutdown(&self);
 }

@@ -11,6 +11,7 @@ mod error;
 mod hash;
 mod journal;
 mod projection;
+mod shared;
 mod sqlite;
 
 pub use error::{Result, StoreError};

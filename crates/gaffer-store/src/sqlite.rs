@@ -1,23 +1,14 @@
 //! The SQLite journal: WAL, `busy_timeout`, foreign keys, one writer path.
 
-use crate::hash::{event_hash, GENESIS_HASH};
-use crate::journal::{
-    Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView, VerifyReport,
-};
-use crate::projection::{
-    approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
-    Projections, SessionRow, StepRow, TaskRow,
-};
+use crate::shared::{deliver_foreign, journal_backend, lock, FollowState};
 use crate::{Result, StoreError};
-use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
 };
-use sqlx::{Connection, Row, Sqlite, SqliteConnection, Transaction};
-use std::collections::HashMap;
+use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, Mutex};
 
@@ -34,15 +25,6 @@ pub enum Durability {
     Normal,
 }
 
-/// Most streams a writer keeps replayed in memory.
-const CACHE_LIMIT: usize = 4096;
-
-struct Cached {
-    seq: i64,
-    hash: String,
-    state: StreamState,
-}
-
 /// The journal in one SQLite file.
 pub struct SqliteJournal {
     path: PathBuf,
@@ -52,20 +34,8 @@ pub struct SqliteJournal {
     writer: Mutex<HashMap<String, Cached>>,
     events: broadcast::Sender<RecordedEvent>,
     /// What [`SqliteJournal::follow_other_processes`] has delivered.
-    follow: Arc<std::sync::Mutex<Follow>>,
+    follow: FollowState,
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
-}
-
-/// Events of other processes are delivered once: own appends are marked before
-/// they commit, and the follower skips them as it passes.
-#[derive(Default)]
-struct Follow {
-    /// Every event at or below this position has been delivered (or skipped).
-    cursor: i64,
-    /// Positions this process appended, not yet passed by the follower.
-    own: std::collections::BTreeSet<i64>,
-    /// Whether a follower runs (otherwise nothing is tracked).
-    active: bool,
 }
 
 impl SqliteJournal {
@@ -102,7 +72,7 @@ impl SqliteJournal {
             pool,
             writer: Mutex::new(HashMap::new()),
             events,
-            follow: Arc::default(),
+            follow: FollowState::default(),
             watcher: std::sync::Mutex::new(None),
         })
     }
@@ -117,7 +87,7 @@ impl SqliteJournal {
             .fetch_one(&self.pool)
             .await?;
         {
-            let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
+            let mut f = lock(&self.follow);
             if f.active {
                 return Ok(());
             }
@@ -167,44 +137,12 @@ impl SqliteJournal {
         tokio::spawn(async move {
             while woken.recv().await.is_some() {
                 while woken.try_recv().is_ok() {}
-                if let Err(e) = deliver_foreign(&pool, &follow, &events).await {
+                let fetch = |after| read_events_after(&pool, after, 500);
+                if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
                     tracing::warn!("reading other processes' events: {e}");
                 }
             }
         });
-        Ok(())
-    }
-
-    /// Cached values for `keys`, in order (`None` where absent). The cache is not part
-    /// of the journal: it holds derived data keyed by content hash.
-    pub async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut found: HashMap<String, Vec<u8>> = HashMap::with_capacity(keys.len());
-        for chunk in keys.chunks(500) {
-            let mut q =
-                sqlx::QueryBuilder::<Sqlite>::new("SELECT key, value FROM blobs WHERE key IN (");
-            let mut list = q.separated(", ");
-            for k in chunk {
-                list.push_bind(k.clone());
-            }
-            q.push(")");
-            for row in q.build().fetch_all(&self.pool).await? {
-                found.insert(row.get(0), row.get(1));
-            }
-        }
-        Ok(keys.iter().map(|k| found.remove(k)).collect())
-    }
-
-    /// Store (or replace) cached values, in one transaction.
-    pub async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
-        let mut tx = begin_write(&self.pool).await?;
-        for (key, value) in entries {
-            sqlx::query("INSERT INTO blobs (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-                .bind(key)
-                .bind(value)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -220,6 +158,10 @@ impl SqliteJournal {
 
     /// Close every connection, checkpointing the WAL into the main file.
     pub async fn close(self) {
+        self.close_pool().await;
+    }
+
+    async fn close_pool(&self) {
         // Best effort: a failed checkpoint leaves the WAL, which the next open replays.
         let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .execute(&self.pool)
@@ -227,41 +169,14 @@ impl SqliteJournal {
         self.pool.close().await;
     }
 
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
     /// The underlying pool, for benchmarks that compare against raw inserts.
     #[doc(hidden)]
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
-    }
-}
-
-/// Broadcast every committed event past the cursor that this process did not append.
-async fn deliver_foreign(
-    pool: &SqlitePool,
-    follow: &std::sync::Mutex<Follow>,
-    events: &broadcast::Sender<RecordedEvent>,
-) -> Result<()> {
-    loop {
-        let cursor = follow.lock().unwrap_or_else(|e| e.into_inner()).cursor;
-        let rows = sqlx::query(
-            "SELECT pos, stream_id, seq, at, payload, hash FROM events WHERE pos > ? ORDER BY pos LIMIT 500",
-        )
-        .bind(cursor)
-        .fetch_all(pool)
-        .await?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        for row in &rows {
-            let e = recorded(row)?;
-            let own = {
-                let mut f = follow.lock().unwrap_or_else(|e| e.into_inner());
-                f.cursor = e.pos;
-                f.own.remove(&e.pos)
-            };
-            if !own {
-                let _ = events.send(e);
-            }
-        }
     }
 }
 
@@ -309,663 +224,19 @@ async fn check_schema_read_only(path: &Path) -> Result<()> {
     verdict
 }
 
-fn corrupt(stream: &str, seq: i64, problem: impl ToString) -> StoreError {
-    StoreError::Corrupt {
-        stream: stream.to_owned(),
-        seq,
-        problem: problem.to_string(),
-    }
-}
-
-/// A unique-key or foreign-key refusal, in words.
-fn constraint(e: sqlx::Error, what: &str) -> StoreError {
-    match &e {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
-            StoreError::Constraint(format!("{what} already exists"))
-        }
-        sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
-            StoreError::Constraint(format!("{what} refers to something that does not exist"))
-        }
-        _ => StoreError::Db(e),
-    }
-}
-
-/// The last seq and hash of a stream, `(0, GENESIS_HASH)` if it has no events.
-async fn read_head(conn: &mut SqliteConnection, stream: &str) -> Result<(i64, String)> {
-    let head = sqlx::query_as(
-        "SELECT seq, hash FROM events WHERE stream_id = ? ORDER BY seq DESC LIMIT 1",
-    )
-    .bind(stream)
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(head.unwrap_or((0, GENESIS_HASH.to_owned())))
-}
-
-async fn load_state(conn: &mut SqliteConnection, stream: &str) -> Result<Option<StreamState>> {
-    let rows = sqlx::query("SELECT seq, at, payload FROM events WHERE stream_id = ? ORDER BY seq")
-        .bind(stream)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut state: Option<StreamState> = None;
-    for row in rows {
-        let seq: i64 = row.get(0);
-        let at: i64 = row.get(1);
-        let payload: &str = row.get(2);
-        let event: Event = serde_json::from_str(payload).map_err(|e| corrupt(stream, seq, e))?;
-        match state.as_mut() {
-            None => {
-                state = Some(StreamState::start(at, &event).map_err(|r| corrupt(stream, seq, r))?)
-            }
-            Some(s) => s.apply(at, &event).map_err(|r| corrupt(stream, seq, r))?,
-        }
-    }
-    Ok(state)
-}
-
-async fn upsert_project(tx: &mut SqliteConnection, r: &ProjectRow) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO projects (id, name, path, check_command, auto_approve, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET name = excluded.name, path = excluded.path,
-           check_command = excluded.check_command, auto_approve = excluded.auto_approve,
-           updated_at = excluded.updated_at",
-    )
-    .bind(&r.id)
-    .bind(&r.name)
-    .bind(&r.path)
-    .bind(&r.check_command)
-    .bind(r.auto_approve)
-    .bind(r.created_at)
-    .bind(r.updated_at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| constraint(e, &format!("a project named `{}` or at {}", r.name, r.path)))?;
-    Ok(())
-}
-
-async fn upsert_task(tx: &mut SqliteConnection, r: &TaskRow) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO tasks (id, project_id, request, stage, created_by, options, outcome, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET stage = excluded.stage, outcome = excluded.outcome,
-           updated_at = excluded.updated_at",
-    )
-    .bind(&r.id)
-    .bind(&r.project_id)
-    .bind(&r.request)
-    .bind(&r.stage)
-    .bind(&r.created_by)
-    .bind(&r.options)
-    .bind(&r.outcome)
-    .bind(r.created_at)
-    .bind(r.updated_at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| constraint(e, &format!("task `{}` (project `{}`)", r.id, r.project_id)))?;
-    Ok(())
-}
-
-async fn upsert_step(tx: &mut SqliteConnection, r: &StepRow) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO steps (task_id, step_id, ord, name, intent, state, attempt, depends_on, input,
-           receipt, error, recorded_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (task_id, step_id) DO UPDATE SET state = excluded.state,
-           attempt = excluded.attempt, receipt = excluded.receipt, error = excluded.error,
-           updated_at = excluded.updated_at",
-    )
-    .bind(&r.task_id)
-    .bind(&r.step_id)
-    .bind(r.ord)
-    .bind(&r.name)
-    .bind(&r.intent)
-    .bind(&r.state)
-    .bind(r.attempt)
-    .bind(&r.depends_on)
-    .bind(&r.input)
-    .bind(&r.receipt)
-    .bind(&r.error)
-    .bind(r.recorded_at)
-    .bind(r.updated_at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| constraint(e, &format!("step `{}`", r.step_id)))?;
-    Ok(())
-}
-
-async fn upsert_approval(tx: &mut SqliteConnection, r: &ApprovalRow) -> Result<()> {
-    let done = sqlx::query(
-        "INSERT INTO approvals (id, task_id, project_id, step_id, attempt, kind, summary, details,
-           state, decided_by, note, requested_at, decided_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_by = excluded.decided_by,
-           note = excluded.note, decided_at = excluded.decided_at
-         WHERE approvals.task_id = excluded.task_id",
-    )
-    .bind(&r.id)
-    .bind(&r.task_id)
-    .bind(&r.project_id)
-    .bind(&r.step_id)
-    .bind(r.attempt)
-    .bind(&r.kind)
-    .bind(&r.summary)
-    .bind(&r.details)
-    .bind(&r.state)
-    .bind(&r.decided_by)
-    .bind(&r.note)
-    .bind(r.requested_at)
-    .bind(r.decided_at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| constraint(e, &format!("approval `{}`", r.id)))?;
-    // The guarded upsert skips a row owned by another task: ids are journal-wide.
-    if done.rows_affected() == 0 {
-        return Err(StoreError::Constraint(format!(
-            "approval `{}` already exists in another task",
-            r.id
-        )));
-    }
-    Ok(())
-}
-
-async fn upsert_session(tx: &mut SqliteConnection, r: &SessionRow) -> Result<()> {
-    let done = sqlx::query(
-        "INSERT INTO sessions (id, task_id, agent, role, workspace_key, agent_session_id, verified,
-           step_id, ended, started_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET agent_session_id = excluded.agent_session_id,
-           verified = excluded.verified, ended = excluded.ended
-         WHERE sessions.task_id = excluded.task_id",
-    )
-    .bind(&r.id)
-    .bind(&r.task_id)
-    .bind(&r.agent)
-    .bind(&r.role)
-    .bind(&r.workspace_key)
-    .bind(&r.agent_session_id)
-    .bind(r.verified)
-    .bind(&r.step_id)
-    .bind(&r.ended)
-    .bind(r.started_at)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| constraint(e, &format!("session `{}`", r.id)))?;
-    if done.rows_affected() == 0 {
-        return Err(StoreError::Constraint(format!(
-            "session `{}` already exists in another task",
-            r.id
-        )));
-    }
-    Ok(())
-}
-
-/// Write the rows an append changed, from the state after it.
-async fn write_touched(
-    tx: &mut SqliteConnection,
-    state: &StreamState,
-    touched: &[Touched],
-) -> Result<()> {
-    match state {
-        StreamState::Project(p) => upsert_project(tx, &project_row(p)).await,
-        StreamState::Task(t) => {
-            upsert_task(tx, &task_row(t)).await?;
-            for touch in touched {
-                write_task_part(tx, t, touch).await?;
-            }
-            Ok(())
-        }
-    }
-}
-
-async fn write_task_part(tx: &mut SqliteConnection, t: &TaskState, touch: &Touched) -> Result<()> {
-    match touch {
-        Touched::Project | Touched::Task => {}
-        Touched::Step(id) => {
-            if let Some(s) = t.steps.get(id) {
-                upsert_step(tx, &step_row(t, s)).await?;
-            }
-        }
-        Touched::Approval(id) => {
-            if let Some(a) = t.approvals.get(id) {
-                upsert_approval(tx, &approval_row(t, a)).await?;
-            }
-        }
-        Touched::Session(id) => {
-            if let Some(s) = t.sessions.get(id) {
-                upsert_session(tx, &session_row(t, s)).await?;
-            }
-        }
-        Touched::TaskAndApprovals => {
-            for a in t.approvals.values() {
-                upsert_approval(tx, &approval_row(t, a)).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn recorded(row: &sqlx::sqlite::SqliteRow) -> Result<RecordedEvent> {
-    let stream_id: String = row.get("stream_id");
-    let seq: i64 = row.get("seq");
-    let payload: &str = row.get("payload");
-    let event = serde_json::from_str(payload).map_err(|e| corrupt(&stream_id, seq, e))?;
-    Ok(RecordedEvent {
-        pos: row.get("pos"),
-        seq,
-        at: row.get("at"),
-        hash: row.get("hash"),
-        stream_id,
-        event,
-    })
-}
-
 async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
     // IMMEDIATE takes the write lock up front, so a second process waits
     // (busy_timeout) instead of failing on a stale snapshot.
     Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
 }
 
-async fn write_projections(tx: &mut SqliteConnection, p: &Projections) -> Result<()> {
-    for r in &p.projects {
-        upsert_project(tx, r).await?;
-    }
-    for r in &p.tasks {
-        upsert_task(tx, r).await?;
-    }
-    for r in &p.steps {
-        upsert_step(tx, r).await?;
-    }
-    for r in &p.approvals {
-        upsert_approval(tx, r).await?;
-    }
-    for r in &p.sessions {
-        upsert_session(tx, r).await?;
-    }
+async fn begin_read(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
+    Ok(pool.begin().await?)
+}
+
+/// Nothing to announce: other processes on this file follow it by file-system notifications.
+async fn announce(_tx: &mut SqliteConnection, _written: &[RecordedEvent]) -> Result<()> {
     Ok(())
 }
 
-async fn read_projections(conn: &mut SqliteConnection) -> Result<Projections> {
-    let mut p = Projections {
-        projects: sqlx::query_as("SELECT * FROM projects")
-            .fetch_all(&mut *conn)
-            .await?,
-        tasks: sqlx::query_as("SELECT * FROM tasks")
-            .fetch_all(&mut *conn)
-            .await?,
-        steps: sqlx::query_as("SELECT * FROM steps")
-            .fetch_all(&mut *conn)
-            .await?,
-        approvals: sqlx::query_as("SELECT * FROM approvals")
-            .fetch_all(&mut *conn)
-            .await?,
-        sessions: sqlx::query_as("SELECT * FROM sessions")
-            .fetch_all(&mut *conn)
-            .await?,
-    };
-    p.sort();
-    Ok(p)
-}
-
-/// Replays every event in global order into projections, checking links as it goes
-/// when `check` is set. Returns the projections, the event count, and the first break.
-async fn replay_all(
-    conn: &mut SqliteConnection,
-    check: bool,
-) -> Result<(Projections, usize, Option<Broken>, usize)> {
-    use futures::TryStreamExt;
-    struct Head {
-        seq: i64,
-        hash: String,
-        state: Option<StreamState>,
-    }
-    let mut heads: HashMap<String, Head> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut broken: Option<Broken> = None;
-    let mut count = 0usize;
-    {
-        let mut rows = sqlx::query(
-            "SELECT stream_id, seq, at, payload, prev_hash, hash FROM events ORDER BY pos",
-        )
-        .fetch(&mut *conn);
-        while let Some(row) = rows.try_next().await? {
-            count += 1;
-            let stream: String = row.get(0);
-            let seq: i64 = row.get(1);
-            let at: i64 = row.get(2);
-            let payload: String = row.get(3);
-            let prev_hash: String = row.get(4);
-            let hash: String = row.get(5);
-            let head = heads.entry(stream.clone()).or_insert_with(|| {
-                order.push(stream.clone());
-                Head {
-                    seq: 0,
-                    hash: GENESIS_HASH.to_owned(),
-                    state: None,
-                }
-            });
-            let mut fail = |problem: String| {
-                if broken
-                    .as_ref()
-                    .is_none_or(|b| (b.stream.as_str(), b.seq) > (stream.as_str(), seq))
-                {
-                    broken = Some(Broken {
-                        stream: stream.clone(),
-                        seq,
-                        problem,
-                    });
-                }
-            };
-            if check {
-                if seq != head.seq + 1 {
-                    fail(format!("seq {seq} follows {}", head.seq));
-                } else if prev_hash != head.hash {
-                    fail("prev_hash does not match the previous event's hash".into());
-                } else if event_hash(&prev_hash, &stream, seq, at, &payload) != hash {
-                    fail(
-                        "hash does not match the event's content (changed after it was written)"
-                            .into(),
-                    );
-                }
-            }
-            match serde_json::from_str::<Event>(&payload) {
-                Err(e) => {
-                    if !check {
-                        return Err(corrupt(&stream, seq, e));
-                    }
-                    fail(format!("payload is not an event: {e}"));
-                }
-                Ok(event) => {
-                    let applied = match head.state.as_mut() {
-                        None => StreamState::start(at, &event).map(|s| head.state = Some(s)),
-                        Some(s) => s.apply(at, &event),
-                    };
-                    if let Err(r) = applied {
-                        if !check {
-                            return Err(corrupt(&stream, seq, r));
-                        }
-                        fail(format!("the reducer refuses it on replay: {r}"));
-                    }
-                }
-            }
-            head.seq = seq;
-            head.hash = hash;
-        }
-    }
-    let mut projections = Projections::default();
-    for stream in &order {
-        if let Some(Head {
-            state: Some(state), ..
-        }) = heads.remove(stream)
-        {
-            projections.add_stream(&state);
-        }
-    }
-    Ok((projections, count, broken, order.len()))
-}
-
-#[async_trait::async_trait]
-impl Journal for SqliteJournal {
-    async fn append(
-        &self,
-        stream: &StreamId,
-        expected_head: i64,
-        events: Vec<NewEvent>,
-    ) -> Result<Appended> {
-        let mut cache = self.writer.lock().await;
-        let mut tx = begin_write(&self.pool).await?;
-        // A cached state at the expected head saves reading the head: if another
-        // process appended meanwhile, the (stream_id, seq) key refuses our insert.
-        let cached = cache
-            .remove(stream.as_str())
-            .filter(|c| c.seq == expected_head);
-        let (head_seq, head_hash, mut state) = match cached {
-            Some(c) => (c.seq, c.hash, Some(c.state)),
-            None => {
-                let (seq, hash) = read_head(&mut tx, stream.as_str()).await?;
-                if seq != expected_head {
-                    return Err(StoreError::Conflict {
-                        stream: stream.clone(),
-                        expected: expected_head,
-                        actual: seq,
-                    });
-                }
-                (seq, hash, load_state(&mut tx, stream.as_str()).await?)
-            }
-        };
-        if events.is_empty() {
-            return Ok(Appended {
-                head_seq,
-                head_hash,
-            });
-        }
-        let mut touched = Vec::with_capacity(events.len());
-        let mut written = Vec::with_capacity(events.len());
-        let (mut seq, mut prev) = (head_seq, head_hash);
-        for (index, new) in events.into_iter().enumerate() {
-            let rejected = |reason| StoreError::Rejected {
-                stream: stream.clone(),
-                index,
-                reason,
-            };
-            match state.as_mut() {
-                None => state = Some(StreamState::start(new.at, &new.event).map_err(rejected)?),
-                Some(s) => s.apply(new.at, &new.event).map_err(rejected)?,
-            }
-            seq += 1;
-            let payload =
-                serde_json::to_string(&new.event).map_err(|e| corrupt(stream.as_str(), seq, e))?;
-            let hash = event_hash(&prev, stream.as_str(), seq, new.at, &payload);
-            let pos: i64 = sqlx::query_scalar(
-                "INSERT INTO events (stream_id, seq, at, type, payload, prev_hash, hash)
-                 VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING pos",
-            )
-            .bind(stream.as_str())
-            .bind(seq)
-            .bind(new.at)
-            .bind(new.event.kind())
-            .bind(&payload)
-            .bind(&prev)
-            .bind(&hash)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| match &e {
-                sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict {
-                    stream: stream.clone(),
-                    expected: expected_head,
-                    actual: seq,
-                },
-                _ => StoreError::Db(e),
-            })?;
-            let touch = new.event.touched();
-            if !touched.contains(&touch) {
-                touched.push(touch);
-            }
-            written.push(RecordedEvent {
-                pos,
-                stream_id: stream.0.clone(),
-                seq,
-                at: new.at,
-                event: new.event,
-                hash: hash.clone(),
-            });
-            prev = hash;
-        }
-        let Some(state) = state else {
-            return Err(corrupt(stream.as_str(), seq, "no state after append"));
-        };
-        write_touched(&mut tx, &state, &touched).await?;
-        // Mark our events before they become visible, so a follower never delivers them twice.
-        let following = {
-            let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
-            if f.active {
-                f.own.extend(written.iter().map(|e| e.pos));
-            }
-            f.active
-        };
-        if let Err(e) = tx.commit().await {
-            if following {
-                let mut f = self.follow.lock().unwrap_or_else(|e| e.into_inner());
-                for w in &written {
-                    f.own.remove(&w.pos);
-                }
-            }
-            return Err(e.into());
-        }
-        if cache.len() >= CACHE_LIMIT {
-            cache.clear();
-        }
-        cache.insert(
-            stream.0.clone(),
-            Cached {
-                seq,
-                hash: prev.clone(),
-                state,
-            },
-        );
-        drop(cache);
-        for e in written {
-            // Nobody listening is fine: subscribers are woken, not required.
-            let _ = self.events.send(e);
-        }
-        Ok(Appended {
-            head_seq: seq,
-            head_hash: prev,
-        })
-    }
-
-    async fn head(&self, stream: &StreamId) -> Result<i64> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(read_head(&mut conn, stream.as_str()).await?.0)
-    }
-
-    async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
-        let mut conn = self.pool.acquire().await?;
-        load_state(&mut conn, stream.as_str()).await
-    }
-
-    async fn stream_events(&self, stream: &StreamId, after_seq: i64) -> Result<Vec<RecordedEvent>> {
-        let rows = sqlx::query(
-            "SELECT pos, stream_id, seq, at, payload, hash FROM events
-             WHERE stream_id = ? AND seq > ? ORDER BY seq",
-        )
-        .bind(stream.as_str())
-        .bind(after_seq)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(recorded).collect()
-    }
-
-    async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>> {
-        let rows = sqlx::query(
-            "SELECT pos, stream_id, seq, at, payload, hash FROM events
-             WHERE pos > ? ORDER BY pos LIMIT ?",
-        )
-        .bind(after_pos)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(recorded).collect()
-    }
-
-    fn subscribe(&self) -> broadcast::Receiver<RecordedEvent> {
-        self.events.subscribe()
-    }
-
-    async fn task(&self, id: &str) -> Result<Option<TaskView>> {
-        let mut conn = self.pool.acquire().await?;
-        let Some(task) = sqlx::query_as::<_, TaskRow>("SELECT * FROM tasks WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&mut *conn)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let steps = sqlx::query_as("SELECT * FROM steps WHERE task_id = ? ORDER BY ord")
-            .bind(id)
-            .fetch_all(&mut *conn)
-            .await?;
-        let approvals =
-            sqlx::query_as("SELECT * FROM approvals WHERE task_id = ? ORDER BY requested_at, id")
-                .bind(id)
-                .fetch_all(&mut *conn)
-                .await?;
-        let sessions =
-            sqlx::query_as("SELECT * FROM sessions WHERE task_id = ? ORDER BY started_at, id")
-                .bind(id)
-                .fetch_all(&mut *conn)
-                .await?;
-        let (head_seq, _) = read_head(&mut conn, id).await?;
-        Ok(Some(TaskView {
-            task,
-            steps,
-            approvals,
-            sessions,
-            head_seq,
-        }))
-    }
-
-    async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
-        let mut q = sqlx::QueryBuilder::<Sqlite>::new("SELECT * FROM tasks WHERE 1 = 1");
-        if let Some(p) = &filter.project_id {
-            q.push(" AND project_id = ").push_bind(p.clone());
-        }
-        if let Some(s) = &filter.stage {
-            q.push(" AND stage = ").push_bind(s.clone());
-        }
-        q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
-            .push_bind(filter.limit.unwrap_or(100))
-            .push(" OFFSET ")
-            .push_bind(filter.offset.unwrap_or(0));
-        Ok(q.build_query_as().fetch_all(&self.pool).await?)
-    }
-
-    async fn projects(&self) -> Result<Vec<ProjectRow>> {
-        Ok(sqlx::query_as("SELECT * FROM projects ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?)
-    }
-
-    async fn projections(&self) -> Result<Projections> {
-        let mut conn = self.pool.acquire().await?;
-        read_projections(&mut conn).await
-    }
-
-    async fn rebuild(&self) -> Result<usize> {
-        let mut cache = self.writer.lock().await;
-        let mut tx = begin_write(&self.pool).await?;
-        let (projections, count, _, _) = replay_all(&mut tx, false).await?;
-        for table in ["sessions", "approvals", "steps", "tasks", "projects"] {
-            sqlx::query(&format!("DELETE FROM {table}"))
-                .execute(&mut *tx)
-                .await?;
-        }
-        write_projections(&mut tx, &projections).await?;
-        tx.commit().await?;
-        cache.clear();
-        Ok(count)
-    }
-
-    async fn verify(&self) -> Result<VerifyReport> {
-        // One read transaction: the events and the projections come from one snapshot.
-        let mut tx = self.pool.begin().await?;
-        let (mut rebuilt, events, broken, streams) = replay_all(&mut tx, true).await?;
-        let broken = match broken {
-            Some(b) => Some(b),
-            None => {
-                rebuilt.sort();
-                let live = read_projections(&mut tx).await?;
-                live.first_difference(&rebuilt).map(|problem| Broken {
-                    stream: "projections".into(),
-                    seq: 0,
-                    problem,
-                })
-            }
-        };
-        tx.rollback().await.ok();
-        Ok(VerifyReport {
-            streams,
-            events,
-            broken,
-        })
-    }
-}
+journal_backend!(SqliteJournal, Sqlite, SqliteConnection, SqliteRow);

@@ -1,0 +1,843 @@
+//! What the SQLite and PostgreSQL journals share: the writer cache, the follower's
+//! bookkeeping, and (through [`journal_backend!`]) every SQL statement and the whole
+//! [`crate::Journal`] implementation. The SQL is written once with `$N`
+//! placeholders, which both drivers accept; each backend supplies only how a write
+//! transaction begins, how a read snapshot begins, and how a commit is announced.
+
+use crate::journal::RecordedEvent;
+use crate::{Result, StoreError};
+use gaffer_core::StreamState;
+use std::future::Future;
+use tokio::sync::broadcast;
+
+/// Most streams a writer keeps replayed in memory.
+pub(crate) const CACHE_LIMIT: usize = 4096;
+
+/// A stream's replayed state at its head, kept by the writer.
+pub(crate) struct Cached {
+    pub(crate) seq: i64,
+    pub(crate) hash: String,
+    pub(crate) state: StreamState,
+}
+
+/// Events of other processes are delivered once: own appends are marked before
+/// they commit, and the follower skips them as it passes.
+#[derive(Default)]
+pub(crate) struct Follow {
+    /// Every event at or below this position has been delivered (or skipped).
+    pub(crate) cursor: i64,
+    /// Positions this process appended, not yet passed by the follower.
+    pub(crate) own: std::collections::BTreeSet<i64>,
+    /// Whether a follower runs (otherwise nothing is tracked).
+    pub(crate) active: bool,
+}
+
+pub(crate) type FollowState = std::sync::Arc<std::sync::Mutex<Follow>>;
+
+/// Lock the follower's bookkeeping (a poisoned lock still holds valid data).
+pub(crate) fn lock(follow: &std::sync::Mutex<Follow>) -> std::sync::MutexGuard<'_, Follow> {
+    follow.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Broadcast every committed event past the cursor that this process did not append.
+/// `fetch(after)` reads the next committed events in position order.
+pub(crate) async fn deliver_foreign<F, Fut>(
+    fetch: F,
+    follow: &std::sync::Mutex<Follow>,
+    events: &broadcast::Sender<RecordedEvent>,
+) -> Result<()>
+where
+    F: Fn(i64) -> Fut,
+    Fut: Future<Output = Result<Vec<RecordedEvent>>>,
+{
+    loop {
+        let cursor = lock(follow).cursor;
+        let batch = fetch(cursor).await?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for e in batch {
+            let own = {
+                let mut f = lock(follow);
+                f.cursor = e.pos;
+                f.own.remove(&e.pos)
+            };
+            if !own {
+                let _ = events.send(e);
+            }
+        }
+    }
+}
+
+pub(crate) fn corrupt(stream: &str, seq: i64, problem: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        stream: stream.to_owned(),
+        seq,
+        problem: problem.to_string(),
+    }
+}
+
+/// A unique-key or foreign-key refusal, in words.
+pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::Constraint(format!("{what} already exists"))
+        }
+        sqlx::Error::Database(db) if db.is_foreign_key_violation() => {
+            StoreError::Constraint(format!("{what} refers to something that does not exist"))
+        }
+        _ => StoreError::Db(e),
+    }
+}
+
+/// The SQL and the [`crate::Journal`] implementation for one backend.
+///
+/// `$J` is the journal type, with fields `pool`, `writer`, `events`, `follow`;
+/// `$DB` the sqlx database, `$Conn` its connection, `$Row` its row. The module
+/// that invokes it defines:
+/// - `async fn begin_write(pool) -> Result<Transaction<'static, $DB>>`: a transaction
+///   that holds the one writer path until it ends;
+/// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
+/// - `async fn announce(tx, written: &[RecordedEvent]) -> Result<()>`: called before an
+///   append commits (PostgreSQL notifies other nodes; SQLite does nothing);
+/// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`.
+macro_rules! journal_backend {
+    ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
+        use $crate::hash::{event_hash, GENESIS_HASH};
+        use $crate::journal::{
+            Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView,
+            VerifyReport,
+        };
+        use $crate::projection::{
+            approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
+            Projections, SessionRow, StepRow, TaskRow,
+        };
+        use $crate::shared::{constraint, corrupt, Cached, CACHE_LIMIT};
+        use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
+        use sqlx::Row as _;
+        use std::collections::HashMap;
+
+        /// The last seq and hash of a stream, `(0, GENESIS_HASH)` if it has no events.
+        async fn read_head(conn: &mut $Conn, stream: &str) -> Result<(i64, String)> {
+            let head = sqlx::query_as(
+                "SELECT seq, hash FROM events WHERE stream_id = $1 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(stream)
+            .fetch_optional(&mut *conn)
+            .await?;
+            Ok(head.unwrap_or((0, GENESIS_HASH.to_owned())))
+        }
+
+        async fn load_state(conn: &mut $Conn, stream: &str) -> Result<Option<StreamState>> {
+            let rows =
+                sqlx::query("SELECT seq, at, payload FROM events WHERE stream_id = $1 ORDER BY seq")
+                    .bind(stream)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let mut state: Option<StreamState> = None;
+            for row in rows {
+                let seq: i64 = row.get(0);
+                let at: i64 = row.get(1);
+                let payload: &str = row.get(2);
+                let event: Event =
+                    serde_json::from_str(payload).map_err(|e| corrupt(stream, seq, e))?;
+                match state.as_mut() {
+                    None => {
+                        state = Some(
+                            StreamState::start(at, &event).map_err(|r| corrupt(stream, seq, r))?,
+                        )
+                    }
+                    Some(s) => s.apply(at, &event).map_err(|r| corrupt(stream, seq, r))?,
+                }
+            }
+            Ok(state)
+        }
+
+        /// Committed events after global position `after`, at most `limit`.
+        async fn read_events_after<'e, E>(conn: E, after: i64, limit: i64) -> Result<Vec<RecordedEvent>>
+        where
+            E: sqlx::Executor<'e, Database = $DB>,
+        {
+            let rows = sqlx::query(
+                "SELECT pos, stream_id, seq, at, payload, hash FROM events
+                 WHERE pos > $1 ORDER BY pos LIMIT $2",
+            )
+            .bind(after)
+            .bind(limit)
+            .fetch_all(conn)
+            .await?;
+            rows.iter().map(recorded).collect()
+        }
+
+        async fn upsert_project(tx: &mut $Conn, r: &ProjectRow) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO projects (id, name, path, check_command, auto_approve, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, path = excluded.path,
+                   check_command = excluded.check_command, auto_approve = excluded.auto_approve,
+                   updated_at = excluded.updated_at",
+            )
+            .bind(&r.id)
+            .bind(&r.name)
+            .bind(&r.path)
+            .bind(&r.check_command)
+            .bind(r.auto_approve)
+            .bind(r.created_at)
+            .bind(r.updated_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| constraint(e, &format!("a project named `{}` or at {}", r.name, r.path)))?;
+            Ok(())
+        }
+
+        async fn upsert_task(tx: &mut $Conn, r: &TaskRow) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO tasks (id, project_id, request, stage, created_by, options, outcome, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (id) DO UPDATE SET stage = excluded.stage, outcome = excluded.outcome,
+                   updated_at = excluded.updated_at",
+            )
+            .bind(&r.id)
+            .bind(&r.project_id)
+            .bind(&r.request)
+            .bind(&r.stage)
+            .bind(&r.created_by)
+            .bind(&r.options)
+            .bind(&r.outcome)
+            .bind(r.created_at)
+            .bind(r.updated_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| constraint(e, &format!("task `{}` (project `{}`)", r.id, r.project_id)))?;
+            Ok(())
+        }
+
+        async fn upsert_step(tx: &mut $Conn, r: &StepRow) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO steps (task_id, step_id, ord, name, intent, state, attempt, depends_on, input,
+                   receipt, error, recorded_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 ON CONFLICT (task_id, step_id) DO UPDATE SET state = excluded.state,
+                   attempt = excluded.attempt, receipt = excluded.receipt, error = excluded.error,
+                   updated_at = excluded.updated_at",
+            )
+            .bind(&r.task_id)
+            .bind(&r.step_id)
+            .bind(r.ord)
+            .bind(&r.name)
+            .bind(&r.intent)
+            .bind(&r.state)
+            .bind(r.attempt)
+            .bind(&r.depends_on)
+            .bind(&r.input)
+            .bind(&r.receipt)
+            .bind(&r.error)
+            .bind(r.recorded_at)
+            .bind(r.updated_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| constraint(e, &format!("step `{}`", r.step_id)))?;
+            Ok(())
+        }
+
+        async fn upsert_approval(tx: &mut $Conn, r: &ApprovalRow) -> Result<()> {
+            let done = sqlx::query(
+                "INSERT INTO approvals (id, task_id, project_id, step_id, attempt, kind, summary, details,
+                   state, decided_by, note, requested_at, decided_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_by = excluded.decided_by,
+                   note = excluded.note, decided_at = excluded.decided_at
+                 WHERE approvals.task_id = excluded.task_id",
+            )
+            .bind(&r.id)
+            .bind(&r.task_id)
+            .bind(&r.project_id)
+            .bind(&r.step_id)
+            .bind(r.attempt)
+            .bind(&r.kind)
+            .bind(&r.summary)
+            .bind(&r.details)
+            .bind(&r.state)
+            .bind(&r.decided_by)
+            .bind(&r.note)
+            .bind(r.requested_at)
+            .bind(r.decided_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| constraint(e, &format!("approval `{}`", r.id)))?;
+            // The guarded upsert skips a row owned by another task: ids are journal-wide.
+            if done.rows_affected() == 0 {
+                return Err(StoreError::Constraint(format!(
+                    "approval `{}` already exists in another task",
+                    r.id
+                )));
+            }
+            Ok(())
+        }
+
+        async fn upsert_session(tx: &mut $Conn, r: &SessionRow) -> Result<()> {
+            let done = sqlx::query(
+                "INSERT INTO sessions (id, task_id, agent, role, workspace_key, agent_session_id, verified,
+                   step_id, ended, started_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (id) DO UPDATE SET agent_session_id = excluded.agent_session_id,
+                   verified = excluded.verified, ended = excluded.ended
+                 WHERE sessions.task_id = excluded.task_id",
+            )
+            .bind(&r.id)
+            .bind(&r.task_id)
+            .bind(&r.agent)
+            .bind(&r.role)
+            .bind(&r.workspace_key)
+            .bind(&r.agent_session_id)
+            .bind(r.verified)
+            .bind(&r.step_id)
+            .bind(&r.ended)
+            .bind(r.started_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| constraint(e, &format!("session `{}`", r.id)))?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::Constraint(format!(
+                    "session `{}` already exists in another task",
+                    r.id
+                )));
+            }
+            Ok(())
+        }
+
+        /// Write the rows an append changed, from the state after it.
+        async fn write_touched(
+            tx: &mut $Conn,
+            state: &StreamState,
+            touched: &[Touched],
+        ) -> Result<()> {
+            match state {
+                StreamState::Project(p) => upsert_project(tx, &project_row(p)).await,
+                StreamState::Task(t) => {
+                    upsert_task(tx, &task_row(t)).await?;
+                    for touch in touched {
+                        write_task_part(tx, t, touch).await?;
+                    }
+                    Ok(())
+                }
+            }
+        }
+
+        async fn write_task_part(tx: &mut $Conn, t: &TaskState, touch: &Touched) -> Result<()> {
+            match touch {
+                Touched::Project | Touched::Task => {}
+                Touched::Step(id) => {
+                    if let Some(s) = t.steps.get(id) {
+                        upsert_step(tx, &step_row(t, s)).await?;
+                    }
+                }
+                Touched::Approval(id) => {
+                    if let Some(a) = t.approvals.get(id) {
+                        upsert_approval(tx, &approval_row(t, a)).await?;
+                    }
+                }
+                Touched::Session(id) => {
+                    if let Some(s) = t.sessions.get(id) {
+                        upsert_session(tx, &session_row(t, s)).await?;
+                    }
+                }
+                Touched::TaskAndApprovals => {
+                    for a in t.approvals.values() {
+                        upsert_approval(tx, &approval_row(t, a)).await?;
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn recorded(row: &$Row) -> Result<RecordedEvent> {
+            let stream_id: String = row.get("stream_id");
+            let seq: i64 = row.get("seq");
+            let payload: &str = row.get("payload");
+            let event = serde_json::from_str(payload).map_err(|e| corrupt(&stream_id, seq, e))?;
+            Ok(RecordedEvent {
+                pos: row.get("pos"),
+                seq,
+                at: row.get("at"),
+                hash: row.get("hash"),
+                stream_id,
+                event,
+            })
+        }
+
+        async fn write_projections(tx: &mut $Conn, p: &Projections) -> Result<()> {
+            for r in &p.projects {
+                upsert_project(tx, r).await?;
+            }
+            for r in &p.tasks {
+                upsert_task(tx, r).await?;
+            }
+            for r in &p.steps {
+                upsert_step(tx, r).await?;
+            }
+            for r in &p.approvals {
+                upsert_approval(tx, r).await?;
+            }
+            for r in &p.sessions {
+                upsert_session(tx, r).await?;
+            }
+            Ok(())
+        }
+
+        async fn read_projections(conn: &mut $Conn) -> Result<Projections> {
+            let mut p = Projections {
+                projects: sqlx::query_as("SELECT * FROM projects")
+                    .fetch_all(&mut *conn)
+                    .await?,
+                tasks: sqlx::query_as("SELECT * FROM tasks")
+                    .fetch_all(&mut *conn)
+                    .await?,
+                steps: sqlx::query_as("SELECT * FROM steps")
+                    .fetch_all(&mut *conn)
+                    .await?,
+                approvals: sqlx::query_as("SELECT * FROM approvals")
+                    .fetch_all(&mut *conn)
+                    .await?,
+                sessions: sqlx::query_as("SELECT * FROM sessions")
+                    .fetch_all(&mut *conn)
+                    .await?,
+            };
+            p.sort();
+            Ok(p)
+        }
+
+        /// Replays every event in global order into projections, checking links as it goes
+        /// when `check` is set. Returns the projections, the event count, the first break,
+        /// and the number of streams.
+        async fn replay_all(
+            conn: &mut $Conn,
+            check: bool,
+        ) -> Result<(Projections, usize, Option<Broken>, usize)> {
+            use futures::TryStreamExt;
+            struct Head {
+                seq: i64,
+                hash: String,
+                state: Option<StreamState>,
+            }
+            let mut heads: HashMap<String, Head> = HashMap::new();
+            let mut order: Vec<String> = Vec::new();
+            let mut broken: Option<Broken> = None;
+            let mut count = 0usize;
+            {
+                let mut rows = sqlx::query(
+                    "SELECT stream_id, seq, at, payload, prev_hash, hash FROM events ORDER BY pos",
+                )
+                .fetch(&mut *conn);
+                while let Some(row) = rows.try_next().await? {
+                    count += 1;
+                    let stream: String = row.get(0);
+                    let seq: i64 = row.get(1);
+                    let at: i64 = row.get(2);
+                    let payload: String = row.get(3);
+                    let prev_hash: String = row.get(4);
+                    let hash: String = row.get(5);
+                    let head = heads.entry(stream.clone()).or_insert_with(|| {
+                        order.push(stream.clone());
+                        Head {
+                            seq: 0,
+                            hash: GENESIS_HASH.to_owned(),
+                            state: None,
+                        }
+                    });
+                    let mut fail = |problem: String| {
+                        if broken
+                            .as_ref()
+                            .is_none_or(|b| (b.stream.as_str(), b.seq) > (stream.as_str(), seq))
+                        {
+                            broken = Some(Broken {
+                                stream: stream.clone(),
+                                seq,
+                                problem,
+                            });
+                        }
+                    };
+                    if check {
+                        if seq != head.seq + 1 {
+                            fail(format!("seq {seq} follows {}", head.seq));
+                        } else if prev_hash != head.hash {
+                            fail("prev_hash does not match the previous event's hash".into());
+                        } else if event_hash(&prev_hash, &stream, seq, at, &payload) != hash {
+                            fail(
+                                "hash does not match the event's content (changed after it was written)"
+                                    .into(),
+                            );
+                        }
+                    }
+                    match serde_json::from_str::<Event>(&payload) {
+                        Err(e) => {
+                            if !check {
+                                return Err(corrupt(&stream, seq, e));
+                            }
+                            fail(format!("payload is not an event: {e}"));
+                        }
+                        Ok(event) => {
+                            let applied = match head.state.as_mut() {
+                                None => StreamState::start(at, &event).map(|s| head.state = Some(s)),
+                                Some(s) => s.apply(at, &event),
+                            };
+                            if let Err(r) = applied {
+                                if !check {
+                                    return Err(corrupt(&stream, seq, r));
+                                }
+                                fail(format!("the reducer refuses it on replay: {r}"));
+                            }
+                        }
+                    }
+                    head.seq = seq;
+                    head.hash = hash;
+                }
+            }
+            let mut projections = Projections::default();
+            for stream in &order {
+                if let Some(Head {
+                    state: Some(state), ..
+                }) = heads.remove(stream)
+                {
+                    projections.add_stream(&state);
+                }
+            }
+            Ok((projections, count, broken, order.len()))
+        }
+
+        impl $J {
+            /// Cached values for `keys`, in order (`None` where absent). The cache is not part
+            /// of the journal: it holds derived data keyed by content hash.
+            pub async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+                let mut found: HashMap<String, Vec<u8>> = HashMap::with_capacity(keys.len());
+                for chunk in keys.chunks(500) {
+                    let mut q = sqlx::QueryBuilder::<$DB>::new(
+                        "SELECT key, value FROM blobs WHERE key IN (",
+                    );
+                    let mut list = q.separated(", ");
+                    for k in chunk {
+                        list.push_bind(k.clone());
+                    }
+                    q.push(")");
+                    for row in q.build().fetch_all(&self.pool).await? {
+                        found.insert(row.get(0), row.get(1));
+                    }
+                }
+                Ok(keys.iter().map(|k| found.remove(k)).collect())
+            }
+
+            /// Store (or replace) cached values, in one transaction.
+            pub async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
+                let mut tx = begin_write(&self.pool).await?;
+                for (key, value) in entries {
+                    sqlx::query(
+                        "INSERT INTO blobs (key, value) VALUES ($1, $2)
+                         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    )
+                    .bind(key)
+                    .bind(value)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl Journal for $J {
+            async fn append(
+                &self,
+                stream: &StreamId,
+                expected_head: i64,
+                events: Vec<NewEvent>,
+            ) -> Result<Appended> {
+                let mut cache = self.writer.lock().await;
+                let mut tx = begin_write(&self.pool).await?;
+                // A cached state at the expected head saves reading the head: if another
+                // process appended meanwhile, the (stream_id, seq) key refuses our insert.
+                let cached = cache
+                    .remove(stream.as_str())
+                    .filter(|c| c.seq == expected_head);
+                let (head_seq, head_hash, mut state) = match cached {
+                    Some(c) => (c.seq, c.hash, Some(c.state)),
+                    None => {
+                        let (seq, hash) = read_head(&mut tx, stream.as_str()).await?;
+                        if seq != expected_head {
+                            return Err(StoreError::Conflict {
+                                stream: stream.clone(),
+                                expected: expected_head,
+                                actual: seq,
+                            });
+                        }
+                        (seq, hash, load_state(&mut tx, stream.as_str()).await?)
+                    }
+                };
+                if events.is_empty() {
+                    return Ok(Appended {
+                        head_seq,
+                        head_hash,
+                    });
+                }
+                let mut touched = Vec::with_capacity(events.len());
+                let mut written = Vec::with_capacity(events.len());
+                let (mut seq, mut prev) = (head_seq, head_hash);
+                for (index, new) in events.into_iter().enumerate() {
+                    let rejected = |reason| StoreError::Rejected {
+                        stream: stream.clone(),
+                        index,
+                        reason,
+                    };
+                    match state.as_mut() {
+                        None => {
+                            state = Some(StreamState::start(new.at, &new.event).map_err(rejected)?)
+                        }
+                        Some(s) => s.apply(new.at, &new.event).map_err(rejected)?,
+                    }
+                    seq += 1;
+                    let payload = serde_json::to_string(&new.event)
+                        .map_err(|e| corrupt(stream.as_str(), seq, e))?;
+                    let hash = event_hash(&prev, stream.as_str(), seq, new.at, &payload);
+                    let pos: i64 = sqlx::query_scalar(
+                        "INSERT INTO events (stream_id, seq, at, type, payload, prev_hash, hash)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING pos",
+                    )
+                    .bind(stream.as_str())
+                    .bind(seq)
+                    .bind(new.at)
+                    .bind(new.event.kind())
+                    .bind(&payload)
+                    .bind(&prev)
+                    .bind(&hash)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| match &e {
+                        sqlx::Error::Database(db) if db.is_unique_violation() => {
+                            StoreError::Conflict {
+                                stream: stream.clone(),
+                                expected: expected_head,
+                                actual: seq,
+                            }
+                        }
+                        _ => StoreError::Db(e),
+                    })?;
+                    let touch = new.event.touched();
+                    if !touched.contains(&touch) {
+                        touched.push(touch);
+                    }
+                    written.push(RecordedEvent {
+                        pos,
+                        stream_id: stream.0.clone(),
+                        seq,
+                        at: new.at,
+                        event: new.event,
+                        hash: hash.clone(),
+                    });
+                    prev = hash;
+                }
+                let Some(state) = state else {
+                    return Err(corrupt(stream.as_str(), seq, "no state after append"));
+                };
+                write_touched(&mut tx, &state, &touched).await?;
+                announce(&mut tx, &written).await?;
+                // Mark our events before they become visible, so a follower never delivers them twice.
+                let following = {
+                    let mut f = $crate::shared::lock(&self.follow);
+                    if f.active {
+                        f.own.extend(written.iter().map(|e| e.pos));
+                    }
+                    f.active
+                };
+                if let Err(e) = tx.commit().await {
+                    if following {
+                        let mut f = $crate::shared::lock(&self.follow);
+                        for w in &written {
+                            f.own.remove(&w.pos);
+                        }
+                    }
+                    return Err(e.into());
+                }
+                if cache.len() >= CACHE_LIMIT {
+                    cache.clear();
+                }
+                cache.insert(
+                    stream.0.clone(),
+                    Cached {
+                        seq,
+                        hash: prev.clone(),
+                        state,
+                    },
+                );
+                drop(cache);
+                for e in written {
+                    // Nobody listening is fine: subscribers are woken, not required.
+                    let _ = self.events.send(e);
+                }
+                Ok(Appended {
+                    head_seq: seq,
+                    head_hash: prev,
+                })
+            }
+
+            async fn head(&self, stream: &StreamId) -> Result<i64> {
+                let mut conn = self.pool.acquire().await?;
+                Ok(read_head(&mut conn, stream.as_str()).await?.0)
+            }
+
+            async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
+                let mut conn = self.pool.acquire().await?;
+                load_state(&mut conn, stream.as_str()).await
+            }
+
+            async fn stream_events(
+                &self,
+                stream: &StreamId,
+                after_seq: i64,
+            ) -> Result<Vec<RecordedEvent>> {
+                let rows = sqlx::query(
+                    "SELECT pos, stream_id, seq, at, payload, hash FROM events
+                     WHERE stream_id = $1 AND seq > $2 ORDER BY seq",
+                )
+                .bind(stream.as_str())
+                .bind(after_seq)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(recorded).collect()
+            }
+
+            async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>> {
+                read_events_after(&self.pool, after_pos, limit).await
+            }
+
+            fn subscribe(&self) -> tokio::sync::broadcast::Receiver<RecordedEvent> {
+                self.events.subscribe()
+            }
+
+            async fn task(&self, id: &str) -> Result<Option<TaskView>> {
+                let mut conn = self.pool.acquire().await?;
+                let Some(task) = sqlx::query_as::<_, TaskRow>("SELECT * FROM tasks WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *conn)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let steps = sqlx::query_as("SELECT * FROM steps WHERE task_id = $1 ORDER BY ord")
+                    .bind(id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let approvals = sqlx::query_as(
+                    "SELECT * FROM approvals WHERE task_id = $1 ORDER BY requested_at, id",
+                )
+                .bind(id)
+                .fetch_all(&mut *conn)
+                .await?;
+                let sessions = sqlx::query_as(
+                    "SELECT * FROM sessions WHERE task_id = $1 ORDER BY started_at, id",
+                )
+                .bind(id)
+                .fetch_all(&mut *conn)
+                .await?;
+                let (head_seq, _) = read_head(&mut conn, id).await?;
+                Ok(Some(TaskView {
+                    task,
+                    steps,
+                    approvals,
+                    sessions,
+                    head_seq,
+                }))
+            }
+
+            async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
+                let mut q = sqlx::QueryBuilder::<$DB>::new("SELECT * FROM tasks WHERE 1 = 1");
+                if let Some(p) = &filter.project_id {
+                    q.push(" AND project_id = ").push_bind(p.clone());
+                }
+                if let Some(s) = &filter.stage {
+                    q.push(" AND stage = ").push_bind(s.clone());
+                }
+                q.push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                    .push_bind(filter.limit.unwrap_or(100))
+                    .push(" OFFSET ")
+                    .push_bind(filter.offset.unwrap_or(0));
+                Ok(q.build_query_as().fetch_all(&self.pool).await?)
+            }
+
+            async fn projects(&self) -> Result<Vec<ProjectRow>> {
+                Ok(sqlx::query_as("SELECT * FROM projects ORDER BY name")
+                    .fetch_all(&self.pool)
+                    .await?)
+            }
+
+            async fn projections(&self) -> Result<Projections> {
+                let mut conn = self.pool.acquire().await?;
+                read_projections(&mut conn).await
+            }
+
+            async fn rebuild(&self) -> Result<usize> {
+                let mut cache = self.writer.lock().await;
+                let mut tx = begin_write(&self.pool).await?;
+                let (projections, count, _, _) = replay_all(&mut tx, false).await?;
+                for table in ["sessions", "approvals", "steps", "tasks", "projects"] {
+                    sqlx::query(&format!("DELETE FROM {table}"))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                write_projections(&mut tx, &projections).await?;
+                tx.commit().await?;
+                cache.clear();
+                Ok(count)
+            }
+
+            async fn verify(&self) -> Result<VerifyReport> {
+                // One read transaction: the events and the projections come from one snapshot.
+                let mut tx = begin_read(&self.pool).await?;
+                let (mut rebuilt, events, broken, streams) = replay_all(&mut tx, true).await?;
+                let broken = match broken {
+                    Some(b) => Some(b),
+                    None => {
+                        rebuilt.sort();
+                        let live = read_projections(&mut tx).await?;
+                        live.first_difference(&rebuilt).map(|problem| Broken {
+                            stream: "projections".into(),
+                            seq: 0,
+                            problem,
+                        })
+                    }
+                };
+                tx.rollback().await.ok();
+                Ok(VerifyReport {
+                    streams,
+                    events,
+                    broken,
+                })
+            }
+
+            async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+                <$J>::blobs_get(self, keys).await
+            }
+
+            async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
+                <$J>::blobs_put(self, entries).await
+            }
+
+            async fn follow_other_processes(&self) -> Result<()> {
+                <$J>::follow_other_processes(self).await
+            }
+
+            fn location(&self) -> String {
+                <$J>::location(self)
+            }
+
+            fn schema_version(&self) -> i64 {
+                <$J>::supported_schema_version()
+            }
+
+            async fn shutdown(&self) {
+                self.close_pool().await
+            }
+        }
+    };
+}
+
+pub(crate) use journal_backend;
