@@ -75,7 +75,7 @@ impl Repo {
         let refname = format!("refs/heads/{branch}");
         let out = self.git_remote(auth, &["ls-remote", "--heads", remote, &refname])?;
         if !out.status.success() {
-            return Err(classify(remote, branch, auth, &out.stderr));
+            return Err(classify(self, remote, branch, auth, &out));
         }
         let text = String::from_utf8_lossy(&out.stdout);
         Ok(text.lines().find_map(|l| {
@@ -99,7 +99,7 @@ impl Repo {
         let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
         let out = self.git_remote(auth, &["push", "--porcelain", remote, &spec])?;
         if !out.status.success() {
-            return Err(classify(remote, branch, auth, &out.stderr));
+            return Err(classify(self, remote, branch, auth, &out));
         }
         Ok(PushOutcome {
             sha: local,
@@ -108,9 +108,21 @@ impl Repo {
     }
 }
 
-fn classify(remote: &str, branch: &str, auth: &GitAuth, stderr: &[u8]) -> ForgeError {
+fn classify(
+    repo: &Repo,
+    remote: &str,
+    branch: &str,
+    auth: &GitAuth,
+    out: &std::process::Output,
+) -> ForgeError {
     let secrets: Vec<&Secret> = auth.token.iter().collect();
-    let text = redact(String::from_utf8_lossy(stderr).trim(), &secrets);
+    // `--porcelain` puts the per-ref verdict (`[remote rejected]`) on stdout.
+    let both = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr).trim(),
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    let text = redact(both.trim(), &secrets);
     let remote = redact(remote, &secrets);
     let lower = text.to_lowercase();
     let remote_lines: Vec<&str> = text
@@ -166,7 +178,7 @@ fn classify(remote: &str, branch: &str, auth: &GitAuth, stderr: &[u8]) -> ForgeE
     }
     ForgeError::Git {
         args: format!("push {}", strip_userinfo(&remote)),
-        dir: std::path::PathBuf::from("."),
+        dir: repo.root().to_owned(),
         stderr: text,
     }
 }

@@ -6,11 +6,13 @@
 //!   [`bins::fake_bin`].
 //! * [`llm::FakeLlmServer`]: an OpenAI-compatible Chat Completions + Anthropic Messages
 //!   server on loopback, driven by the same scenario format.
+//! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
 //!
 //! Never shipped in the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod bins;
 pub mod fakes;
+pub mod forge;
 pub mod llm;
 pub mod scenario;

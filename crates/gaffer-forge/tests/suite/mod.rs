@@ -1,1 +1,3 @@
+mod forge_api;
+mod push;
 mod worktree;
