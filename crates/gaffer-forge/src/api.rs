@@ -517,6 +517,7 @@ impl Http {
         let mut attempts = 0;
         loop {
             attempts += 1;
+            let github = self.forge.starts_with("github");
             let mut req = self
                 .client
                 .request(method.clone(), &url)
@@ -524,11 +525,16 @@ impl Http {
                     reqwest::header::AUTHORIZATION,
                     format!("{} {}", self.auth_scheme, self.token.expose()),
                 )
-                .header(reqwest::header::ACCEPT, "application/json");
-            if self.auth_scheme == "Bearer" && self.forge.starts_with("github") {
-                req = req
-                    .header(reqwest::header::ACCEPT, "application/vnd.github+json")
-                    .header("X-GitHub-Api-Version", "2022-11-28");
+                .header(
+                    reqwest::header::ACCEPT,
+                    if github {
+                        "application/vnd.github+json"
+                    } else {
+                        "application/json"
+                    },
+                );
+            if github {
+                req = req.header("X-GitHub-Api-Version", "2022-11-28");
             }
             if let Some(b) = body {
                 req = req.json(b);
