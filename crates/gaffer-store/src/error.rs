@@ -62,6 +62,12 @@ pub enum StoreError {
         /// What is wrong.
         problem: String,
     },
+    /// The URL names a database this build cannot open.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A journal copy was refused or stopped.
+    #[error("journal copy refused: {0}")]
+    Copy(String),
     /// Migrating the schema failed.
     #[error("schema migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -5,19 +5,26 @@
 //! `gaffer-core` checks each event; projections (projects, tasks, steps,
 //! approvals, sessions) are updated in the same transaction and can be
 //! rebuilt from events alone. [`Journal`] is the backend-neutral interface;
-//! [`SqliteJournal`] is the embedded default.
+//! [`SqliteJournal`] is the embedded default, [`PgJournal`] the one many
+//! machines share; [`open`] picks one from a URL or path.
 
+mod copy;
 mod error;
 mod hash;
 mod journal;
+mod open;
+mod postgres;
 mod projection;
 mod shared;
 mod sqlite;
 
+pub use copy::{copy_journal, Copied};
 pub use error::{Result, StoreError};
 pub use hash::{event_hash, GENESIS_HASH};
 pub use journal::{
     now_ms, Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView, VerifyReport,
 };
+pub use open::{open, Location};
+pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};
 pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
 pub use sqlite::{Durability, SqliteJournal};

@@ -3,7 +3,7 @@
 //! and no batch is half-written.
 use super::support::*;
 use gaffer_core::*;
-use gaffer_store::{Durability, Journal, SqliteJournal};
+use gaffer_store::Durability;
 use pretty_assertions::assert_eq;
 use rand::Rng;
 use serde_json::json;
@@ -21,9 +21,7 @@ async fn child_writer() {
     let Ok(path) = std::env::var(DB_ENV) else {
         return;
     };
-    let j = SqliteJournal::open(path.as_ref(), Durability::Full)
-        .await
-        .unwrap();
+    let j = gaffer_store::open(&path, Durability::Full).await.unwrap();
     let p = StreamId::from("p");
     if j.head(&p).await.unwrap() == 0 {
         j.append(&p, 0, vec![at(project("p"))]).await.unwrap();
@@ -61,13 +59,27 @@ async fn child_writer() {
 }
 
 #[tokio::test]
-async fn kill_the_writer_at_random_moments() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("journal.db");
+async fn kill_the_writer_at_random_moments_sqlite() {
+    kill_the_writer_at_random_moments(Backend::Sqlite, 30).await;
+}
+
+#[tokio::test]
+async fn kill_the_writer_at_random_moments_postgres() {
+    if Backend::Postgres.available() {
+        kill_the_writer_at_random_moments(Backend::Postgres, 15).await;
+    }
+}
+
+async fn kill_the_writer_at_random_moments(b: Backend, rounds: usize) {
+    let target = empty_target(b).await;
+    let path = match &target {
+        Target::Sqlite(dir) => dir.path().join("journal.db").display().to_string(),
+        Target::Postgres(url) => url.clone(),
+    };
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::thread_rng();
     let mut last_total = 0;
-    for round in 0..30 {
+    for round in 0..rounds {
         let mut child = Command::new(&exe)
             .args([
                 "suite::crash::child_writer",
@@ -85,7 +97,7 @@ async fn kill_the_writer_at_random_moments() {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
 
-        let j = SqliteJournal::open(&path, Durability::Full).await.unwrap();
+        let j = gaffer_store::open(&path, Durability::Full).await.unwrap();
         let report = j.verify().await.unwrap();
         assert_eq!(report.broken, None, "round {round}");
         for t in j.tasks(&Default::default()).await.unwrap() {
@@ -101,7 +113,7 @@ async fn kill_the_writer_at_random_moments() {
         j.rebuild().await.unwrap();
         assert_eq!(j.projections().await.unwrap(), live, "round {round}");
         last_total = report.events;
-        j.close().await;
+        j.shutdown().await;
     }
     assert!(
         last_total > 30,

@@ -1,12 +1,11 @@
 use super::support::*;
 use gaffer_core::*;
-use gaffer_store::{Journal, StoreError};
-use pretty_assertions::assert_eq;
+use gaffer_store::StoreError;
 use serde_json::json;
 
-#[tokio::test]
-async fn appends_update_projections_in_the_same_transaction() {
-    let t = temp_journal().await;
+each_backend! {
+async fn appends_update_projections_in_the_same_transaction(b: Backend) {
+    let t = temp_journal(b).await;
     let j = &t.journal;
     seeded(j, "p-1", "t-1").await;
     let head = j
@@ -42,9 +41,8 @@ async fn appends_update_projections_in_the_same_transaction() {
     assert_eq!(report.events, 5);
 }
 
-#[tokio::test]
-async fn a_rejected_event_writes_nothing() {
-    let t = temp_journal().await;
+async fn a_rejected_event_writes_nothing(b: Backend) {
+    let t = temp_journal(b).await;
     let j = &t.journal;
     seeded(j, "p-1", "t-1").await;
     let before = j.projections().await.unwrap();
@@ -86,9 +84,8 @@ async fn a_rejected_event_writes_nothing() {
     .unwrap();
 }
 
-#[tokio::test]
-async fn a_stale_head_is_a_conflict_not_a_fork() {
-    let t = temp_journal().await;
+async fn a_stale_head_is_a_conflict_not_a_fork(b: Backend) {
+    let t = temp_journal(b).await;
     let j = &t.journal;
     seeded(j, "p-1", "t-1").await;
     let err = j
@@ -115,13 +112,12 @@ async fn a_stale_head_is_a_conflict_not_a_fork() {
     assert_eq!(j.stream_events(&"t-1".into(), 0).await.unwrap().len(), 2);
 }
 
-#[tokio::test]
-async fn two_concurrent_writers_with_the_same_head_exactly_one_wins() {
-    let t = temp_journal().await;
+async fn two_concurrent_writers_with_the_same_head_exactly_one_wins(b: Backend) {
+    let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
     // A second handle on the same file stands for a second process: its own
     // connections, its own cache, its own writer lock.
-    let other = open(&t.path()).await;
+    let other = t.reopen().await;
     let stream = StreamId::from("t-1");
     for round in 0..20 {
         let head = t.journal.head(&stream).await.unwrap();
@@ -148,11 +144,10 @@ async fn two_concurrent_writers_with_the_same_head_exactly_one_wins() {
     assert_eq!(t.journal.verify().await.unwrap().broken, None);
 }
 
-#[tokio::test]
-async fn many_tasks_racing_on_one_handle_never_fork() {
-    let t = temp_journal().await;
+async fn many_tasks_racing_on_one_handle_never_fork(b: Backend) {
+    let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
-    let j = std::sync::Arc::new(t.journal);
+    let j = t.journal.clone();
     let mut handles = Vec::new();
     for i in 0..16 {
         let j = j.clone();
@@ -174,9 +169,8 @@ async fn many_tasks_racing_on_one_handle_never_fork() {
     assert_eq!(j.head(&"t-1".into()).await.unwrap(), 3);
 }
 
-#[tokio::test]
-async fn a_task_for_an_unknown_project_is_refused_and_nothing_is_stored() {
-    let t = temp_journal().await;
+async fn a_task_for_an_unknown_project_is_refused_and_nothing_is_stored(b: Backend) {
+    let t = temp_journal(b).await;
     let err = t
         .journal
         .append(&"t-1".into(), 0, vec![at(task("t-1", "p-nope"))])
@@ -188,9 +182,8 @@ async fn a_task_for_an_unknown_project_is_refused_and_nothing_is_stored() {
     assert!(t.journal.events_after(0, 10).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn an_approval_id_is_unique_across_tasks() {
-    let t = temp_journal().await;
+async fn an_approval_id_is_unique_across_tasks(b: Backend) {
+    let t = temp_journal(b).await;
     let j = &t.journal;
     seeded(j, "p-1", "t-1").await;
     j.append(
@@ -220,9 +213,8 @@ async fn an_approval_id_is_unique_across_tasks() {
     assert_eq!(j.verify().await.unwrap().broken, None);
 }
 
-#[tokio::test]
-async fn subscribers_are_woken_by_committed_events_in_order() {
-    let t = temp_journal().await;
+async fn subscribers_are_woken_by_committed_events_in_order(b: Backend) {
+    let t = temp_journal(b).await;
     let mut rx = t.journal.subscribe();
     seeded(&t.journal, "p-1", "t-1").await;
     let kinds: Vec<_> = (0..3)
@@ -236,38 +228,23 @@ async fn subscribers_are_woken_by_committed_events_in_order() {
     assert!(all.windows(2).all(|w| w[0].pos < w[1].pos));
 }
 
-#[tokio::test]
-async fn events_cannot_be_updated_or_deleted_through_sql() {
-    let t = temp_journal().await;
+async fn events_cannot_be_updated_or_deleted_through_sql(b: Backend) {
+    let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
-    let pool = t.journal.pool();
-    let upd = sqlx::query("UPDATE events SET payload = '{}' WHERE seq = 1")
-        .execute(pool)
-        .await;
-    assert!(upd.unwrap_err().to_string().contains("append-only"));
-    let del = sqlx::query("DELETE FROM events").execute(pool).await;
-    assert!(del.unwrap_err().to_string().contains("append-only"));
+    let upd = t.sql("UPDATE events SET payload = '{}' WHERE seq = 1").await;
+    assert!(upd.unwrap_err().contains("append-only"));
+    let del = t.sql("DELETE FROM events").await;
+    assert!(del.unwrap_err().contains("append-only"));
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
 }
 
-#[tokio::test]
-async fn a_tampered_byte_in_the_file_is_found_by_verify() {
-    let t = temp_journal().await;
+async fn a_tampered_byte_is_found_by_verify(b: Backend) {
+    let mut t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
     seeded(&t.journal, "p-2", "t-2").await;
     assert_eq!(t.journal.verify().await.unwrap().broken, None);
-    let TempJournal { dir, journal } = t;
-    let path = dir.path().join("journal.db");
-    journal.close().await;
-    let mut bytes = std::fs::read(&path).unwrap();
-    let needle = b"request for t-2: add an installation";
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .expect("the event is in the main file after close");
-    bytes[at + needle.len() - 1] = b'X'; // "installatioX"
-    std::fs::write(&path, &bytes).unwrap();
-    let journal = open(&path).await;
-    let report = journal.verify().await.unwrap();
+    t.tamper("t-2").await;
+    let report = t.journal.verify().await.unwrap();
     let broken = report.broken.expect("tampering must be found");
     assert_eq!(
         (broken.stream.as_str(), broken.seq),
@@ -277,14 +254,10 @@ async fn a_tampered_byte_in_the_file_is_found_by_verify() {
     assert!(broken.problem.contains("hash"), "{broken:?}");
 }
 
-#[tokio::test]
-async fn a_projection_edited_behind_the_journals_back_is_found_and_rebuild_repairs_it() {
-    let t = temp_journal().await;
+async fn a_projection_edited_behind_the_journals_back_is_found_and_rebuild_repairs_it(b: Backend) {
+    let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
-    sqlx::query("UPDATE tasks SET stage = 'done'")
-        .execute(t.journal.pool())
-        .await
-        .unwrap();
+    t.sql("UPDATE tasks SET stage = 'done'").await.unwrap();
     let broken = t.journal.verify().await.unwrap().broken.unwrap();
     assert_eq!(broken.stream, "projections");
     assert!(broken.problem.contains("tasks"), "{broken:?}");
@@ -296,9 +269,8 @@ async fn a_projection_edited_behind_the_journals_back_is_found_and_rebuild_repai
     );
 }
 
-#[tokio::test]
-async fn state_replays_the_stream() {
-    let t = temp_journal().await;
+async fn state_replays_the_stream(b: Backend) {
+    let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
     match t.journal.state(&"t-1".into()).await.unwrap() {
         Some(StreamState::Task(task)) => {
@@ -309,15 +281,14 @@ async fn state_replays_the_stream() {
     assert_eq!(t.journal.state(&"t-none".into()).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn events_of_another_process_reach_subscribers_once_without_polling() {
-    let t = temp_journal().await;
+async fn events_of_another_process_reach_subscribers_once_without_polling(b: Backend) {
+    let t = temp_journal(b).await;
     t.journal.follow_other_processes().await.unwrap();
     let mut rx = t.journal.subscribe();
     // Our own append: delivered once, by the append itself.
     seeded(&t.journal, "p-1", "t-1").await;
     // Another handle on the same file stands for another process.
-    let other = open(&t.path()).await;
+    let other = t.reopen().await;
     other
         .append(
             &"t-1".into(),
@@ -350,9 +321,8 @@ async fn events_of_another_process_reach_subscribers_once_without_polling() {
     assert!(rx.try_recv().is_err());
 }
 
-#[tokio::test]
-async fn the_blob_cache_round_trips_in_order_and_replaces() {
-    let t = temp_journal().await;
+async fn the_blob_cache_round_trips_in_order_and_replaces(b: Backend) {
+    let t = temp_journal(b).await;
     t.journal
         .blobs_put(&[("a".into(), vec![1, 2]), ("b".into(), vec![3])])
         .await
@@ -376,4 +346,5 @@ async fn the_blob_cache_round_trips_in_order_and_replaces() {
         .iter()
         .zip(&many)
         .all(|(g, (_, v))| g.as_ref() == Some(v)));
+}
 }

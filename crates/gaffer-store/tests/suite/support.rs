@@ -1,29 +1,204 @@
+use super::pg;
 use gaffer_core::*;
-use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
+use gaffer_store::{Durability, Journal, NewEvent};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-pub struct TempJournal {
-    pub dir: tempfile::TempDir,
-    pub journal: SqliteJournal,
+/// The backends every test in the suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
 }
 
-impl TempJournal {
-    pub fn path(&self) -> PathBuf {
-        self.dir.path().join("journal.db")
+impl Backend {
+    /// Whether this backend can run here (PostgreSQL may skip outside CI).
+    pub fn available(self) -> bool {
+        match self {
+            Backend::Sqlite => true,
+            Backend::Postgres => pg::available(),
+        }
     }
 }
 
-pub async fn temp_journal() -> TempJournal {
-    let dir = tempfile::tempdir().unwrap();
-    let journal = SqliteJournal::open(&dir.path().join("journal.db"), Durability::Normal)
-        .await
-        .unwrap();
-    TempJournal { dir, journal }
+/// One test per backend from one body: `suite::journal::NAME::sqlite` and `::postgres`.
+macro_rules! each_backend {
+    ($(#[$meta:meta])* async fn $name:ident($b:ident: Backend) $body:block $($rest:tt)*) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use pretty_assertions::assert_eq;
+            async fn run($b: Backend) $body
+            #[tokio::test]
+            async fn sqlite() {
+                run(Backend::Sqlite).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                if Backend::Postgres.available() {
+                    run(Backend::Postgres).await
+                }
+            }
+        }
+        each_backend!($($rest)*);
+    };
+    () => {};
+}
+pub(crate) use each_backend;
+
+/// Where a test journal lives.
+pub enum Target {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
 }
 
-pub async fn open(path: &Path) -> SqliteJournal {
-    SqliteJournal::open(path, Durability::Normal).await.unwrap()
+pub struct TempJournal {
+    pub target: Target,
+    pub journal: Arc<dyn Journal>,
+}
+
+impl TempJournal {
+    /// The SQLite file (SQLite tests only).
+    pub fn path(&self) -> PathBuf {
+        match &self.target {
+            Target::Sqlite(dir) => dir.path().join("journal.db"),
+            Target::Postgres(_) => panic!("a PostgreSQL journal has no file"),
+        }
+    }
+
+    /// What `gaffer_store::open` takes: the path or the URL.
+    pub fn url(&self) -> String {
+        match &self.target {
+            Target::Sqlite(_) => self.path().display().to_string(),
+            Target::Postgres(url) => url.clone(),
+        }
+    }
+
+    /// A second handle on the same journal: its own connections, cache and
+    /// writer lock, as another process would have.
+    pub async fn reopen(&self) -> Arc<dyn Journal> {
+        open_url(&self.url()).await
+    }
+
+    /// Run raw SQL on a connection of its own; the database's error as text.
+    pub async fn sql(&self, sql: &str) -> Result<(), String> {
+        use sqlx::Connection;
+        match &self.target {
+            Target::Sqlite(_) => {
+                let url = format!("sqlite://{}", self.path().display());
+                let mut conn = sqlx::SqliteConnection::connect(&url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let done = sqlx::raw_sql(sql).execute(&mut conn).await;
+                conn.close().await.ok();
+                done.map(|_| ()).map_err(|e| e.to_string())
+            }
+            Target::Postgres(url) => {
+                let mut conn = sqlx::PgConnection::connect(url)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let done = sqlx::raw_sql(sql).execute(&mut conn).await;
+                conn.close().await.ok();
+                done.map(|_| ()).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Change one byte of a stored event (`installation` → `installatioX` in the
+    /// request of the event whose request names `task`) behind the journal's back:
+    /// in the SQLite file itself, or in PostgreSQL with triggers disabled.
+    pub async fn tamper(&mut self, task: &str) {
+        let needle = format!("request for {task}: add an installation");
+        match &self.target {
+            Target::Sqlite(_) => {
+                self.journal.shutdown().await;
+                let path = self.path();
+                let mut bytes = std::fs::read(&path).unwrap();
+                let at = bytes
+                    .windows(needle.len())
+                    .position(|w| w == needle.as_bytes())
+                    .expect("the event is in the main file after close");
+                bytes[at + needle.len() - 1] = b'X'; // "installatioX"
+                std::fs::write(&path, &bytes).unwrap();
+                self.journal = open_url(&self.url()).await;
+            }
+            Target::Postgres(_) => {
+                self.sql(&format!(
+                    "SET session_replication_role = replica;
+                     UPDATE events SET payload = replace(payload, '{needle}', '{}X')
+                     WHERE stream_id = '{task}' AND seq = 1",
+                    &needle[..needle.len() - 1]
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    /// Everything a refused open must leave unchanged: the file's bytes, or the
+    /// database's tables, migrations and events.
+    pub async fn fingerprint(&self) -> Vec<u8> {
+        match &self.target {
+            Target::Sqlite(_) => std::fs::read(self.path()).unwrap(),
+            Target::Postgres(url) => {
+                use sqlx::Connection;
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+                let tables: Vec<String> = sqlx::query_scalar(
+                    "SELECT table_name::text FROM information_schema.tables
+                     WHERE table_schema = current_schema() ORDER BY 1",
+                )
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+                let mut out = tables.join(",");
+                if tables.iter().any(|t| t == "_sqlx_migrations") {
+                    let v: Vec<i64> =
+                        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY 1")
+                            .fetch_all(&mut conn)
+                            .await
+                            .unwrap();
+                    out.push_str(&format!(" {v:?}"));
+                }
+                if tables.iter().any(|t| t == "events") {
+                    let rows: Vec<(String, i64, String)> =
+                        sqlx::query_as("SELECT stream_id, seq, hash FROM events ORDER BY pos")
+                            .fetch_all(&mut conn)
+                            .await
+                            .unwrap();
+                    out.push_str(&format!(" {rows:?}"));
+                }
+                out.into_bytes()
+            }
+        }
+    }
+}
+
+/// A fresh, empty target for `backend` (no journal opened on it yet).
+pub async fn empty_target(backend: Backend) -> Target {
+    match backend {
+        Backend::Sqlite => Target::Sqlite(tempfile::tempdir().unwrap()),
+        Backend::Postgres => Target::Postgres(pg::fresh_database().await),
+    }
+}
+
+pub async fn temp_journal(backend: Backend) -> TempJournal {
+    let target = empty_target(backend).await;
+    let url = match &target {
+        Target::Sqlite(dir) => dir.path().join("journal.db").display().to_string(),
+        Target::Postgres(url) => url.clone(),
+    };
+    TempJournal {
+        target,
+        journal: open_url(&url).await,
+    }
+}
+
+/// Open a journal by path or URL, as the CLI will.
+pub async fn open_url(url: &str) -> Arc<dyn Journal> {
+    gaffer_store::open(url, Durability::Normal).await.unwrap()
 }
 
 pub fn at(event: Event) -> NewEvent {
@@ -63,7 +238,7 @@ pub fn step(id: &str, intent: Intent) -> Event {
 }
 
 /// A project `p` and a task `t` with one step `s` recorded.
-pub async fn seeded(j: &dyn Journal, p: &str, t: &str) {
+pub async fn seeded(j: &Arc<dyn Journal>, p: &str, t: &str) {
     j.append(&StreamId::from(p), 0, vec![at(project(p))])
         .await
         .unwrap();

@@ -2,7 +2,6 @@
 //! projections equal a rebuild from events alone, and the journal verifies.
 use super::support::*;
 use gaffer_core::*;
-use gaffer_store::Journal;
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::json;
@@ -81,41 +80,78 @@ fn arb_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+async fn workload(b: Backend, ops: Vec<Op>) {
+    let t = temp_journal(b).await;
+    let j = &t.journal;
+    j.append(&"p".into(), 0, vec![at(project("p"))])
+        .await
+        .unwrap();
+    for id in TASKS {
+        j.append(&(*id).into(), 0, vec![at(task(id, "p"))])
+            .await
+            .unwrap();
+    }
+    for op in ops {
+        match op {
+            Op::Append { task, event } => {
+                let stream = StreamId::from(TASKS[task]);
+                let head = j.head(&stream).await.unwrap();
+                let before = j.projections().await.unwrap();
+                if j.append(&stream, head, vec![at(event)]).await.is_err() {
+                    assert_eq!(
+                        j.projections().await.unwrap(),
+                        before,
+                        "a refused append changed projections"
+                    );
+                }
+            }
+            Op::Stale { task } => {
+                let stream = StreamId::from(TASKS[task]);
+                let head = j.head(&stream).await.unwrap();
+                let stale = j
+                    .append(
+                        &stream,
+                        head - 1,
+                        vec![at(Event::TaskStageEntered {
+                            stage: Stage::Planning,
+                        })],
+                    )
+                    .await;
+                assert!(stale.is_err());
+            }
+        }
+    }
+    let live = j.projections().await.unwrap();
+    assert_eq!(j.verify().await.unwrap().broken, None);
+    j.rebuild().await.unwrap();
+    assert_eq!(j.projections().await.unwrap(), live);
+    j.shutdown().await;
+}
+
+fn block_on(f: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn rebuild_equals_live_after_a_random_workload(ops in proptest::collection::vec(arb_op(), 1..120)) {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            let t = temp_journal().await;
-            let j = &t.journal;
-            j.append(&"p".into(), 0, vec![at(project("p"))]).await.unwrap();
-            for id in TASKS {
-                j.append(&(*id).into(), 0, vec![at(task(id, "p"))]).await.unwrap();
-            }
-            for op in ops {
-                match op {
-                    Op::Append { task, event } => {
-                        let stream = StreamId::from(TASKS[task]);
-                        let head = j.head(&stream).await.unwrap();
-                        let before = j.projections().await.unwrap();
-                        if j.append(&stream, head, vec![at(event)]).await.is_err() {
-                            assert_eq!(j.projections().await.unwrap(), before, "a refused append changed projections");
-                        }
-                    }
-                    Op::Stale { task } => {
-                        let stream = StreamId::from(TASKS[task]);
-                        let head = j.head(&stream).await.unwrap();
-                        let stale = j.append(&stream, head - 1, vec![at(Event::TaskStageEntered { stage: Stage::Planning })]).await;
-                        assert!(stale.is_err());
-                    }
-                }
-            }
-            let live = j.projections().await.unwrap();
-            assert_eq!(j.verify().await.unwrap().broken, None);
-            j.rebuild().await.unwrap();
-            assert_eq!(j.projections().await.unwrap(), live);
-        });
+    fn rebuild_equals_live_after_a_random_workload_sqlite(ops in proptest::collection::vec(arb_op(), 1..120)) {
+        block_on(workload(Backend::Sqlite, ops));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    #[test]
+    fn rebuild_equals_live_after_a_random_workload_postgres(ops in proptest::collection::vec(arb_op(), 1..120)) {
+        if Backend::Postgres.available() {
+            block_on(workload(Backend::Postgres, ops));
+        }
     }
 }

@@ -1,0 +1,270 @@
+//! The PostgreSQL journal: the same schema, SQL and semantics as SQLite's, for
+//! many gaffer processes on many machines sharing one database.
+//!
+//! Appends take one transaction-scoped advisory lock, so global positions commit
+//! in order (a reader of `events_after` never skips an event that commits later
+//! with a smaller position) and a head read under the lock is exact; the
+//! `(stream_id, seq)` key refuses a fork even without it. Each append sends a
+//! `NOTIFY` that is delivered only if it commits; [`PgJournal::follow_other_processes`]
+//! listens and hands other processes' events to this process's subscribers once.
+
+use crate::shared::{deliver_foreign, journal_backend, lock, FollowState};
+use crate::sqlite::Durability;
+use crate::{Result, StoreError};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{ConnectOptions, Connection, PgConnection, Postgres, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::sync::{broadcast, Mutex};
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// The `LISTEN/NOTIFY` channel committed appends are announced on.
+pub const NOTIFY_CHANNEL: &str = "gaffer_events";
+
+/// The advisory lock key of the one writer path ("gaffer" in ASCII).
+const WRITER_LOCK: i64 = 0x6761_6666_6572;
+
+/// The journal in a PostgreSQL database (its current schema, normally `public`).
+pub struct PgJournal {
+    shown: String,
+    pool: PgPool,
+    /// Replayed state of recently written streams; appends of this process take it.
+    writer: Mutex<HashMap<String, Cached>>,
+    events: broadcast::Sender<RecordedEvent>,
+    follow: FollowState,
+    listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub fn mask_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        let authority_end = out[rest..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest + i);
+        if let Some(at) = out[rest..authority_end].rfind('@') {
+            let userinfo = &out[rest..rest + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest + colon + 1..rest + at, "***");
+            }
+        }
+    }
+    // `?password=…` in the query string.
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let masked: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{base}{}", masked.join("&"));
+    }
+    out
+}
+
+impl PgJournal {
+    /// Connect to the database at `url` (`postgres://user:password@host:port/db`) and
+    /// migrate it to this build's schema. A database from a newer gaffer, or with
+    /// other tables and no gaffer schema, is refused before anything in it is changed.
+    /// `Durability::Normal` turns `synchronous_commit` off for this journal's sessions.
+    pub async fn open(url: &str, durability: Durability) -> Result<Self> {
+        let shown = mask_url(url);
+        let open_err = |source| StoreError::Open {
+            path: shown.clone(),
+            source,
+        };
+        let mut options = PgConnectOptions::from_str(url)
+            .map_err(open_err)?
+            .log_statements(tracing::log::LevelFilter::Debug);
+        if durability == Durability::Normal {
+            options = options.options([("synchronous_commit", "off")]);
+        }
+        {
+            let mut conn = PgConnection::connect_with(&options)
+                .await
+                .map_err(open_err)?;
+            let verdict = check_schema(&mut conn, &shown).await;
+            conn.close().await.ok();
+            verdict?;
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(open_err)?;
+        MIGRATOR.run(&pool).await?;
+        let (events, _) = broadcast::channel(1024);
+        Ok(Self {
+            shown,
+            pool,
+            writer: Mutex::new(HashMap::new()),
+            events,
+            follow: FollowState::default(),
+            listener: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Deliver events that other processes append (on this machine or another) to
+    /// this process's subscribers too, once each, woken by `LISTEN/NOTIFY`. A lost
+    /// connection is re-established and whatever was missed is delivered then.
+    pub async fn follow_other_processes(&self) -> Result<()> {
+        if lock(&self.follow).active {
+            return Ok(());
+        }
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(NOTIFY_CHANNEL).await?;
+        // Listening before reading the cursor: nothing committed in between is missed.
+        let cursor: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        {
+            let mut f = lock(&self.follow);
+            if f.active {
+                return Ok(());
+            }
+            f.active = true;
+            f.cursor = cursor.unwrap_or(0);
+        }
+        let (pool, follow, events) = (self.pool.clone(), self.follow.clone(), self.events.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.try_recv().await {
+                    // A notification, or a lost connection (re-established by the next
+                    // call): either way, deliver whatever committed past the cursor.
+                    Ok(_) => {
+                        let fetch = |after| read_events_after(&pool, after, 500);
+                        if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
+                            tracing::warn!("reading other processes' events: {e}");
+                        }
+                    }
+                    Err(e) => {
+                        if pool.is_closed() {
+                            return;
+                        }
+                        tracing::warn!("listening for other processes' events: {e}");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        Ok(())
+    }
+
+    /// The URL, with its password masked.
+    pub fn url(&self) -> &str {
+        &self.shown
+    }
+
+    fn location(&self) -> String {
+        self.shown.clone()
+    }
+
+    /// The newest schema version this build knows.
+    pub fn supported_schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// Stop following and close every connection.
+    pub async fn close(self) {
+        self.close_pool().await;
+    }
+
+    async fn close_pool(&self) {
+        if let Some(task) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+        self.pool.close().await;
+    }
+
+    /// The underlying pool, for tests and benchmarks.
+    #[doc(hidden)]
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+impl Drop for PgJournal {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+/// Refuse a newer or foreign schema, reading only.
+async fn check_schema(conn: &mut PgConnection, shown: &str) -> Result<()> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables
+         WHERE table_schema = current_schema()",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if tables.iter().any(|t| t == "_sqlx_migrations") {
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&mut *conn)
+                .await?;
+        let supported = PgJournal::supported_schema_version();
+        match found {
+            Some(found) if found > supported => Err(StoreError::NewerSchema {
+                path: shown.to_owned(),
+                found,
+                supported,
+            }),
+            _ => Ok(()),
+        }
+    } else if tables.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Foreign {
+            path: shown.to_owned(),
+        })
+    }
+}
+
+async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
+    let mut tx = pool.begin().await?;
+    // The one writer path across every process: held until commit or rollback.
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(WRITER_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
+async fn begin_read(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
+    Ok(pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await?)
+}
+
+/// Wake other processes' followers; PostgreSQL delivers it only if the append commits.
+async fn announce(tx: &mut PgConnection, written: &[RecordedEvent]) -> Result<()> {
+    if let Some(last) = written.last() {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(NOTIFY_CHANNEL)
+            .bind(last.pos.to_string())
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+journal_backend!(PgJournal, Postgres, PgConnection, PgRow);

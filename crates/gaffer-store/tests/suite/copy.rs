@@ -1,0 +1,101 @@
+//! `copy_journal`: every event, in order, with the very same hashes, into an
+//! empty target of either backend; a non-empty target or a broken source is refused.
+use super::support::*;
+use gaffer_core::*;
+use gaffer_store::{copy_journal, Durability, StoreError};
+use serde_json::json;
+
+/// A SQLite source with two projects, tasks, steps, an approval and a session.
+async fn source() -> TempJournal {
+    let s = temp_journal(Backend::Sqlite).await;
+    seeded(&s.journal, "p-1", "t-1").await;
+    seeded(&s.journal, "p-2", "t-2").await;
+    s.journal
+        .append(
+            &"t-1".into(),
+            2,
+            vec![
+                at(Event::StepStarted {
+                    step_id: "s".into(),
+                }),
+                at(Event::ApprovalRequested {
+                    approval_id: "ap-1".into(),
+                    step_id: "s".into(),
+                    attempt: 1,
+                    kind: ApprovalKind::Tool,
+                    summary: "run `cargo publish`".into(),
+                    details: json!({"argv": ["cargo", "publish"], "n": 1.5}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    s.journal
+        .append(
+            &"t-2".into(),
+            2,
+            vec![at(Event::TaskStageEntered {
+                stage: Stage::Planning,
+            })],
+        )
+        .await
+        .unwrap();
+    s
+}
+
+each_backend! {
+    async fn copy_moves_every_event_with_its_hash_and_refuses_a_non_empty_target(b: Backend) {
+        let src = source().await;
+        let dst = temp_journal(b).await;
+        let copied = copy_journal(&*src.journal, &*dst.journal).await.unwrap();
+        assert_eq!((copied.streams, copied.events), (4, 9));
+        let strip = |events: Vec<gaffer_store::RecordedEvent>| {
+            events
+                .into_iter()
+                .map(|e| (e.stream_id, e.seq, e.at, e.event, e.hash))
+                .collect::<Vec<_>>()
+        };
+        let from = strip(src.journal.events_after(0, 100).await.unwrap());
+        assert_eq!(strip(dst.journal.events_after(0, 100).await.unwrap()), from);
+        assert_eq!(
+            dst.journal.projections().await.unwrap(),
+            src.journal.projections().await.unwrap()
+        );
+        assert_eq!(dst.journal.verify().await.unwrap().broken, None);
+        // A second copy into the now non-empty target is refused and changes nothing.
+        let err = copy_journal(&*src.journal, &*dst.journal).await.unwrap_err();
+        assert!(matches!(err, StoreError::Copy(_)), "{err}");
+        assert!(err.to_string().contains("already holds events"), "{err}");
+        assert_eq!(strip(dst.journal.events_after(0, 100).await.unwrap()), from);
+    }
+
+    async fn copy_refuses_a_source_that_does_not_verify(b: Backend) {
+        let mut src = source().await;
+        src.tamper("t-2").await;
+        let dst = temp_journal(b).await;
+        let err = copy_journal(&*src.journal, &*dst.journal).await.unwrap_err();
+        assert!(err.to_string().contains("does not verify"), "{err}");
+        assert!(dst.journal.events_after(0, 1).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn copy_from_a_sqlite_url_to_the_url_of_either_backend() {
+    let src = source().await;
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        if !b.available() {
+            continue;
+        }
+        let target = temp_journal(b).await;
+        let from = gaffer_store::open(
+            &format!("sqlite://{}", src.path().display()),
+            Durability::Full,
+        )
+        .await
+        .unwrap();
+        let to = gaffer_store::open(&target.url(), Durability::Full)
+            .await
+            .unwrap();
+        assert_eq!(copy_journal(&*from, &*to).await.unwrap().events, 9);
+    }
+}
