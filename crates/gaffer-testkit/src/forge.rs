@@ -117,6 +117,7 @@ struct ForgeState {
     token: String,
     addr: Mutex<Option<SocketAddr>>,
     remote: Mutex<Option<PathBuf>>,
+    git_served: Mutex<bool>,
     next_number: Mutex<u64>,
     next_id: Mutex<u64>,
     prs: Mutex<Vec<FakePr>>,
@@ -174,6 +175,7 @@ impl FakeForge {
             token: token.into(),
             addr: Mutex::new(None),
             remote: Mutex::new(None),
+            git_served: Mutex::new(false),
             next_number: Mutex::new(0),
             next_id: Mutex::new(1000),
             prs: Mutex::default(),
@@ -202,6 +204,23 @@ impl FakeForge {
     /// the way the forge refuses it) and take head commits from it.
     pub fn attach_remote(&self, remote: &BareRemote) {
         *self.state.remote.lock().unwrap() = Some(remote.path().to_owned());
+    }
+
+    /// Also serve the attached remote (see [`FakeForge::attach_remote`]) over git's
+    /// smart HTTP at [`FakeForge::git_url`], through `git http-backend`, asking for HTTP
+    /// Basic credentials (401 with `WWW-Authenticate`) and accepting any user name with
+    /// the token as the password, as Gitea and GitHub do. Hooks (branch protection) run.
+    pub fn serve_git(&self, remote: &BareRemote) {
+        self.attach_remote(remote);
+        *self.state.git_served.lock().unwrap() = true;
+    }
+
+    /// `http://ADDR/OWNER/REPO.git`, the clone URL when [`FakeForge::serve_git`] is on.
+    pub fn git_url(&self) -> String {
+        format!(
+            "http://{}/{}/{}.git",
+            self.addr, self.state.owner, self.state.repo
+        )
     }
 
     /// Add an issue; returns its number.
@@ -517,6 +536,12 @@ async fn route(
             Some(l) => (StatusCode::OK, [("content-type", "text/plain")], l).into_response(),
             None => (StatusCode::NOT_FOUND, "BlobNotFound").into_response(),
         };
+    }
+    let git_prefix = format!("/{}/{}.git/", st.owner, st.repo);
+    if let Some(rest) = path.strip_prefix(&git_prefix) {
+        if *st.git_served.lock().unwrap() {
+            return git_http(st, method, uri, headers, body, rest).await;
+        }
     }
     let rel = match st.flavor {
         Flavor::Gitea => match path.strip_prefix("/api/v1") {
@@ -1141,4 +1166,125 @@ impl BareRemote {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+fn basic_password(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get("authorization")?.to_str().ok()?;
+    let b64 = v
+        .strip_prefix("Basic ")
+        .or_else(|| v.strip_prefix("basic "))?;
+    let decoded = base64_decode(b64.trim())?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':').map(|(_, p)| p.to_owned())
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// git's smart HTTP through `git http-backend` (CGI).
+async fn git_http(
+    st: &ForgeState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    rest: &str,
+) -> Response {
+    if basic_password(headers).as_deref() != Some(st.token.as_str()) {
+        let mut resp = (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response();
+        resp.headers_mut().insert(
+            "www-authenticate",
+            HeaderValue::from_static("Basic realm=\"Gitea\""),
+        );
+        return resp;
+    }
+    let Some(repo) = st.remote.lock().unwrap().clone() else {
+        return (StatusCode::NOT_FOUND, "no repository").into_response();
+    };
+    let (Some(root), Some(name)) = (repo.parent(), repo.file_name()) else {
+        return (StatusCode::NOT_FOUND, "no repository").into_response();
+    };
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("http-backend")
+        .env("GIT_PROJECT_ROOT", root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("PATH_INFO", format!("/{}/{rest}", name.to_string_lossy()))
+        .env("REQUEST_METHOD", method.as_str())
+        .env("QUERY_STRING", uri.query().unwrap_or_default())
+        .env("CONTENT_TYPE", header("content-type"))
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
+        .env("GIT_PROTOCOL", header("git-protocol"))
+        .env("REMOTE_USER", "gaffer")
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let Ok(mut child) = cmd.spawn() else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot run git http-backend",
+        )
+            .into_response();
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        use tokio::io::AsyncWriteExt;
+        let _ = stdin.write_all(body).await;
+    }
+    let Ok(out) = child.wait_with_output().await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "git http-backend failed").into_response();
+    };
+    let raw = out.stdout;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4))
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
+    let Some((end, skip)) = split else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "bad CGI output").into_response();
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut resp = Bytes::copy_from_slice(&raw[end + skip..]).into_response();
+    for line in head.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        if k.eq_ignore_ascii_case("status") {
+            let code = v
+                .split(' ')
+                .next()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(200);
+            *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+        } else if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(k.trim().as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            resp.headers_mut().insert(name, value);
+        }
+    }
+    resp
 }

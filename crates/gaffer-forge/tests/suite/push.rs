@@ -126,3 +126,93 @@ fn redaction_strips_secrets_and_url_credentials() {
         "fatal: https://***@host/x token ***"
     );
 }
+
+mod over_http {
+    use super::{repo_with_task_branch, BareRemote, ForgeError, GitAuth, Secret};
+    use gaffer_testkit::forge::{FakeForge, Flavor};
+    use pretty_assertions::assert_eq;
+
+    const TOKEN: &str = "tok-http-push-4567";
+
+    async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        tokio::task::spawn_blocking(f).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_pushes_over_https_style_auth_and_the_probe_sees_it() {
+        let fake = FakeForge::start(Flavor::Gitea, "acme", "app", TOKEN)
+            .await
+            .unwrap();
+        let remote = BareRemote::new().unwrap();
+        fake.serve_git(&remote);
+        let url = fake.git_url();
+        let (_dir, repo, sha) = repo_with_task_branch();
+        let auth = GitAuth::token(Secret::new(TOKEN));
+        let (r, a, u) = (repo.clone(), auth.clone(), url.clone());
+        let out = blocking(move || r.push(&u, "gaffer/t-1", &a))
+            .await
+            .unwrap();
+        assert!(out.pushed);
+        assert_eq!(remote.branch_sha("gaffer/t-1"), Some(sha.clone()));
+        let (r, a, u) = (repo.clone(), auth.clone(), url.clone());
+        let probed = blocking(move || r.remote_branch_sha(&u, "gaffer/t-1", &a))
+            .await
+            .unwrap();
+        assert_eq!(probed, Some(sha));
+        // git asked, got a 401, and came back with the token from the helper.
+        let reqs = fake.requests();
+        assert!(reqs.iter().any(|r| r.ends_with("-> 401")), "{reqs:?}");
+        assert!(
+            reqs.iter()
+                .any(|r| r.contains("git-receive-pack") && r.ends_with("-> 200")),
+            "{reqs:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_or_missing_token_is_an_auth_error_without_the_token() {
+        let fake = FakeForge::start(Flavor::GitHub, "acme", "app", TOKEN)
+            .await
+            .unwrap();
+        let remote = BareRemote::new().unwrap();
+        fake.serve_git(&remote);
+        let url = fake.git_url();
+        let (_dir, repo, _sha) = repo_with_task_branch();
+        let wrong = GitAuth::token(Secret::new("tok-wrong-999999"));
+        let (r, u) = (repo.clone(), url.clone());
+        let err = blocking(move || r.push(&u, "gaffer/t-1", &wrong))
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ForgeError::PushAuth { .. }), "{text}");
+        assert!(!text.contains("tok-wrong-999999"), "{text}");
+        assert!(!format!("{err:?}").contains("tok-wrong-999999"));
+        // No token and no credential helper: refused, never a prompt.
+        let (r, u) = (repo.clone(), url.clone());
+        let err = blocking(move || r.push(&u, "gaffer/t-1", &GitAuth::default()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ForgeError::PushAuth { .. }), "{err}");
+        assert_eq!(remote.branch_sha("gaffer/t-1"), None);
+    }
+
+    #[tokio::test]
+    async fn branch_protection_over_http_is_a_refusal() {
+        let fake = FakeForge::start(Flavor::Gitea, "acme", "app", TOKEN)
+            .await
+            .unwrap();
+        let remote = BareRemote::new().unwrap();
+        remote.protect(&["gaffer/t-1"]).unwrap();
+        fake.serve_git(&remote);
+        let url = fake.git_url();
+        let (_dir, repo, _sha) = repo_with_task_branch();
+        let auth = GitAuth::token(Secret::new(TOKEN));
+        let err = blocking(move || repo.push(&url, "gaffer/t-1", &auth))
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, ForgeError::PushRejected { .. }), "{text}");
+        assert!(text.contains("protected"), "{text}");
+        assert!(!text.contains(TOKEN), "{text}");
+    }
+}
