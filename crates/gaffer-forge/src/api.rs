@@ -326,6 +326,21 @@ pub enum ApiError {
     },
 }
 
+impl ApiError {
+    /// For a non-idempotent call (`create_pr`, `comment_on_issue`, `create_task`):
+    /// whether the service may have done it although gaffer got an error — a timeout or
+    /// a dropped connection after the request went out, a 5xx, an unreadable answer.
+    /// Then the effect is unknown: reconcile (`find_open_pr`) before anything else.
+    /// 401/403/404/409/422 and rate limits mean nothing was done.
+    pub fn effect_unknown(&self) -> bool {
+        match self {
+            ApiError::Unreachable { .. } | ApiError::Decode { .. } => true,
+            ApiError::Http { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
 /// A forge: pull requests, CI, issues.
 ///
 /// Intents: `find_open_pr`, `ci_status`, `failing_log`, `issue` are read-only;

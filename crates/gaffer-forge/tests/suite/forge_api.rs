@@ -120,6 +120,26 @@ async fn a_crash_between_create_sent_and_response_recorded_is_reconciled_by_look
         assert!(!created);
         assert_eq!(pr.number, found.number);
         assert_eq!(fake.prs().len(), 1, "{flavor:?}: exactly one PR");
+        // A create that times out after the forge acted: the error says the effect is
+        // unknown, and the lookup finds the PR.
+        fake.close_pr(pr.number);
+        fake.hang_next_pr_create();
+        let mut c = config(&fake.base_url(), flavor, TOKEN);
+        c.request_timeout = Duration::from_millis(300);
+        let hasty = connect(c).unwrap();
+        let err = hasty.create_pr(&new_pr("gaffer/t-1")).await.unwrap_err();
+        assert!(matches!(err, ApiError::Unreachable { .. }), "{err}");
+        assert!(err.effect_unknown(), "{err}");
+        no_secret(&err.to_string());
+        let (pr, created) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+        assert!(!created);
+        assert_eq!(fake.prs().iter().filter(|p| p.state == "open").count(), 1);
+        assert!(!ApiError::Rejected {
+            forge: "x".into(),
+            status: 422,
+            message: "m".into()
+        }
+        .effect_unknown());
         // A closed PR is not the open one.
         fake.close_pr(pr.number);
         assert_eq!(forge.find_open_pr("gaffer/t-1").await.unwrap(), None);
@@ -527,4 +547,39 @@ async fn vikunja_tasks_are_created_per_subtask_and_marked_done() {
         ApiError::NotFound { .. }
     ));
     assert_eq!(fake.tasks().len(), 2);
+}
+
+#[tokio::test]
+async fn ci_wait_sleeps_out_rate_limits_and_goes_on() {
+    let fake = FakeForge::start(Flavor::GitHub, "acme", "app", TOKEN)
+        .await
+        .unwrap();
+    let mut c = config(&fake.base_url(), Flavor::GitHub, TOKEN);
+    c.max_rate_limit_wait = Duration::ZERO; // the wait loop, not the client, waits
+    let forge = connect(c).unwrap();
+    fake.set_check_run("sha1", "build", "completed", Some("success"), None);
+    fake.rate_limit_next(2, Some(1), None);
+    let limits = CiWait {
+        first_interval: Duration::from_millis(20),
+        max_interval: Duration::from_millis(40),
+        timeout: Duration::from_secs(10),
+        max_transient_errors: 2,
+    };
+    let start = Instant::now();
+    let status = wait_for_ci(forge.as_ref(), "sha1", &limits, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(status.state, CiState::Success);
+    // Two refusals, each with Retry-After: 1.
+    assert!(
+        start.elapsed() >= Duration::from_millis(1900),
+        "{:?}",
+        start.elapsed()
+    );
+    let limited = fake
+        .requests()
+        .iter()
+        .filter(|r| r.ends_with("-> 429"))
+        .count();
+    assert_eq!(limited, 2);
 }
