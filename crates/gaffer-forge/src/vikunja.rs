@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::api::{ApiError, Http};
+use crate::api::{enc, ApiError, Http};
 use crate::secret::Secret;
 
 /// A Vikunja task.
@@ -76,8 +76,8 @@ impl Vikunja {
     }
 
     /// Create a task in the project (`PUT /projects/{id}/tasks`). Non-idempotent:
-    /// record the returned id; after a crash mid-create, a human decides (the task's
-    /// description carries whatever marker the caller puts in it).
+    /// record the returned id; after a crash mid-create, reconcile with
+    /// [`Vikunja::find_task`] on a marker the caller put in the title.
     pub async fn create_task(
         &self,
         title: &str,
@@ -94,6 +94,37 @@ impl Vikunja {
             )
             .await?;
         self.task_from(&reply.body)
+    }
+
+    /// The task of this project whose title (or description) contains `marker`, if
+    /// any. Read-only: the probe that reconciles a `create_task` interrupted by a crash,
+    /// when the caller puts a unique marker in the title (e.g. `[gaffer t-1/2]`).
+    /// Uses the task search (`GET /tasks?s=…`; `/tasks/all` on Vikunja before 0.24).
+    pub async fn find_task(&self, marker: &str) -> Result<Option<TrackerTask>, ApiError> {
+        let query = format!("?s={}&per_page=50", enc(marker));
+        let what = "the task search";
+        let reply = match self
+            .http
+            .send(Method::GET, &format!("/tasks{query}"), None, what)
+            .await
+        {
+            Err(ApiError::NotFound { .. }) => {
+                self.http
+                    .send(Method::GET, &format!("/tasks/all{query}"), None, what)
+                    .await?
+            }
+            other => other?,
+        };
+        let items = reply.body.as_array().cloned().unwrap_or_default();
+        for v in &items {
+            let task = self.task_from(v)?;
+            if task.project_id == self.project_id
+                && (task.title.contains(marker) || task.description.contains(marker))
+            {
+                return Ok(Some(task));
+            }
+        }
+        Ok(None)
     }
 
     /// Read a task (`GET /tasks/{id}`). Read-only.

@@ -13,7 +13,8 @@
 //!   (`GET …/actions/jobs/{id}/logs` → 302 to a plain-text log). A wrong token is 401;
 //!   an unknown repository, issue or branch 404; rate limits are 403/429 with
 //!   `Retry-After` / `X-RateLimit-*`.
-//! * [`FakeVikunja`]: `PUT /api/v1/projects/{id}/tasks`, `GET|POST /api/v1/tasks/{id}`.
+//! * [`FakeVikunja`]: `PUT /api/v1/projects/{id}/tasks`, `GET|POST /api/v1/tasks/{id}`,
+//!   `GET /api/v1/tasks?s=…` (search).
 //! * [`BareRemote`]: `git init --bare`, optionally with a `pre-receive` hook that
 //!   refuses pushes to protected branches.
 //!
@@ -1078,6 +1079,20 @@ fn vikunja_route(
             };
             tasks.push(t.clone());
             (StatusCode::CREATED, Json(vikunja_task_json(&t))).into_response()
+        }
+        (Method::GET, ["tasks"]) | (Method::GET, ["tasks", "all"]) => {
+            let q = query(uri);
+            let needle = q.get("s").cloned().unwrap_or_default().to_lowercase();
+            let tasks = st.tasks.lock().unwrap();
+            let found: Vec<Value> = tasks
+                .iter()
+                .filter(|t| {
+                    t.title.to_lowercase().contains(&needle)
+                        || t.description.to_lowercase().contains(&needle)
+                })
+                .map(vikunja_task_json)
+                .collect();
+            Json(Value::Array(found)).into_response()
         }
         (Method::GET, ["tasks", id]) => {
             let id: u64 = id.parse().unwrap_or_default();

@@ -512,13 +512,23 @@ async fn vikunja_tasks_are_created_per_subtask_and_marked_done() {
     assert_ne!(a.id, b.id);
     assert!(!a.done);
     assert_eq!(a.project_id, 7);
+    // After a crash mid-create, the marker in the title finds the task.
+    let c = v
+        .create_task("Update CHANGELOG [gaffer t-1/3]", "subtask 3")
+        .await
+        .unwrap();
+    assert_eq!(
+        v.find_task("[gaffer t-1/3]").await.unwrap(),
+        Some(c.clone())
+    );
+    assert_eq!(v.find_task("[gaffer t-1/9]").await.unwrap(), None);
     let done = v.mark_done(a.id).await.unwrap();
     assert!(done.done);
     assert_eq!(done.title, "Write INSTALL.md");
     // Marking done again is harmless.
     assert!(v.mark_done(a.id).await.unwrap().done);
     let tasks = fake.tasks();
-    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks.len(), 3);
     assert!(tasks[0].done && !tasks[1].done);
     assert_eq!(tasks[0].description, "gaffer task t-1, subtask 1");
     assert!(v.task(b.id).await.unwrap().title.contains("README"));
@@ -546,7 +556,7 @@ async fn vikunja_tasks_are_created_per_subtask_and_marked_done() {
         v.mark_done(999).await.unwrap_err(),
         ApiError::NotFound { .. }
     ));
-    assert_eq!(fake.tasks().len(), 2);
+    assert_eq!(fake.tasks().len(), 3);
 }
 
 #[tokio::test]
