@@ -371,6 +371,16 @@ pub trait Forge: Send + Sync {
     /// Comment on an issue (same references as [`Forge::issue`]). Non-idempotent.
     async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError>;
 
+    /// The first comment on the issue whose text contains `marker` (read-only): the
+    /// probe that reconciles a `comment_on_issue` interrupted by a crash, when the
+    /// caller put a unique marker in the text (an HTML comment such as
+    /// `<!-- gaffer:t-1 -->` is invisible on both forges).
+    async fn find_comment(
+        &self,
+        reference: &str,
+        marker: &str,
+    ) -> Result<Option<Comment>, ApiError>;
+
     /// The open PR for `pr.head`, or a new one: the find-before-create the engine's
     /// ship step (and its reconciliation after a crash) should use. Returns the PR and
     /// whether it was created now. A create that the forge refuses because a PR for
@@ -761,6 +771,37 @@ pub(crate) fn comment_from(http: &Http, v: &Value) -> Result<Comment, ApiError> 
             .unwrap_or_default()
             .to_owned(),
     })
+}
+
+/// Page through `GET {path}` (a list of comments) for one whose body contains `marker`.
+pub(crate) async fn find_comment_in(
+    http: &Http,
+    path: &str,
+    size_param: &str,
+    what: &str,
+    marker: &str,
+) -> Result<Option<Comment>, ApiError> {
+    const SIZE: usize = 50;
+    for page in 1..=40 {
+        let url = format!("{path}?page={page}&{size_param}={SIZE}");
+        let reply = http.send(Method::GET, &url, None, what).await?;
+        let items = reply
+            .body
+            .as_array()
+            .ok_or_else(|| http.decode("the comment list is not a list"))?;
+        for v in items {
+            if v.get("body")
+                .and_then(Value::as_str)
+                .is_some_and(|b| b.contains(marker))
+            {
+                return Ok(Some(comment_from(http, v)?));
+            }
+        }
+        if items.len() < SIZE {
+            break;
+        }
+    }
+    Ok(None)
 }
 
 /// Keep the last `max` bytes of a log (on a char boundary).

@@ -5,8 +5,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::{
-    comment_from, enc, issue_from, pr_from, tail, ApiError, CiCheck, CiState, CiStatus, Comment,
-    FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, IssueRef, NewPullRequest, PullRequest,
+    comment_from, enc, find_comment_in, issue_from, pr_from, tail, ApiError, CiCheck, CiState,
+    CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, IssueRef,
+    NewPullRequest, PullRequest,
 };
 
 /// A GitHub repository.
@@ -264,5 +265,21 @@ impl Forge for GitHub {
             .send(Method::POST, &path, Some(&json!({ "body": text })), &what)
             .await?;
         comment_from(&self.http, &reply.body)
+    }
+
+    async fn find_comment(
+        &self,
+        reference: &str,
+        marker: &str,
+    ) -> Result<Option<Comment>, ApiError> {
+        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
+        let path = format!(
+            "/repos/{}/{}/issues/{}/comments",
+            enc(&r.owner),
+            enc(&r.repo),
+            r.number
+        );
+        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+        find_comment_in(&self.http, &path, "per_page", &what, marker).await
     }
 }

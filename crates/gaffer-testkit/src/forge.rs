@@ -627,6 +627,45 @@ async fn route(
             )
                 .into_response()
         }
+        (Method::GET, ["issues", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or_default();
+            let exists = st.issues.lock().unwrap().iter().any(|i| i.number == n)
+                || st.prs.lock().unwrap().iter().any(|p| p.number == n);
+            if !exists {
+                return err(st, 404, "Not Found");
+            }
+            let size_key = match st.flavor {
+                Flavor::Gitea => "limit",
+                Flavor::GitHub => "per_page",
+            };
+            let page = q
+                .get("page")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(1usize)
+                .max(1);
+            let size = q
+                .get(size_key)
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(30usize)
+                .clamp(1, 100);
+            let list: Vec<Value> = st
+                .comments
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| c.issue == n)
+                .skip((page - 1) * size)
+                .take(size)
+                .map(|c| {
+                    json!({
+                        "id": c.id, "body": c.body,
+                        "html_url": format!("{}/issues/{n}#issuecomment-{}", html_base(st), c.id),
+                        "user": {"login": "gaffer"},
+                    })
+                })
+                .collect();
+            Json(Value::Array(list)).into_response()
+        }
         (Method::POST, ["issues", n, "labels"]) => {
             let n: u64 = n.parse().unwrap_or_default();
             let names: Vec<String> = json_body

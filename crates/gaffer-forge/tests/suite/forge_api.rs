@@ -461,8 +461,27 @@ async fn issues_are_read_by_url_and_commented() {
             .await
             .unwrap();
         assert!(c.url.contains("issuecomment"), "{}", c.url);
+        // After a crash mid-comment, a marker finds it.
+        let marked = forge
+            .comment_on_issue(&url, "Shipped.\n<!-- gaffer:t-1 -->")
+            .await
+            .unwrap();
+        assert_eq!(
+            forge
+                .find_comment(&url, "<!-- gaffer:t-1 -->")
+                .await
+                .unwrap(),
+            Some(marked)
+        );
+        assert_eq!(
+            forge
+                .find_comment(&url, "<!-- gaffer:t-9 -->")
+                .await
+                .unwrap(),
+            None
+        );
         let comments = fake.comments();
-        assert_eq!(comments.len(), 1);
+        assert_eq!(comments.len(), 2);
         assert_eq!(comments[0].issue, n);
         assert_eq!(comments[0].body, "Shipped in acme/app#2");
         let err = forge.issue("acme/app#99").await.unwrap_err();
