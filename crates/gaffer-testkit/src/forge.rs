@@ -432,6 +432,11 @@ fn html_base(st: &ForgeState) -> String {
 
 fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
     let full = format!("{}/{}", st.owner, st.repo);
+    // An open PR follows its branch on the attached remote.
+    let sha = match head_sha(st, &pr.head) {
+        Ok(s) if !s.is_empty() && pr.state == "open" => s,
+        _ => pr.head_sha.clone(),
+    };
     let kind = match st.flavor {
         Flavor::Gitea => "pulls",
         Flavor::GitHub => "pull",
@@ -446,7 +451,7 @@ fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
         "labels": pr.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
         "merged": false,
         "draft": false,
-        "head": {"ref": pr.head, "sha": pr.head_sha, "label": format!("{}:{}", st.owner, pr.head), "repo": {"full_name": full}},
+        "head": {"ref": pr.head, "sha": sha, "label": format!("{}:{}", st.owner, pr.head), "repo": {"full_name": full}},
         "base": {"ref": pr.base, "label": format!("{}:{}", st.owner, pr.base), "repo": {"full_name": full}},
         "user": {"login": "gaffer"},
     })

@@ -612,3 +612,160 @@ async fn ci_wait_sleeps_out_rate_limits_and_goes_on() {
         .count();
     assert_eq!(limited, 2);
 }
+
+/// The ship sequence the engine will drive, on both forges: push → PR → CI pending →
+/// failure with its log → a fix pushed → CI success → tracker tasks done → issue
+/// commented. Exactly one PR, one comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ship_sequence_end_to_end_on_both_forges() {
+    for flavor in BOTH {
+        let fake = Arc::new(
+            FakeForge::start(flavor, "acme", "app", TOKEN)
+                .await
+                .unwrap(),
+        );
+        let remote = BareRemote::new().unwrap();
+        fake.serve_git(&remote);
+        let tracker = FakeVikunja::start("vik-token-1234", &[7]).await.unwrap();
+        let forge = client(&fake, flavor);
+        let vikunja = Vikunja::new(
+            &tracker.base_url(),
+            Secret::new("vik-token-1234"),
+            "GAFFER_VIKUNJA_TOKEN",
+            7,
+        )
+        .unwrap();
+        let issue_no = fake.add_issue("Document installation", "Add an INSTALL section.");
+        let issue_url = format!("{}/acme/app/issues/{issue_no}", fake.base_url());
+
+        // `gaffer run --issue URL` starts from the issue's text.
+        let issue = forge.issue(&issue_url).await.unwrap();
+        assert_eq!(issue.title, "Document installation");
+        // One tracker task per plan subtask.
+        let t1 = vikunja
+            .create_task("Write INSTALL.md [gaffer t-1/1]", "")
+            .await
+            .unwrap();
+        let t2 = vikunja
+            .create_task("Link it from README [gaffer t-1/2]", "")
+            .await
+            .unwrap();
+
+        // Push with the token over HTTP.
+        let (dir, repo, sha1) = repo_with_task_branch();
+        let auth = GitAuth::token(Secret::new(TOKEN));
+        let url = fake.git_url();
+        let (r, a, u) = (repo.clone(), auth.clone(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            r.push(&u, "main", &a).unwrap();
+            r.push(&u, "gaffer/t-1", &a).unwrap()
+        })
+        .await
+        .unwrap();
+
+        // PR (find before create).
+        let (pr, created) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+        assert!(created);
+        assert_eq!(pr.head_sha, sha1);
+
+        // CI: pending, then failure with a log.
+        let limits = CiWait {
+            first_interval: Duration::from_millis(30),
+            max_interval: Duration::from_millis(120),
+            timeout: Duration::from_secs(10),
+            max_transient_errors: 2,
+        };
+        let set = move |f: &FakeForge, sha: &str, state: &str, log: Option<&str>| match flavor {
+            Flavor::Gitea => f.set_status(
+                sha,
+                "ci/woodpecker/pr/test",
+                state,
+                log.unwrap_or(state),
+                "https://ci.example/1",
+            ),
+            Flavor::GitHub => {
+                let (status, conclusion) = match state {
+                    "pending" => ("in_progress", None),
+                    other => ("completed", Some(other)),
+                };
+                f.set_check_run(sha, "test", status, conclusion, log);
+            }
+        };
+        set(&fake, &sha1, "pending", None);
+        let later = fake.clone();
+        let s1 = sha1.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            set(&later, &s1, "failure", Some("test install_docs ... FAILED"));
+        });
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev = events.clone();
+        let failed = wait_for_ci(forge.as_ref(), &sha1, &limits, move |s| {
+            ev.lock().unwrap().push((s.sha.clone(), s.state))
+        })
+        .await
+        .unwrap();
+        assert_eq!(failed.state, CiState::Failure);
+        let log = forge
+            .failing_log(failed.failing().next().unwrap())
+            .await
+            .unwrap();
+        assert!(log.text.contains("install_docs ... FAILED"), "{}", log.text);
+
+        // The owner fixes; the fix is committed and pushed; CI goes green.
+        std::fs::write(dir.path().join("fix.txt"), "fixed\n").unwrap();
+        super::push::sh(dir.path(), &["checkout", "-q", "gaffer/t-1"]);
+        super::push::sh(dir.path(), &["add", "."]);
+        super::push::sh(dir.path(), &["commit", "-q", "-m", "fix"]);
+        super::push::sh(dir.path(), &["checkout", "-q", "main"]);
+        let sha2 = repo.resolve("gaffer/t-1").unwrap();
+        let (r, a, u) = (repo.clone(), auth.clone(), url.clone());
+        let pushed = tokio::task::spawn_blocking(move || r.push(&u, "gaffer/t-1", &a))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(pushed.pushed);
+        set(&fake, &sha2, "pending", None);
+        let later = fake.clone();
+        let s2 = sha2.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            set(&later, &s2, "success", None);
+        });
+        let ev = events.clone();
+        let green = wait_for_ci(forge.as_ref(), &sha2, &limits, move |s| {
+            ev.lock().unwrap().push((s.sha.clone(), s.state))
+        })
+        .await
+        .unwrap();
+        assert_eq!(green.state, CiState::Success);
+        assert_eq!(
+            *events.lock().unwrap(),
+            [
+                (sha1.clone(), CiState::Pending),
+                (sha1.clone(), CiState::Failure),
+                (sha2.clone(), CiState::Pending),
+                (sha2.clone(), CiState::Success),
+            ]
+        );
+        // The PR follows the branch; still one PR.
+        let open = forge.find_open_pr("gaffer/t-1").await.unwrap().unwrap();
+        assert_eq!(open.head_sha, sha2);
+        assert_eq!(fake.prs().len(), 1);
+
+        // Tracker tasks done; the issue gets the PR link.
+        vikunja.mark_done(t1.id).await.unwrap();
+        vikunja.mark_done(t2.id).await.unwrap();
+        assert!(tracker.tasks().iter().all(|t| t.done));
+        forge
+            .comment_on_issue(
+                &issue_url,
+                &format!("Shipped in {}\n<!-- gaffer:t-1 -->", pr.url),
+            )
+            .await
+            .unwrap();
+        let comments = fake.comments();
+        assert_eq!(comments.len(), 1);
+        assert!(comments[0].body.contains(&pr.url));
+    }
+}
