@@ -704,10 +704,16 @@ fn message_of(text: &str) -> String {
     }
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
         for e in errs {
-            if let Some(m) = e.get("message").and_then(Value::as_str) {
+            let g = |k: &str| e.get(k).and_then(Value::as_str);
+            if let Some(m) = g("message") {
                 parts.push(m.to_owned());
             } else if let Some(m) = e.as_str() {
                 parts.push(m.to_owned());
+            } else if let Some(code) = g("code") {
+                // GitHub: {"resource":"PullRequest","field":"head","code":"invalid"}
+                let field = g("field").unwrap_or_default();
+                let resource = g("resource").unwrap_or_default();
+                parts.push(format!("{resource} {field} is {code}").replace("  ", " "));
             }
         }
     }

@@ -101,9 +101,13 @@ impl Forge for GitHub {
     async fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest, ApiError> {
         let body = json!({"head": pr.head, "base": pr.base, "title": pr.title, "body": pr.body});
         let path = format!("{}/pulls", self.repo_path());
+        let what = format!(
+            "the repository {}/{} or its branch `{}` or `{}` (push the branch first)",
+            self.owner, self.repo, pr.head, pr.base
+        );
         let reply = self
             .http
-            .send(Method::POST, &path, Some(&body), &self.repo_what())
+            .send(Method::POST, &path, Some(&body), &what)
             .await?;
         let mut created = pr_from(&self.http, &reply.body)?;
         if !pr.labels.is_empty() {
