@@ -368,6 +368,11 @@ async fn unknown_repositories_and_refusals_are_typed_errors() {
             ),
             "{flavor:?}: {err}"
         );
+        let text = err.to_string();
+        assert!(
+            text.contains("gaffer/missing") || text.contains("head is invalid"),
+            "{text}"
+        );
         // Branch protection on the base: the forge's own message, no PR, no retry loop.
         fake.refuse_prs(Some((
             422,
