@@ -314,6 +314,14 @@ pub enum ApiError {
     /// A bad argument (an issue URL that names no issue, …).
     #[error("{0}")]
     BadInput(String),
+    /// No CI check reported for the commit at all.
+    #[error("no CI check reported for {sha} within {}s; the repository may have no CI for this branch (check its CI setup, or turn the CI wait off for the project)", waited.as_secs())]
+    NoChecks {
+        /// The commit.
+        sha: String,
+        /// How long gaffer waited.
+        waited: Duration,
+    },
     /// CI did not finish in time.
     #[error("CI for {sha} did not finish within {}s (last state: {last:?}); look at the checks or raise the limit", waited.as_secs())]
     CiTimedOut {

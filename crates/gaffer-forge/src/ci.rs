@@ -15,16 +15,21 @@ pub struct CiWait {
     pub timeout: Duration,
     /// Consecutive unreachable/5xx answers tolerated before giving up.
     pub max_transient_errors: u32,
+    /// When no check at all has reported after this long, stop with
+    /// [`ApiError::NoChecks`] (the repository probably has no CI for this branch).
+    /// `None`: wait for the full `timeout`.
+    pub no_checks_after: Option<Duration>,
 }
 
 impl Default for CiWait {
-    /// 10 s, doubling to 2 min, for at most 1 h.
+    /// 10 s, doubling to 2 min, for at most 1 h; no check at all after 10 min ends it.
     fn default() -> Self {
         Self {
             first_interval: Duration::from_secs(10),
             max_interval: Duration::from_secs(120),
             timeout: Duration::from_secs(3600),
             max_transient_errors: 5,
+            no_checks_after: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -61,6 +66,14 @@ pub async fn wait_for_ci(
                 }
                 if status.state.is_final() {
                     return Ok(status);
+                }
+                if status.checks.is_empty()
+                    && limits.no_checks_after.is_some_and(|d| start.elapsed() >= d)
+                {
+                    return Err(ApiError::NoChecks {
+                        sha: sha.into(),
+                        waited: start.elapsed(),
+                    });
                 }
                 last = Some(status);
                 interval = (interval * 2).min(limits.max_interval);

@@ -159,6 +159,7 @@ async fn ci_on_github_pending_then_failure_with_log_then_success_on_a_new_commit
         max_interval: Duration::from_millis(160),
         timeout: Duration::from_secs(10),
         max_transient_errors: 2,
+        no_checks_after: None,
     };
     fake.set_check_run("sha1", "test", "in_progress", None, None);
     fake.set_status("sha1", "ci/lint", "success", "lint passed", "");
@@ -220,6 +221,7 @@ async fn ci_on_gitea_statuses_failure_gives_description_and_link_then_success() 
         max_interval: Duration::from_millis(160),
         timeout: Duration::from_secs(10),
         max_transient_errors: 2,
+        no_checks_after: None,
     };
     fake.set_status(
         "sha1",
@@ -281,6 +283,7 @@ async fn ci_wait_backs_off_and_honours_the_time_limit() {
         max_interval: Duration::from_millis(400),
         timeout: Duration::from_millis(1200),
         max_transient_errors: 2,
+        no_checks_after: None,
     };
     let start = Instant::now();
     let mut changes = 0;
@@ -598,6 +601,7 @@ async fn ci_wait_sleeps_out_rate_limits_and_goes_on() {
         max_interval: Duration::from_millis(40),
         timeout: Duration::from_secs(10),
         max_transient_errors: 2,
+        no_checks_after: None,
     };
     let start = Instant::now();
     let status = wait_for_ci(forge.as_ref(), "sha1", &limits, |_| {})
@@ -679,6 +683,7 @@ async fn ship_sequence_end_to_end_on_both_forges() {
             max_interval: Duration::from_millis(120),
             timeout: Duration::from_secs(10),
             max_transient_errors: 2,
+            no_checks_after: None,
         };
         let set = move |f: &FakeForge, sha: &str, state: &str, log: Option<&str>| match flavor {
             Flavor::Gitea => f.set_status(
@@ -773,4 +778,41 @@ async fn ship_sequence_end_to_end_on_both_forges() {
         assert_eq!(comments.len(), 1);
         assert!(comments[0].body.contains(&pr.url));
     }
+}
+
+#[tokio::test]
+async fn ci_wait_stops_early_when_no_check_ever_reports() {
+    let fake = FakeForge::start(Flavor::GitHub, "acme", "app", TOKEN)
+        .await
+        .unwrap();
+    let forge = client(&fake, Flavor::GitHub);
+    let limits = CiWait {
+        first_interval: Duration::from_millis(30),
+        max_interval: Duration::from_millis(60),
+        timeout: Duration::from_secs(30),
+        max_transient_errors: 2,
+        no_checks_after: Some(Duration::from_millis(300)),
+    };
+    let start = Instant::now();
+    let err = wait_for_ci(forge.as_ref(), "nothing", &limits, |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApiError::NoChecks { .. }), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+    assert!(err.to_string().contains("no CI check reported"), "{err}");
+}
+
+#[test]
+fn clients_never_print_their_tokens() {
+    for kind in [ForgeKind::Gitea, ForgeKind::GitHub] {
+        let mut c = config("http://127.0.0.1:9", Flavor::Gitea, TOKEN);
+        c.kind = kind;
+        assert!(!format!("{c:?}").contains(TOKEN));
+        let gitea = Gitea::new(c.clone()).unwrap();
+        assert!(!format!("{gitea:?}").contains(TOKEN));
+        let github = GitHub::new(c).unwrap();
+        assert!(!format!("{github:?}").contains(TOKEN));
+    }
+    let v = Vikunja::new("http://127.0.0.1:9", Secret::new(TOKEN), "V", 1).unwrap();
+    assert!(!format!("{v:?}").contains(TOKEN));
 }
