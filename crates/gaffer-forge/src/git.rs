@@ -92,7 +92,7 @@ pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Output> {
 }
 
 /// Run git and return trimmed stdout, or a [`ForgeError::Git`] with its stderr.
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = run(dir, args)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::git::{ForgeError, Repo, Result};
+use crate::git::{git, ForgeError, Repo, Result};
 use crate::secret::{redact, strip_userinfo, Secret};
 
 /// Credentials for a push or probe. With `token: None`, git uses the user's own setup
@@ -51,16 +51,19 @@ impl Repo {
                 cmd.env("GAFFER_GIT_USERNAME", u);
             }
         }
-        cmd.args(args)
-            .env("GIT_TERMINAL_PROMPT", "0")
+        // Never wait for a prompt: no terminal prompts, an askpass that answers nothing,
+        // and ssh in batch mode unless the user chose an ssh command themselves.
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_ASKPASS", "true")
-            .env("SSH_ASKPASS", "true")
-            .env(
-                "GIT_SSH_COMMAND",
-                std::env::var("GIT_SSH_COMMAND").unwrap_or_else(|_| "ssh -o BatchMode=yes".into()),
-            )
-            .output()
-            .map_err(ForgeError::Spawn)
+            .env("SSH_ASKPASS", "true");
+        let user_ssh = std::env::var_os("GIT_SSH_COMMAND").is_some()
+            || std::env::var_os("GIT_SSH").is_some()
+            || git(self.root(), &["config", "--get", "core.sshCommand"])
+                .is_ok_and(|c| !c.is_empty());
+        if !user_ssh {
+            cmd.env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
+        }
+        cmd.args(args).output().map_err(ForgeError::Spawn)
     }
 
     /// The commit `branch` points at on `remote` (a remote name or URL), or `None` when
