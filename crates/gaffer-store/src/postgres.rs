@@ -8,7 +8,9 @@
 //! `NOTIFY` that is delivered only if it commits; [`PgJournal::follow_other_processes`]
 //! listens and hands other processes' events to this process's subscribers once.
 
-use crate::shared::{deliver_foreign, journal_backend, lock, FollowState};
+use crate::shared::{
+    deliver_foreign, journal_backend, lock, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
+};
 use crate::sqlite::Durability;
 use crate::{Result, StoreError};
 use sqlx::migrate::Migrator;
@@ -84,21 +86,23 @@ impl PgJournal {
         if durability == Durability::Normal {
             options = options.options([("synchronous_commit", "off")]);
         }
-        {
+        let current = {
             let mut conn = PgConnection::connect_with(&options)
                 .await
                 .map_err(open_err)?;
             let verdict = check_schema(&mut conn, &shown).await;
             conn.close().await.ok();
-            verdict?;
-        }
+            verdict? == Some(Self::supported_schema_version())
+        };
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
             .map_err(open_err)?;
-        MIGRATOR.run(&pool).await?;
+        if !current {
+            MIGRATOR.run(&pool).await?;
+        }
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
             shown,
@@ -120,16 +124,8 @@ impl PgJournal {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(NOTIFY_CHANNEL).await?;
         // Listening before reading the cursor: nothing committed in between is missed.
-        let cursor: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM events")
-            .fetch_one(&self.pool)
-            .await?;
-        {
-            let mut f = lock(&self.follow);
-            if f.active {
-                return Ok(());
-            }
-            f.active = true;
-            f.cursor = cursor.unwrap_or(0);
+        if !self.start_following().await? {
+            return Ok(());
         }
         let (pool, follow, events) = (self.pool.clone(), self.follow.clone(), self.events.clone());
         let task = tokio::spawn(async move {
@@ -177,15 +173,19 @@ impl PgJournal {
     }
 
     async fn close_pool(&self) {
-        if let Some(task) = self
+        self.stop_listening();
+        self.pool.close().await;
+    }
+
+    fn stop_listening(&self) {
+        let task = self
             .listener
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+            .take();
+        if let Some(task) = task {
             task.abort();
         }
-        self.pool.close().await;
     }
 
     /// The underlying pool, for tests and benchmarks.
@@ -197,46 +197,30 @@ impl PgJournal {
 
 impl Drop for PgJournal {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .listener
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-        }
+        self.stop_listening();
     }
 }
 
-/// Refuse a newer or foreign schema, reading only.
-async fn check_schema(conn: &mut PgConnection, shown: &str) -> Result<()> {
+/// Refuse a newer or foreign schema, reading only; the version found.
+async fn check_schema(conn: &mut PgConnection, shown: &str) -> Result<Option<i64>> {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables
          WHERE table_schema = current_schema()",
     )
     .fetch_all(&mut *conn)
     .await?;
-    if tables.iter().any(|t| t == "_sqlx_migrations") {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&mut *conn)
-                .await?;
-        let supported = PgJournal::supported_schema_version();
-        match found {
-            Some(found) if found > supported => Err(StoreError::NewerSchema {
-                path: shown.to_owned(),
-                found,
-                supported,
-            }),
-            _ => Ok(()),
-        }
-    } else if tables.is_empty() {
-        Ok(())
-    } else {
-        Err(StoreError::Foreign {
-            path: shown.to_owned(),
-        })
-    }
+    let version = async {
+        Ok(sqlx::query_scalar(SCHEMA_VERSION_SQL)
+            .fetch_one(&mut *conn)
+            .await?)
+    };
+    schema_verdict(
+        shown,
+        &tables,
+        PgJournal::supported_schema_version(),
+        version,
+    )
+    .await
 }
 
 async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {

@@ -69,6 +69,41 @@ where
     }
 }
 
+/// Whether a database may be opened, from its tables and the schema version they
+/// record: refused if newer than `supported` or if it has tables but no gaffer
+/// schema. `version` reads the recorded version; it runs only when there is one.
+/// Returns the version found (`None` for an empty database).
+pub(crate) async fn schema_verdict<Fut>(
+    shown: &str,
+    tables: &[String],
+    supported: i64,
+    version: Fut,
+) -> Result<Option<i64>>
+where
+    Fut: Future<Output = Result<Option<i64>>>,
+{
+    if tables.iter().any(|t| t == "_sqlx_migrations") {
+        match version.await? {
+            Some(found) if found > supported => Err(StoreError::NewerSchema {
+                path: shown.to_owned(),
+                found,
+                supported,
+            }),
+            other => Ok(other),
+        }
+    } else if tables.is_empty() {
+        Ok(None)
+    } else {
+        Err(StoreError::Foreign {
+            path: shown.to_owned(),
+        })
+    }
+}
+
+/// The newest version recorded by sqlx's migrator.
+pub(crate) const SCHEMA_VERSION_SQL: &str =
+    "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+
 pub(crate) fn corrupt(stream: &str, seq: i64, problem: impl ToString) -> StoreError {
     StoreError::Corrupt {
         stream: stream.to_owned(),
@@ -506,6 +541,21 @@ macro_rules! journal_backend {
         }
 
         impl $J {
+            /// Mark the follower active with its cursor at the journal's end; false if
+            /// a follower already runs.
+            async fn start_following(&self) -> Result<bool> {
+                let cursor: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM events")
+                    .fetch_one(&self.pool)
+                    .await?;
+                let mut f = $crate::shared::lock(&self.follow);
+                if f.active {
+                    return Ok(false);
+                }
+                f.active = true;
+                f.cursor = cursor.unwrap_or(0);
+                Ok(true)
+            }
+
             /// Cached values for `keys`, in order (`None` where absent). The cache is not part
             /// of the journal: it holds derived data keyed by content hash.
             pub async fn blobs_get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {

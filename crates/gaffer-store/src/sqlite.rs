@@ -1,6 +1,8 @@
 //! The SQLite journal: WAL, `busy_timeout`, foreign keys, one writer path.
 
-use crate::shared::{deliver_foreign, journal_backend, lock, FollowState};
+use crate::shared::{
+    deliver_foreign, journal_backend, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
+};
 use crate::{Result, StoreError};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -44,9 +46,13 @@ impl SqliteJournal {
     /// before anything in it is changed.
     pub async fn open(path: &Path, durability: Durability) -> Result<Self> {
         let shown = path.display().to_string();
-        if path.exists() {
-            check_schema_read_only(path).await?;
-        }
+        // Migrating takes the write lock; a database already at this schema skips it,
+        // so starting a command never waits behind another process's write.
+        let current = if path.exists() {
+            check_schema_read_only(path).await? == Some(Self::supported_schema_version())
+        } else {
+            false
+        };
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -65,7 +71,9 @@ impl SqliteJournal {
                 path: shown.clone(),
                 source,
             })?;
-        MIGRATOR.run(&pool).await?;
+        if !current {
+            MIGRATOR.run(&pool).await?;
+        }
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
             path: path.to_owned(),
@@ -83,16 +91,8 @@ impl SqliteJournal {
     /// running tokio runtime; without notifications it logs a warning and only
     /// this process's own events are delivered.
     pub async fn follow_other_processes(&self) -> Result<()> {
-        let cursor: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM events")
-            .fetch_one(&self.pool)
-            .await?;
-        {
-            let mut f = lock(&self.follow);
-            if f.active {
-                return Ok(());
-            }
-            f.active = true;
-            f.cursor = cursor.unwrap_or(0);
+        if !self.start_following().await? {
+            return Ok(());
         }
         let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel::<()>();
         let file = self
@@ -181,7 +181,8 @@ impl SqliteJournal {
 }
 
 /// Refuse a newer or foreign database using a read-only connection, so a refusal changes nothing.
-async fn check_schema_read_only(path: &Path) -> Result<()> {
+/// Returns the schema version found (`None` for an empty database).
+async fn check_schema_read_only(path: &Path) -> Result<Option<i64>> {
     let shown = path.display().to_string();
     let options = SqliteConnectOptions::new()
         .filename(path)
@@ -199,27 +200,18 @@ async fn check_schema_read_only(path: &Path) -> Result<()> {
             .fetch_all(&mut conn)
             .await
             .map_err(open_err)?;
-    let verdict = if tables.iter().any(|t| t == "_sqlx_migrations") {
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&mut conn)
-                .await?;
-        let supported = SqliteJournal::supported_schema_version();
-        match found {
-            Some(found) if found > supported => Err(StoreError::NewerSchema {
-                path: shown.clone(),
-                found,
-                supported,
-            }),
-            _ => Ok(()),
-        }
-    } else if tables.is_empty() {
-        Ok(())
-    } else {
-        Err(StoreError::Foreign {
-            path: shown.clone(),
-        })
+    let version = async {
+        Ok(sqlx::query_scalar(SCHEMA_VERSION_SQL)
+            .fetch_one(&mut conn)
+            .await?)
     };
+    let verdict = schema_verdict(
+        &shown,
+        &tables,
+        SqliteJournal::supported_schema_version(),
+        version,
+    )
+    .await;
     conn.close().await.ok();
     verdict
 }

@@ -3,33 +3,13 @@
 use super::support::*;
 use gaffer_core::*;
 use gaffer_store::{copy_journal, Durability, StoreError};
-use serde_json::json;
 
-/// A SQLite source with two projects, tasks, steps, an approval and a session.
+/// A SQLite source with two projects, tasks, steps, an approval.
 async fn source() -> TempJournal {
     let s = temp_journal(Backend::Sqlite).await;
     seeded(&s.journal, "p-1", "t-1").await;
     seeded(&s.journal, "p-2", "t-2").await;
-    s.journal
-        .append(
-            &"t-1".into(),
-            2,
-            vec![
-                at(Event::StepStarted {
-                    step_id: "s".into(),
-                }),
-                at(Event::ApprovalRequested {
-                    approval_id: "ap-1".into(),
-                    step_id: "s".into(),
-                    attempt: 1,
-                    kind: ApprovalKind::Tool,
-                    summary: "run `cargo publish`".into(),
-                    details: json!({"argv": ["cargo", "publish"], "n": 1.5}),
-                }),
-            ],
-        )
-        .await
-        .unwrap();
+    started_with_approval(&s.journal, "t-1").await;
     s.journal
         .append(
             &"t-2".into(),

@@ -8,27 +8,8 @@ async fn appends_update_projections_in_the_same_transaction(b: Backend) {
     let t = temp_journal(b).await;
     let j = &t.journal;
     seeded(j, "p-1", "t-1").await;
-    let head = j
-        .append(
-            &"t-1".into(),
-            2,
-            vec![
-                at(Event::StepStarted {
-                    step_id: "s".into(),
-                }),
-                at(Event::ApprovalRequested {
-                    approval_id: "ap-1".into(),
-                    step_id: "s".into(),
-                    attempt: 1,
-                    kind: ApprovalKind::Tool,
-                    summary: "run `cargo publish`".into(),
-                    details: json!({"argv": ["cargo", "publish"]}),
-                }),
-            ],
-        )
-        .await
-        .unwrap();
-    assert_eq!(head.head_seq, 4);
+    let head = started_with_approval(j, "t-1").await;
+    assert_eq!(head, 4);
     let view = j.task("t-1").await.unwrap().unwrap();
     assert_eq!(view.task.stage, "queued");
     assert_eq!(view.head_seq, 4);

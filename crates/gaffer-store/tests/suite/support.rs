@@ -138,40 +138,45 @@ impl TempJournal {
         }
     }
 
-    /// Everything a refused open must leave unchanged: the file's bytes, or the
-    /// database's tables, migrations and events.
+    /// See [`fingerprint`].
     pub async fn fingerprint(&self) -> Vec<u8> {
-        match &self.target {
-            Target::Sqlite(_) => std::fs::read(self.path()).unwrap(),
-            Target::Postgres(url) => {
-                use sqlx::Connection;
-                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-                let tables: Vec<String> = sqlx::query_scalar(
-                    "SELECT table_name::text FROM information_schema.tables
-                     WHERE table_schema = current_schema() ORDER BY 1",
-                )
-                .fetch_all(&mut conn)
-                .await
-                .unwrap();
-                let mut out = tables.join(",");
-                if tables.iter().any(|t| t == "_sqlx_migrations") {
-                    let v: Vec<i64> =
-                        sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY 1")
-                            .fetch_all(&mut conn)
-                            .await
-                            .unwrap();
-                    out.push_str(&format!(" {v:?}"));
-                }
-                if tables.iter().any(|t| t == "events") {
-                    let rows: Vec<(String, i64, String)> =
-                        sqlx::query_as("SELECT stream_id, seq, hash FROM events ORDER BY pos")
-                            .fetch_all(&mut conn)
-                            .await
-                            .unwrap();
-                    out.push_str(&format!(" {rows:?}"));
-                }
-                out.into_bytes()
+        fingerprint(&self.target).await
+    }
+}
+
+/// Everything a refused open must leave unchanged: the SQLite file's bytes, or the
+/// PostgreSQL database's tables, migrations and events.
+pub async fn fingerprint(target: &Target) -> Vec<u8> {
+    match target {
+        Target::Sqlite(dir) => std::fs::read(dir.path().join("journal.db")).unwrap(),
+        Target::Postgres(url) => {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            let tables: Vec<String> = sqlx::query_scalar(
+                "SELECT table_name::text FROM information_schema.tables
+                 WHERE table_schema = current_schema() ORDER BY 1",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+            let mut out = tables.join(",");
+            if tables.iter().any(|t| t == "_sqlx_migrations") {
+                let v: Vec<i64> =
+                    sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY 1")
+                        .fetch_all(&mut conn)
+                        .await
+                        .unwrap();
+                out.push_str(&format!(" {v:?}"));
             }
+            if tables.iter().any(|t| t == "events") {
+                let rows: Vec<(String, i64, String)> =
+                    sqlx::query_as("SELECT stream_id, seq, hash FROM events ORDER BY pos")
+                        .fetch_all(&mut conn)
+                        .await
+                        .unwrap();
+                out.push_str(&format!(" {rows:?}"));
+            }
+            out.into_bytes()
         }
     }
 }
@@ -249,4 +254,28 @@ pub async fn seeded(j: &Arc<dyn Journal>, p: &str, t: &str) {
     )
     .await
     .unwrap();
+}
+
+/// Starts step `s` of `t` (seeded) and asks for approval `ap-1`; the new head.
+pub async fn started_with_approval(j: &Arc<dyn Journal>, t: &str) -> i64 {
+    j.append(
+        &StreamId::from(t),
+        2,
+        vec![
+            at(Event::StepStarted {
+                step_id: "s".into(),
+            }),
+            at(Event::ApprovalRequested {
+                approval_id: "ap-1".into(),
+                step_id: "s".into(),
+                attempt: 1,
+                kind: ApprovalKind::Tool,
+                summary: "run `cargo publish`".into(),
+                details: json!({"argv": ["cargo", "publish"], "n": 1.5}),
+            }),
+        ],
+    )
+    .await
+    .unwrap()
+    .head_seq
 }
