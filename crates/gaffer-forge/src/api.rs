@@ -31,6 +31,61 @@ impl ForgeKind {
     }
 }
 
+impl std::str::FromStr for ForgeKind {
+    type Err = ApiError;
+
+    /// `gitea`, `forgejo` (the same API) or `github`, any case.
+    fn from_str(s: &str) -> Result<Self, ApiError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "gitea" | "forgejo" => Ok(ForgeKind::Gitea),
+            "github" => Ok(ForgeKind::GitHub),
+            other => Err(ApiError::BadInput(format!(
+                "unknown forge kind `{other}`; use \"gitea\" (also Forgejo) or \"github\""
+            ))),
+        }
+    }
+}
+
+/// Owner and name of a repository, read from a git remote URL
+/// (`https://host/owner/repo(.git)`, `ssh://git@host:port/owner/repo.git`,
+/// `git@host:owner/repo.git`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRepo {
+    /// Host (no port, no credentials).
+    pub host: String,
+    /// Owner (the path before the name; sub-groups joined with `/`).
+    pub owner: String,
+    /// Repository name, without `.git`.
+    pub repo: String,
+}
+
+impl RemoteRepo {
+    /// Parse a remote URL; `None` for a local path or a URL without owner and name.
+    pub fn parse(url: &str) -> Option<Self> {
+        let url = url.trim();
+        let (host_part, path) = if let Some((_, rest)) = url.split_once("://") {
+            rest.split_once('/')?
+        } else {
+            // scp-like: [user@]host:path
+            let (h, p) = url.split_once(':')?;
+            if h.contains('/') {
+                return None;
+            }
+            (h, p)
+        };
+        let host = host_part.rsplit('@').next()?;
+        let host = host.split(':').next()?.to_owned();
+        let path = path.trim_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        let (owner, repo) = path.rsplit_once('/')?;
+        (!host.is_empty() && !owner.is_empty() && !repo.is_empty()).then(|| Self {
+            host,
+            owner: owner.to_owned(),
+            repo: repo.to_owned(),
+        })
+    }
+}
+
 /// How to reach one repository on a forge.
 #[derive(Debug, Clone)]
 pub struct ForgeConfig {
@@ -74,6 +129,24 @@ impl ForgeConfig {
             request_timeout: Duration::from_secs(30),
             max_rate_limit_wait: Duration::from_secs(60),
         }
+    }
+
+    /// A config whose token is read from the environment variable `token_env`; a
+    /// missing or empty variable is a clear error naming it.
+    pub fn from_env(
+        kind: ForgeKind,
+        base_url: impl Into<String>,
+        owner: impl Into<String>,
+        repo: impl Into<String>,
+        token_env: &str,
+    ) -> Result<Self, ApiError> {
+        let token = Secret::from_env(token_env).ok_or_else(|| {
+            ApiError::BadInput(format!(
+                "the environment variable {token_env} is not set or empty; put a {} API token in it",
+                kind.name()
+            ))
+        })?;
+        Ok(Self::new(kind, base_url, owner, repo, token, token_env))
     }
 }
 

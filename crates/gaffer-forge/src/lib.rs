@@ -23,7 +23,7 @@ mod vikunja;
 
 pub use api::{
     connect, ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig,
-    ForgeKind, Issue, IssueRef, NewPullRequest, PullRequest,
+    ForgeKind, Issue, IssueRef, NewPullRequest, PullRequest, RemoteRepo,
 };
 pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};

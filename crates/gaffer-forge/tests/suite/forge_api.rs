@@ -816,3 +816,61 @@ fn clients_never_print_their_tokens() {
     let v = Vikunja::new("http://127.0.0.1:9", Secret::new(TOKEN), "V", 1).unwrap();
     assert!(!format!("{v:?}").contains(TOKEN));
 }
+
+#[test]
+fn config_helpers_parse_kinds_remotes_and_read_tokens_from_the_environment() {
+    assert_eq!("Forgejo".parse::<ForgeKind>().unwrap(), ForgeKind::Gitea);
+    assert_eq!("github".parse::<ForgeKind>().unwrap(), ForgeKind::GitHub);
+    let err = "gitlab".parse::<ForgeKind>().unwrap_err();
+    assert!(
+        err.to_string().contains("unknown forge kind `gitlab`"),
+        "{err}"
+    );
+    for (url, host, owner, repo) in [
+        (
+            "https://github.com/acme/app.git",
+            "github.com",
+            "acme",
+            "app",
+        ),
+        (
+            "https://u:p@git.example.com:3000/acme/app",
+            "git.example.com",
+            "acme",
+            "app",
+        ),
+        ("git@github.com:acme/app.git", "github.com", "acme", "app"),
+        (
+            "ssh://git@git.example.com:2222/team/sub/app.git",
+            "git.example.com",
+            "team/sub",
+            "app",
+        ),
+    ] {
+        assert_eq!(
+            RemoteRepo::parse(url),
+            Some(RemoteRepo {
+                host: host.into(),
+                owner: owner.into(),
+                repo: repo.into()
+            }),
+            "{url}"
+        );
+    }
+    assert_eq!(RemoteRepo::parse("/srv/git/app.git"), None);
+    let err = ForgeConfig::from_env(
+        ForgeKind::Gitea,
+        "http://x",
+        "a",
+        "b",
+        "GAFFER_TEST_SURELY_UNSET_VAR",
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("GAFFER_TEST_SURELY_UNSET_VAR"),
+        "{err}"
+    );
+    let ok = ForgeConfig::from_env(ForgeKind::GitHub, "http://x/", "a", "b", "PATH").unwrap();
+    assert_eq!(ok.base_url, "http://x");
+    assert_eq!(ok.token_source, "PATH");
+}
