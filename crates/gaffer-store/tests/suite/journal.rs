@@ -329,3 +329,40 @@ async fn the_blob_cache_round_trips_in_order_and_replaces(b: Backend) {
         .all(|(g, (_, v))| g.as_ref() == Some(v)));
 }
 }
+
+/// Cross-node delivery rests on this: every committed append notifies once, with
+/// its last position; a refused append notifies nothing.
+#[tokio::test]
+async fn postgres_notifies_once_per_committed_append_and_never_for_a_refused_one() {
+    if !Backend::Postgres.available() {
+        return;
+    }
+    let t = temp_journal(Backend::Postgres).await;
+    let mut listener = sqlx::postgres::PgListener::connect(&t.url()).await.unwrap();
+    listener.listen(gaffer_store::NOTIFY_CHANNEL).await.unwrap();
+    seeded(&t.journal, "p-1", "t-1").await;
+    let refused = t
+        .journal
+        .append(
+            &"t-1".into(),
+            1,
+            vec![at(Event::TaskStageEntered {
+                stage: Stage::Planning,
+            })],
+        )
+        .await;
+    assert!(refused.is_err());
+    let wait = std::time::Duration::from_secs(10);
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let n = tokio::time::timeout(wait, listener.recv())
+            .await
+            .expect("no notification")
+            .unwrap();
+        got.push(n.payload().parse::<i64>().unwrap());
+    }
+    let all = t.journal.events_after(0, 10).await.unwrap();
+    assert_eq!(got, vec![all[0].pos, all[2].pos]);
+    let more = tokio::time::timeout(std::time::Duration::from_millis(300), listener.recv()).await;
+    assert!(more.is_err(), "an extra notification: {more:?}");
+}
