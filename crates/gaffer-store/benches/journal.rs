@@ -3,11 +3,18 @@
 //! interleaved in one run), and replay (rebuild) speed over 100,000 events.
 //!
 //! Target: append throughput ≥ 0.5× raw inserts.
+//!
+//! With `GAFFER_BENCH_POSTGRES_URL` (or `GAFFER_TEST_POSTGRES_URL`) naming a role that
+//! may create databases, the same figures are printed for PostgreSQL, in a database
+//! created for the run (and dropped after).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gaffer_core::{Actor, Event, Intent, StreamId};
-use gaffer_store::{event_hash, Durability, Journal, NewEvent, SqliteJournal, GENESIS_HASH};
+use gaffer_store::{
+    event_hash, Durability, Journal, NewEvent, PgJournal, SqliteJournal, GENESIS_HASH,
+};
 use serde_json::json;
+use sqlx::Connection;
 use std::time::{Duration, Instant};
 
 /// A valid event sequence for task `i`: created, then intent/start/complete per step.
@@ -43,10 +50,60 @@ fn task_events(i: usize, n: usize) -> Vec<Event> {
     out
 }
 
-async fn open(dir: &std::path::Path, durability: Durability) -> SqliteJournal {
-    let j = SqliteJournal::open(&dir.join("journal.db"), durability)
-        .await
-        .unwrap();
+/// A table like `events`, in each dialect.
+const RAW_COLUMNS: &str = "stream_id TEXT NOT NULL, seq BIGINT NOT NULL, at BIGINT NOT NULL,
+    type TEXT NOT NULL, payload TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL,
+    UNIQUE (stream_id, seq)";
+
+/// Raw inserts of the same bytes into a table like `events`, one per transaction.
+enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    async fn create(&self) {
+        match self {
+            Raw::Sqlite(p) => {
+                let sql = format!("CREATE TABLE raw_events (pos INTEGER PRIMARY KEY AUTOINCREMENT, {RAW_COLUMNS})");
+                sqlx::query(&sql).execute(p).await.unwrap();
+            }
+            Raw::Postgres(p) => {
+                let sql = format!("CREATE TABLE raw_events (pos BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {RAW_COLUMNS})");
+                sqlx::query(&sql).execute(p).await.unwrap();
+            }
+        }
+    }
+
+    async fn insert(&self, row: (&str, i64, &str, &str, &str, &str)) {
+        let sql = "INSERT INTO raw_events (stream_id, seq, at, type, payload, prev_hash, hash)
+                   VALUES ($1, $2, 1, $3, $4, $5, $6)";
+        let (stream, seq, kind, payload, prev, hash) = row;
+        macro_rules! run {
+            ($tx:expr) => {{
+                let mut tx = $tx;
+                sqlx::query(sql)
+                    .bind(stream)
+                    .bind(seq)
+                    .bind(kind)
+                    .bind(payload)
+                    .bind(prev)
+                    .bind(hash)
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                tx.commit().await.unwrap();
+            }};
+        }
+        match self {
+            Raw::Sqlite(p) => run!(p.begin_with("BEGIN IMMEDIATE").await.unwrap()),
+            Raw::Postgres(p) => run!(p.begin().await.unwrap()),
+        }
+    }
+}
+
+/// A journal with project `p` registered, and a raw table next to its events.
+async fn with_project(j: Box<dyn Journal>, raw: Raw) -> (Box<dyn Journal>, Raw) {
     j.append(
         &"p".into(),
         0,
@@ -59,20 +116,83 @@ async fn open(dir: &std::path::Path, durability: Durability) -> SqliteJournal {
     )
     .await
     .unwrap();
-    sqlx::query("CREATE TABLE raw_events (pos INTEGER PRIMARY KEY AUTOINCREMENT, stream_id TEXT NOT NULL,
-                 seq INTEGER NOT NULL, at INTEGER NOT NULL, type TEXT NOT NULL, payload TEXT NOT NULL,
-                 prev_hash TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (stream_id, seq))")
-        .execute(j.pool())
-        .await
-        .unwrap();
-    j
+    raw.create().await;
+    (j, raw)
+}
+
+/// Where a run's journal lives.
+enum Place {
+    Sqlite(tempfile::TempDir),
+    /// The server URL (without a database) and the database made for this run.
+    Postgres(String, String),
+}
+
+impl Place {
+    async fn new(pg: Option<&str>) -> Place {
+        match pg {
+            None => Place::Sqlite(tempfile::tempdir().unwrap()),
+            Some(server) => {
+                let name = format!(
+                    "gaffer_bench_{}_{:08x}",
+                    std::process::id(),
+                    rand::random::<u32>()
+                );
+                let mut conn = sqlx::PgConnection::connect(&format!("{server}/postgres"))
+                    .await
+                    .unwrap();
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                conn.close().await.unwrap();
+                Place::Postgres(server.to_owned(), name)
+            }
+        }
+    }
+
+    async fn open(&self, durability: Durability) -> (Box<dyn Journal>, Raw) {
+        match self {
+            Place::Sqlite(dir) => {
+                let j = SqliteJournal::open(&dir.path().join("journal.db"), durability)
+                    .await
+                    .unwrap();
+                let raw = Raw::Sqlite(j.pool().clone());
+                with_project(Box::new(j), raw).await
+            }
+            Place::Postgres(server, name) => {
+                let j = PgJournal::open(&format!("{server}/{name}"), durability)
+                    .await
+                    .unwrap();
+                let raw = Raw::Postgres(j.pool().clone());
+                with_project(Box::new(j), raw).await
+            }
+        }
+    }
+
+    async fn drop_database(self) {
+        if let Place::Postgres(server, name) = self {
+            let mut conn = sqlx::PgConnection::connect(&format!("{server}/postgres"))
+                .await
+                .unwrap();
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut conn)
+                .await
+                .ok();
+            conn.close().await.ok();
+        }
+    }
 }
 
 /// Appends `per_task` events to each of `tasks` tasks, one event per transaction,
 /// alternating journal appends and raw inserts of the same bytes in rounds.
-async fn append_vs_raw(durability: Durability, tasks: usize, per_task: usize) -> (f64, f64) {
-    let dir = tempfile::tempdir().unwrap();
-    let j = open(dir.path(), durability).await;
+async fn append_vs_raw(
+    pg: Option<&str>,
+    durability: Durability,
+    tasks: usize,
+    per_task: usize,
+) -> (f64, f64) {
+    let place = Place::new(pg).await;
+    let (j, raw) = place.open(durability).await;
     let streams: Vec<Vec<Event>> = (0..tasks).map(|i| task_events(i, per_task)).collect();
     let (mut journal_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
     let mut count = 0usize;
@@ -100,36 +220,31 @@ async fn append_vs_raw(durability: Durability, tasks: usize, per_task: usize) ->
             let payload = serde_json::to_string(&events[k]).unwrap();
             let seq = k as i64 + 1;
             let hash = event_hash(&raw_prev[i], &stream, seq, 1, &payload);
-            let mut tx = j.pool().begin_with("BEGIN IMMEDIATE").await.unwrap();
-            sqlx::query(
-                "INSERT INTO raw_events (stream_id, seq, at, type, payload, prev_hash, hash)
-                         VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&stream)
-            .bind(seq)
-            .bind(1i64)
-            .bind(events[k].kind())
-            .bind(&payload)
-            .bind(&raw_prev[i])
-            .bind(&hash)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-            tx.commit().await.unwrap();
+            raw.insert((
+                &stream,
+                seq,
+                events[k].kind(),
+                &payload,
+                &raw_prev[i],
+                &hash,
+            ))
+            .await;
             raw_prev[i] = hash;
         }
         raw_time += start.elapsed();
         count += tasks;
     }
+    j.shutdown().await;
+    place.drop_database().await;
     (
         count as f64 / journal_time.as_secs_f64(),
         count as f64 / raw_time.as_secs_f64(),
     )
 }
 
-async fn replay(events: usize) -> (f64, f64) {
-    let dir = tempfile::tempdir().unwrap();
-    let j = open(dir.path(), Durability::Normal).await;
+async fn replay(pg: Option<&str>, events: usize) -> (f64, f64) {
+    let place = Place::new(pg).await;
+    let (j, _) = place.open(Durability::Normal).await;
     let per_task = 100;
     for i in 0..events / per_task {
         let batch = task_events(i, per_task)
@@ -147,7 +262,21 @@ async fn replay(events: usize) -> (f64, f64) {
     let report = j.verify().await.unwrap();
     assert!(report.broken.is_none());
     let verify_rate = report.events as f64 / start.elapsed().as_secs_f64();
+    j.shutdown().await;
+    place.drop_database().await;
     (rebuild_rate, verify_rate)
+}
+
+/// The PostgreSQL server to measure, without a database path, if one is named.
+fn postgres_server() -> Option<String> {
+    let url = std::env::var("GAFFER_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("GAFFER_TEST_POSTGRES_URL"))
+        .ok()?;
+    let rest = url.find("://")? + 3;
+    Some(match url[rest..].find(['/', '?']) {
+        Some(i) => url[..rest + i].to_owned(),
+        None => url,
+    })
 }
 
 fn main() {
@@ -158,20 +287,29 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let server = postgres_server();
     rt.block_on(async {
-        for (durability, name, tasks, per_task) in [
-            (Durability::Normal, "synchronous=NORMAL", 20, 200),
-            (Durability::Full, "synchronous=FULL (default)", 10, 60),
-        ] {
-            let (tasks, per_task) = if quick { (2, 5) } else { (tasks, per_task) };
-            let (journal, raw) = append_vs_raw(durability, tasks, per_task).await;
-            println!(
-                "append [{name}]: journal {journal:>8.0} events/s, raw inserts {raw:>8.0} events/s, ratio {:.2} (target >= 0.50)",
-                journal / raw
-            );
+        let mut backends = vec![("sqlite", None)];
+        if let Some(server) = &server {
+            backends.push(("postgres", Some(server.as_str())));
+        } else {
+            println!("postgres: skipped (set GAFFER_BENCH_POSTGRES_URL or GAFFER_TEST_POSTGRES_URL)");
         }
-        let n = if quick { 1_000 } else { 100_000 };
-        let (rebuild, verify) = replay(n).await;
-        println!("replay: rebuild of {n} events at {rebuild:.0} events/s; verify at {verify:.0} events/s");
+        for (backend, pg) in backends {
+            for (durability, name, tasks, per_task) in [
+                (Durability::Normal, "durability normal", 20, 200),
+                (Durability::Full, "durability full (default)", 10, 60),
+            ] {
+                let (tasks, per_task) = if quick { (2, 5) } else { (tasks, per_task) };
+                let (journal, raw) = append_vs_raw(pg, durability, tasks, per_task).await;
+                println!(
+                    "{backend} append [{name}]: journal {journal:>8.0} events/s, raw inserts {raw:>8.0} events/s, ratio {:.2} (target >= 0.50)",
+                    journal / raw
+                );
+            }
+            let n = if quick { 1_000 } else { 100_000 };
+            let (rebuild, verify) = replay(pg, n).await;
+            println!("{backend} replay: rebuild of {n} events at {rebuild:.0} events/s; verify at {verify:.0} events/s");
+        }
     });
 }
