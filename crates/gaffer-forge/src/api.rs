@@ -167,6 +167,9 @@ pub struct PullRequest {
     pub head_sha: String,
     /// Base branch.
     pub base: String,
+    /// Whether it was merged (then `state` is `closed`).
+    #[serde(default)]
+    pub merged: bool,
     /// Problems after the PR was created (labels that could not be set): the PR exists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -434,6 +437,10 @@ pub trait Forge: Send + Sync {
 
     /// The open pull request whose head is `head` (a branch of this repository), if any.
     async fn find_open_pr(&self, head: &str) -> Result<Option<PullRequest>, ApiError>;
+
+    /// A pull request by number, in any state (read-only): whether it was merged or
+    /// closed, to prune its branch.
+    async fn pull_request(&self, number: u64) -> Result<PullRequest, ApiError>;
 
     /// Open a pull request. Non-idempotent: call [`Forge::find_open_pr`] first (or
     /// use [`Forge::ensure_pr`]).
@@ -819,6 +826,8 @@ pub(crate) fn pr_from(http: &Http, v: &Value) -> Result<PullRequest, ApiError> {
         head: s("/head/ref").unwrap_or_default(),
         head_sha: s("/head/sha").unwrap_or_default(),
         base: s("/base/ref").unwrap_or_default(),
+        merged: v.get("merged").and_then(Value::as_bool).unwrap_or(false)
+            || v.get("merged_at").is_some_and(|m| !m.is_null()),
         warnings: Vec::new(),
     })
 }

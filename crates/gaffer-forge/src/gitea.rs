@@ -227,4 +227,11 @@ impl Forge for Gitea {
         let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
         find_comment_in(&self.http, &path, "limit", &what, marker).await
     }
+
+    async fn pull_request(&self, number: u64) -> Result<PullRequest, ApiError> {
+        let path = format!("{}/pulls/{number}", self.repo_path());
+        let what = format!("the pull request {}/{}#{number}", self.owner, self.repo);
+        let reply = self.http.send(Method::GET, &path, None, &what).await?;
+        pr_from(&self.http, &reply.body)
+    }
 }

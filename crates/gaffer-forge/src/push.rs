@@ -111,6 +111,32 @@ impl Repo {
     }
 }
 
+impl Repo {
+    /// Delete `branch` on `remote` (after its PR was merged or closed). Idempotent: a
+    /// branch already gone is fine. Returns whether something was deleted.
+    pub fn delete_remote_branch(&self, remote: &str, branch: &str, auth: &GitAuth) -> Result<bool> {
+        if self.remote_branch_sha(remote, branch, auth)?.is_none() {
+            return Ok(false);
+        }
+        let refname = format!("refs/heads/{branch}");
+        let out = self.git_remote(auth, &["push", "--porcelain", remote, "--delete", &refname])?;
+        if !out.status.success() {
+            return Err(classify(self, remote, branch, auth, &out));
+        }
+        Ok(true)
+    }
+
+    /// Delete the local `branch` (its worktree must be removed first). Idempotent: a
+    /// branch already gone is fine. Returns whether something was deleted.
+    pub fn delete_branch(&self, branch: &str) -> Result<bool> {
+        if !self.rev_exists(&format!("refs/heads/{branch}")) {
+            return Ok(false);
+        }
+        git(self.root(), &["branch", "-D", branch])?;
+        Ok(true)
+    }
+}
+
 fn classify(
     repo: &Repo,
     remote: &str,

@@ -64,6 +64,9 @@ pub struct FakePr {
     pub state: String,
     /// Label names.
     pub labels: Vec<String>,
+    /// Merged (see [`FakeForge::merge_pr`]).
+    #[serde(default)]
+    pub merged: bool,
 }
 
 /// A comment the fake received.
@@ -321,6 +324,16 @@ impl FakeForge {
         }
     }
 
+    /// Merge a PR (it becomes `closed` with `merged: true`), as a human would.
+    pub fn merge_pr(&self, number: u64) {
+        for pr in self.state.prs.lock().unwrap().iter_mut() {
+            if pr.number == number {
+                pr.state = "closed".into();
+                pr.merged = true;
+            }
+        }
+    }
+
     /// Every pull request created, in order.
     pub fn prs(&self) -> Vec<FakePr> {
         self.state.prs.lock().unwrap().clone()
@@ -449,7 +462,8 @@ fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
         "state": pr.state,
         "html_url": format!("{}/{kind}/{}", html_base(st), pr.number),
         "labels": pr.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
-        "merged": false,
+        "merged": pr.merged,
+        "merged_at": if pr.merged { json!("2026-11-30T00:00:00Z") } else { Value::Null },
         "draft": false,
         "head": {"ref": pr.head, "sha": sha, "label": format!("{}:{}", st.owner, pr.head), "repo": {"full_name": full}},
         "base": {"ref": pr.base, "label": format!("{}:{}", st.owner, pr.base), "repo": {"full_name": full}},
@@ -931,6 +945,7 @@ async fn create_pr(st: &ForgeState, body: &Value) -> Response {
         base,
         state: "open".into(),
         labels: Vec::new(),
+        merged: false,
     };
     st.prs.lock().unwrap().push(pr.clone());
     let hang = std::mem::take(&mut *st.hang_next_create.lock().unwrap());

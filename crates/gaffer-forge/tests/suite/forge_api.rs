@@ -884,3 +884,33 @@ fn config_helpers_parse_kinds_remotes_and_read_tokens_from_the_environment() {
     assert_eq!(ok.base_url, "http://x");
     assert_eq!(ok.token_source, "PATH");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_prs_are_seen_and_their_branches_pruned() {
+    for flavor in BOTH {
+        let (fake, remote, dir, _sha) = shipped(flavor).await;
+        let forge = client(&fake, flavor);
+        let (pr, _) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+        assert!(!forge.pull_request(pr.number).await.unwrap().merged);
+        fake.merge_pr(pr.number);
+        let merged = forge.pull_request(pr.number).await.unwrap();
+        assert!(merged.merged);
+        assert_eq!(merged.state, "closed");
+        assert_eq!(forge.find_open_pr("gaffer/t-1").await.unwrap(), None);
+        let err = forge.pull_request(999).await.unwrap_err();
+        assert!(matches!(err, ApiError::NotFound { .. }), "{err}");
+        // Prune: remote then local; both idempotent.
+        let repo = Repo::open(dir.path()).unwrap();
+        let url = remote.url();
+        let auth = GitAuth::default();
+        assert!(repo
+            .delete_remote_branch(&url, "gaffer/t-1", &auth)
+            .unwrap());
+        assert!(!repo
+            .delete_remote_branch(&url, "gaffer/t-1", &auth)
+            .unwrap());
+        assert_eq!(remote.branch_sha("gaffer/t-1"), None);
+        assert!(repo.delete_branch("gaffer/t-1").unwrap());
+        assert!(!repo.delete_branch("gaffer/t-1").unwrap());
+    }
+}
