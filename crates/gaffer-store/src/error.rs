@@ -38,13 +38,13 @@ pub enum StoreError {
         supported: i64,
     },
     /// The file is a database, but not one of gaffer's.
-    #[error("{path} is not a gaffer journal (it has tables but no gaffer schema); point --data-dir or database.url elsewhere — the file was not changed")]
+    #[error("{path} is not a gaffer journal (it has tables but no gaffer schema); point --data-dir or database.url elsewhere — nothing in it was changed")]
     Foreign {
         /// The database.
         path: String,
     },
-    /// The database could not be opened.
-    #[error("cannot open database {path}: {source}")]
+    /// The database could not be opened (a PostgreSQL URL is shown with its password masked).
+    #[error("cannot open database {path}: {source}; check that it exists, is reachable and that the credentials are right")]
     Open {
         /// The database.
         path: String,
