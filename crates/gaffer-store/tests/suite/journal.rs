@@ -330,6 +330,58 @@ async fn the_blob_cache_round_trips_in_order_and_replaces(b: Backend) {
 }
 }
 
+each_backend! {
+    /// Positions commit in order even with writers on two handles (two machines):
+    /// a reader that follows `events_after` never skips an event that commits
+    /// later with a smaller position.
+    async fn a_reader_of_events_after_never_skips_a_late_commit(b: Backend) {
+        let t = temp_journal(b).await;
+        t.journal
+            .append(&"p-1".into(), 0, vec![at(project("p-1"))])
+            .await
+            .unwrap();
+        let other = t.reopen().await;
+        let mut writers = Vec::new();
+        for (h, j) in [t.journal.clone(), other.clone()].into_iter().enumerate() {
+            for w in 0..3 {
+                let j = j.clone();
+                writers.push(tokio::spawn(async move {
+                    let id = format!("t-{h}-{w}");
+                    let stream = StreamId::from(id.as_str());
+                    j.append(&stream, 0, vec![at(task(&id, "p-1"))]).await.unwrap();
+                    for k in 1..=15 {
+                        j.append(&stream, k, vec![at(step(&format!("s{k}"), Intent::ReadOnly))])
+                            .await
+                            .unwrap();
+                    }
+                }));
+            }
+        }
+        let reader = t.journal.clone();
+        let read = tokio::spawn(async move {
+            let (mut cursor, mut seen) = (0, 0usize);
+            while seen < 1 + 6 * 16 {
+                for e in reader.events_after(cursor, 7).await.unwrap() {
+                    assert!(e.pos > cursor);
+                    cursor = e.pos;
+                    seen += 1;
+                }
+                tokio::task::yield_now().await;
+            }
+            seen
+        });
+        for w in writers {
+            w.await.unwrap();
+        }
+        let seen = tokio::time::timeout(std::time::Duration::from_secs(30), read)
+            .await
+            .expect("the reader skipped an event that committed late")
+            .unwrap();
+        assert_eq!(seen, 1 + 6 * 16);
+        assert_eq!(t.journal.verify().await.unwrap().broken, None);
+    }
+}
+
 /// Cross-node delivery rests on this: every committed append notifies once, with
 /// its last position; a refused append notifies nothing.
 #[tokio::test]
