@@ -126,15 +126,9 @@ async fn reviewer_requests_changes_once_then_done() {
         ],
     );
     let id = w.task(REQUEST, true).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Done
-    );
+    assert_eq!(w.run(&id).await, Stage::Done);
     let view = w.view(&id).await;
-    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    let ids = step_ids(&view);
     assert_eq!(
         ids,
         [
@@ -181,15 +175,9 @@ async fn reviewer_blocks_and_the_arbiter_rules_proceed() {
         )],
     );
     let id = w.task(REQUEST, true).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Done
-    );
+    assert_eq!(w.run(&id).await, Stage::Done);
     let view = w.view(&id).await;
-    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    let ids = step_ids(&view);
     assert!(
         ids.contains(&"arbiter/1") && ids.contains(&"check/1"),
         "{ids:?}"
@@ -221,9 +209,7 @@ async fn the_arbiter_escalates_and_a_human_approves() {
     w.script("arbiter", vec![say("```json\n{\"ruling\":\"escalate\",\"reason\":\"a human must confirm the licence\"}\n```")]);
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
-    let engine = w.engine.clone();
-    let run_id = id.clone();
-    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    let run = w.spawn(&id);
     // Wait for the escalation (--yes never approves escalations).
     let approval = loop {
         let e = events.recv().await.unwrap();
@@ -286,9 +272,7 @@ async fn a_denied_escalation_blocks_the_task() {
     );
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
-    let engine = w.engine.clone();
-    let run_id = id.clone();
-    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    let run = w.spawn(&id);
     let approval = loop {
         if let gaffer_core::Event::ApprovalRequested {
             approval_id,
@@ -336,15 +320,9 @@ async fn a_failing_check_goes_back_to_the_owner_then_passes() {
         ],
     );
     let id = w.task(REQUEST, true).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Done
-    );
+    assert_eq!(w.run(&id).await, Stage::Done);
     let view = w.view(&id).await;
-    let ids: Vec<_> = view.steps.iter().map(|s| s.step_id.as_str()).collect();
+    let ids = step_ids(&view);
     assert_eq!(
         ids,
         [
@@ -383,13 +361,7 @@ async fn an_invalid_plan_is_retried_once_with_the_error_then_fails_the_task() {
         ],
     );
     let id = w.task(REQUEST, true).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Failed
-    );
+    assert_eq!(w.run(&id).await, Stage::Failed);
     let view = w.view(&id).await;
     let outcome = view.task.outcome.unwrap();
     assert!(
@@ -415,9 +387,7 @@ async fn a_plan_waits_for_a_human_without_yes_and_a_denial_fails_the_task() {
     );
     let id = w.task(REQUEST, false).await;
     let mut events = w.journal.subscribe();
-    let engine = w.engine.clone();
-    let run_id = id.clone();
-    let run = tokio::spawn(async move { engine.run_task(&run_id, CancellationToken::new()).await });
+    let run = w.spawn(&id);
     let approval = loop {
         if let gaffer_core::Event::ApprovalRequested {
             approval_id,
@@ -451,13 +421,7 @@ async fn a_dirty_default_branch_fails_the_task_with_what_to_do() {
     let w = World::new().await;
     std::fs::write(w.repo.join("README.md"), "local edits\n").unwrap();
     let id = w.task(REQUEST, true).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Failed
-    );
+    assert_eq!(w.run(&id).await, Stage::Failed);
     let outcome = w.view(&id).await.task.outcome.unwrap();
     assert!(
         outcome.contains("uncommitted changes") && outcome.contains("commit or stash"),
@@ -536,13 +500,7 @@ async fn a_project_can_put_its_reviewer_on_another_agent() {
     w.script("owner", vec![write("README.md", README_DONE)]);
     w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
     let id = w.task_with_agent(REQUEST, true, None).await;
-    assert_eq!(
-        w.engine
-            .run_task(&id, CancellationToken::new())
-            .await
-            .unwrap(),
-        Stage::Done
-    );
+    assert_eq!(w.run(&id).await, Stage::Done);
     let view = w.view(&id).await;
     let agent_of = |role: &str| {
         view.sessions

@@ -183,6 +183,28 @@ impl World {
         TaskId(t.id)
     }
 
+    /// Run the task to its end here.
+    pub async fn run(&self, id: &TaskId) -> gaffer_core::Stage {
+        self.engine
+            .run_task(id, tokio_util::sync::CancellationToken::new())
+            .await
+            .unwrap()
+    }
+
+    /// Run the task in the background.
+    pub fn spawn(
+        &self,
+        id: &TaskId,
+    ) -> tokio::task::JoinHandle<gaffer_engine::Result<gaffer_core::Stage>> {
+        let engine = self.engine.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            engine
+                .run_task(&id, tokio_util::sync::CancellationToken::new())
+                .await
+        })
+    }
+
     pub async fn view(&self, id: &TaskId) -> gaffer_store::TaskView {
         self.journal.task(id.as_str()).await.unwrap().unwrap()
     }
@@ -230,4 +252,9 @@ impl gaffer_engine::AgentFactory for FakeAgents {
             other => self.backends.backend(other, model),
         }
     }
+}
+
+/// The ids of a task's steps, in recording order.
+pub fn step_ids(view: &gaffer_store::TaskView) -> Vec<&str> {
+    view.steps.iter().map(|s| s.step_id.as_str()).collect()
 }
