@@ -87,6 +87,8 @@ impl Driver {
                 ],
             }),
         );
+        // Built with the whole workspace, rustls has two providers and picks none itself.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         ClientBuilder::rustls()
             .unwrap()
             .capabilities(caps)
