@@ -72,7 +72,7 @@ impl SqliteJournal {
                 source,
             })?;
         if !current {
-            MIGRATOR.run(&pool).await?;
+            migrate(&pool, path).await?;
         }
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
@@ -177,6 +177,29 @@ impl SqliteJournal {
     #[doc(hidden)]
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+}
+
+/// Migrate to this build's schema. Two processes opening a new database at once
+/// both try; the loser fails on what the winner created. So a failure is retried,
+/// and is no failure at all once the schema is current, whoever finished it.
+async fn migrate(pool: &SqlitePool, path: &Path) -> Result<()> {
+    let mut tries = 0u64;
+    loop {
+        match MIGRATOR.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                let now = check_schema_read_only(path).await.ok().flatten();
+                if now == Some(SqliteJournal::supported_schema_version()) {
+                    return Ok(());
+                }
+                tries += 1;
+                if tries >= 10 {
+                    return Err(e.into());
+                }
+                tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+            }
+        }
     }
 }
 

@@ -147,3 +147,24 @@ fn urls_are_masked_and_parsed() {
         .unwrap_err()
         .contains("mysql://"));
 }
+
+#[tokio::test]
+async fn processes_opening_a_new_database_at_once_all_succeed() {
+    // Several handles stand for several gaffer processes started together on a
+    // fresh data dir: each must open it, none may fail on the others' migration.
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        let opens = (0..6).map(|_| {
+            let path = path.clone();
+            tokio::spawn(async move { SqliteJournal::open(&path, Durability::Normal).await })
+        });
+        for open in opens.collect::<Vec<_>>() {
+            let j = open
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("a concurrent open failed: {e}"));
+            assert_eq!(j.head(&"t-none".into()).await.unwrap(), 0);
+        }
+    }
+}
