@@ -16,33 +16,79 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// Makes backends by name. Tests can supply their own.
 pub trait AgentFactory: Send + Sync {
     /// The backend for `agent` (`claude`, `codex`, `gemini`, `acp:<name>`, `openai`,
-    /// `anthropic`) with `model` if given; an error says what is missing.
-    fn backend(&self, agent: &str, model: Option<&str>) -> Result<Arc<dyn AgentBackend>, String>;
+    /// `anthropic`) with `model` and reasoning `effort` if given; an error says what
+    /// is missing.
+    fn backend(
+        &self,
+        agent: &str,
+        model: Option<&str>,
+        effort: Option<&str>,
+    ) -> Result<Arc<dyn AgentBackend>, String>;
+}
+
+/// How a role's `effort` reaches Claude Code: its thinking budget, by environment.
+pub fn claude_thinking_tokens(effort: &str) -> Option<String> {
+    match effort {
+        "low" => Some("4000".into()),
+        "medium" => Some("10000".into()),
+        "high" => Some("31999".into()),
+        n if n.parse::<u32>().is_ok() => Some(n.into()),
+        _ => None,
+    }
 }
 
 /// The real backends, with one redactor for all of them.
 pub struct Backends {
     redactor: Arc<Redactor>,
+    claude_bin: Option<std::path::PathBuf>,
+    codex_bin: Option<std::path::PathBuf>,
 }
 
 impl Backends {
-    /// Backends that redact `redactor`'s secrets from everything they emit.
+    /// Backends that redact `redactor`'s secrets from everything they emit; executables
+    /// come from `GAFFER_*_BIN` or `PATH`.
     pub fn new(redactor: Arc<Redactor>) -> Self {
-        Self { redactor }
+        Self {
+            redactor,
+            claude_bin: None,
+            codex_bin: None,
+        }
+    }
+
+    /// Use these executables for Claude Code and Codex instead of looking them up.
+    pub fn with_bins(
+        mut self,
+        claude: Option<std::path::PathBuf>,
+        codex: Option<std::path::PathBuf>,
+    ) -> Self {
+        self.claude_bin = claude;
+        self.codex_bin = codex;
+        self
     }
 }
 
 impl AgentFactory for Backends {
-    fn backend(&self, agent: &str, model: Option<&str>) -> Result<Arc<dyn AgentBackend>, String> {
+    fn backend(
+        &self,
+        agent: &str,
+        model: Option<&str>,
+        effort: Option<&str>,
+    ) -> Result<Arc<dyn AgentBackend>, String> {
         let redactor = self.redactor.clone();
         Ok(match agent {
+            // Claude Code's effort is its thinking budget, set per session (StartOptions.env).
             "claude" => Arc::new(ClaudeBackend::new(ClaudeConfig {
+                bin: self.claude_bin.clone(),
                 redactor,
                 ..ClaudeConfig::default()
             })),
             "codex" => Arc::new(CodexBackend::new(CodexConfig {
+                bin: self.codex_bin.clone(),
+                // `-c` overrides Codex's own config for this process.
+                args: effort.map(|e| {
+                    vec!["-c".into(), format!("model_reasoning_effort={e}"), "app-server".into()]
+                }),
                 redactor,
-                ..CodexConfig::default()
             })),
             "gemini" => {
                 let mut cfg = AcpConfig::gemini();

@@ -89,7 +89,7 @@ impl Engine {
     /// Whether `agent` names a backend that can be started here (the executable or
     /// API key is present); the error says what is missing.
     pub fn check_agent(&self, agent: &str) -> std::result::Result<(), String> {
-        self.agents.backend(agent, None).map(|_| ())
+        self.agents.backend(agent, None, None).map(|_| ())
     }
 
     /// The app service it uses.
@@ -473,7 +473,7 @@ impl Engine {
 
     /// The agent and model for `role`: `--agent` for every role, else the project's
     /// override, else the configured role.
-    fn role_agent(&self, task: &TaskState, project: &str, role: Role) -> (String, Option<String>) {
+    fn role_agent(&self, task: &TaskState, project: &str, role: Role) -> RoleAgent {
         let roles = self
             .settings
             .project_roles
@@ -486,8 +486,16 @@ impl Engine {
             Role::Arbiter => &roles.arbiter,
         };
         match &task.options.agent {
-            Some(agent) => (agent.clone(), None),
-            None => (cfg.agent.clone(), cfg.model.clone()),
+            Some(agent) => RoleAgent {
+                agent: agent.clone(),
+                model: None,
+                effort: cfg.effort.clone(),
+            },
+            None => RoleAgent {
+                agent: cfg.agent.clone(),
+                model: cfg.model.clone(),
+                effort: cfg.effort.clone(),
+            },
         }
     }
 
@@ -1047,17 +1055,29 @@ impl Engine {
         contract: impl Fn(&str) -> Result<Value, ContractError>,
     ) -> Result<Turn, Failure> {
         let project = self.project(task).await?;
-        let (agent, model) = self.role_agent(task, &project.name, role);
+        let RoleAgent {
+            agent,
+            model,
+            effort,
+        } = self.role_agent(task, &project.name, role);
         let backend = self
             .agents
-            .backend(&agent, model.as_deref())
+            .backend(&agent, model.as_deref(), effort.as_deref())
             .map_err(fail)?;
+        let mut env = self.settings.agent_env.clone();
+        if let Some(tokens) = effort
+            .as_deref()
+            .filter(|_| agent == "claude")
+            .and_then(crate::agents::claude_thinking_tokens)
+        {
+            env.insert("MAX_THINKING_TOKENS".into(), tokens);
+        }
         let opts = StartOptions {
             workspace: wt.path.clone(),
             role: role.as_str().into(),
             role_prompt: String::new(),
             mode,
-            env: self.settings.agent_env.clone(),
+            env,
             task_id: task.id.0.clone(),
             project: project.name.clone(),
             model,
@@ -1213,6 +1233,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// Who plays a role in one task.
+struct RoleAgent {
+    agent: String,
+    model: Option<String>,
+    effort: Option<String>,
 }
 
 /// What a turn produced.

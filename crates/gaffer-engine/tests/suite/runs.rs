@@ -517,3 +517,43 @@ async fn a_project_can_put_its_reviewer_on_another_agent() {
         w.effects()
     );
 }
+
+#[tokio::test]
+async fn a_roles_effort_reaches_claude_and_codex() {
+    let w = World::build("grep -q '^## Installation' README.md", |s| {
+        s.roles.owner.effort = Some("high".into());
+        s.roles.reviewer.agent = "codex".into();
+        s.roles.reviewer.effort = Some("low".into());
+    })
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task_with_agent(REQUEST, true, None).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let effects = w.effects();
+    let spawn = |who: &str, role: &str| {
+        effects
+            .iter()
+            .find(|l| l.starts_with(&format!("{who} spawn role={role}")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {who} {role}: {effects:#?}"))
+    };
+    assert!(
+        spawn("fake-claude", "owner").contains("thinking=31999"),
+        "{}",
+        spawn("fake-claude", "owner")
+    );
+    assert!(
+        spawn("fake-claude", "planner").contains("thinking= "),
+        "no effort set for the planner"
+    );
+    assert!(
+        spawn("fake-codex", "reviewer").contains("-c model_reasoning_effort=low app-server"),
+        "{}",
+        spawn("fake-codex", "reviewer")
+    );
+}

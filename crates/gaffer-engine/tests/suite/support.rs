@@ -130,10 +130,10 @@ impl World {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         tune(&mut settings);
-        let agents = Arc::new(FakeAgents {
-            claude: gaffer_testkit::bins::fake_bin("fake-claude"),
-            backends: Backends::new(settings.redactor.clone()),
-        });
+        let agents = Arc::new(Backends::new(settings.redactor.clone()).with_bins(
+            Some(gaffer_testkit::bins::fake_bin("fake-claude")),
+            Some(gaffer_testkit::bins::fake_bin("fake-codex")),
+        ));
         let engine = Engine::new(app.clone(), agents, settings);
         Self {
             dir,
@@ -221,36 +221,6 @@ impl World {
         let outcome: Value =
             serde_json::from_str(view.task.outcome.as_deref().unwrap_or("null")).unwrap();
         outcome
-    }
-}
-
-/// The real Claude backend, pointed at the fake executable.
-struct FakeAgents {
-    claude: PathBuf,
-    backends: Backends,
-}
-
-impl gaffer_engine::AgentFactory for FakeAgents {
-    fn backend(
-        &self,
-        agent: &str,
-        model: Option<&str>,
-    ) -> Result<Arc<dyn gaffer_agents::AgentBackend>, String> {
-        match agent {
-            "claude" => Ok(Arc::new(gaffer_agents::claude::ClaudeBackend::new(
-                gaffer_agents::claude::ClaudeConfig {
-                    bin: Some(self.claude.clone()),
-                    ..Default::default()
-                },
-            ))),
-            "codex" => Ok(Arc::new(gaffer_agents::codex::CodexBackend::new(
-                gaffer_agents::codex::CodexConfig {
-                    bin: Some(gaffer_testkit::bins::fake_bin("fake-codex")),
-                    ..Default::default()
-                },
-            ))),
-            other => self.backends.backend(other, model),
-        }
     }
 }
 

@@ -99,10 +99,11 @@ pub fn main() {
     };
     let _ = std::fs::create_dir_all(&dir);
     log_effect(&format!(
-        "fake-claude spawn role={} task={} project={} args={}",
+        "fake-claude spawn role={} task={} project={} thinking={} args={}",
         std::env::var("GAFFER_ROLE").unwrap_or_default(),
         std::env::var("GAFFER_TASK_ID").unwrap_or_default(),
         std::env::var("GAFFER_PROJECT").unwrap_or_default(),
+        std::env::var("MAX_THINKING_TOKENS").unwrap_or_default(),
         serde_json::to_string(&args).unwrap_or_default()
     ));
     let played = std::fs::read_to_string(&transcript)

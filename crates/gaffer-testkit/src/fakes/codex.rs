@@ -42,15 +42,24 @@ struct Totals {
 /// Entry point of `fake-codex`.
 pub fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) != Some("app-server") {
+    // Like the real CLI: `-c key=value` config overrides may come before the subcommand.
+    let mut rest = args.as_slice();
+    while let [flag, value, tail @ ..] = rest {
+        if flag != "-c" || !value.contains('=') {
+            break;
+        }
+        rest = tail;
+    }
+    if rest.first().map(String::as_str) != Some("app-server") {
         fail("fake-codex: only `app-server` is supported");
     }
     let scenario = Scenario::from_env().unwrap_or_else(|e| fail(&e.to_string()));
     log_effect(&format!(
-        "fake-codex spawn role={} task={} project={}",
+        "fake-codex spawn role={} task={} project={} args={}",
         std::env::var("GAFFER_ROLE").unwrap_or_default(),
         std::env::var("GAFFER_TASK_ID").unwrap_or_default(),
-        std::env::var("GAFFER_PROJECT").unwrap_or_default()
+        std::env::var("GAFFER_PROJECT").unwrap_or_default(),
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     ));
     let sessions = codex_home().join("sessions");
     let _ = std::fs::create_dir_all(&sessions);
