@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, AgentProcess};
+use crate::process::{find_executable, AgentProcess, Framing};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -102,7 +102,7 @@ impl AcpBackend {
         };
         let mut p = AgentProcess::spawn(&agent, &bin, &self.cfg.args, &ws, &opts.agent_env())?;
         let mut next_id = 0i64;
-        let init = rpc(&mut p, &mut next_id, "initialize", json!({
+        let init = p.rpc(Framing::Standard, &mut next_id, "initialize", json!({
             "protocolVersion": PROTOCOL_VERSION,
             "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
             "clientInfo": {"name": "gaffer", "version": env!("CARGO_PKG_VERSION")},
@@ -124,13 +124,14 @@ impl AcpBackend {
                         detail: "the agent does not advertise loadSession, so its sessions cannot be resumed".into(),
                     });
                 }
-                if let Err(m) = rpc(
-                    &mut p,
-                    &mut next_id,
-                    "session/load",
-                    json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
-                )
-                .await?
+                if let Err(m) = p
+                    .rpc(
+                        Framing::Standard,
+                        &mut next_id,
+                        "session/load",
+                        json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+                    )
+                    .await?
                 {
                     p.kill().await;
                     return Err(AgentError::SessionGone {
@@ -142,18 +143,19 @@ impl AcpBackend {
                 id.to_string()
             }
             None => {
-                let r = rpc(
-                    &mut p,
-                    &mut next_id,
-                    "session/new",
-                    json!({"cwd": cwd, "mcpServers": []}),
-                )
-                .await?
-                .map_err(|m| AgentError::Rejected {
-                    agent: agent.clone(),
-                    method: "session/new".into(),
-                    message: m,
-                })?;
+                let r = p
+                    .rpc(
+                        Framing::Standard,
+                        &mut next_id,
+                        "session/new",
+                        json!({"cwd": cwd, "mcpServers": []}),
+                    )
+                    .await?
+                    .map_err(|m| AgentError::Rejected {
+                        agent: agent.clone(),
+                        method: "session/new".into(),
+                        message: m,
+                    })?;
                 r.get("sessionId")
                     .and_then(Value::as_str)
                     .ok_or_else(|| {
@@ -182,50 +184,6 @@ impl AcpBackend {
             events_rx,
             task: Some(task),
         }))
-    }
-}
-
-async fn rpc(
-    p: &mut AgentProcess,
-    next_id: &mut i64,
-    method: &str,
-    params: Value,
-) -> Result<std::result::Result<Value, String>> {
-    *next_id += 1;
-    let id = *next_id;
-    p.send_or_exited(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-        .await?;
-    loop {
-        let line = match p.lines.next_line().await {
-            Ok(Some(l)) => l,
-            _ => {
-                let status = p.exit_status().await;
-                return Err(AgentError::ExitedMidTurn {
-                    agent: p.agent.clone(),
-                    status: format!("{status} while waiting for the {method} response"),
-                    stderr: p.stderr_tail(),
-                });
-            }
-        };
-        p.line_no += 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
-        if v.get("method").is_none() && v.get("id").and_then(Value::as_i64) == Some(id) {
-            if let Some(e) = v.get("error") {
-                return Ok(Err(e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string()));
-            }
-            return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
-        }
-        if let (Some(_), Some(rid)) = (v.get("method"), v.get("id")) {
-            // A request from the agent before the session exists: not supported.
-            p.send(&json!({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "not available during setup"}})).await?;
-        }
     }
 }
 

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, AgentProcess};
+use crate::process::{find_executable, AgentProcess, Framing};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -87,9 +87,7 @@ impl CodexBackend {
             .unwrap_or_else(|| vec!["app-server".into()]);
         let mut p = AgentProcess::spawn(AGENT, &bin, &args, &ws, &opts.agent_env())?;
         let mut next_id: i64 = 0;
-        let init = rpc(
-            &mut p,
-            &mut next_id,
+        let init = p.rpc(Framing::Bare, &mut next_id,
             "initialize",
             json!({"clientInfo": {"name": "gaffer", "title": "gaffer", "version": env!("CARGO_PKG_VERSION")}}),
         )
@@ -111,7 +109,7 @@ impl CodexBackend {
             }
             None => ("thread/start", thread_start_params(&opts, &cwd)),
         };
-        let thread = match rpc(&mut p, &mut next_id, method, params).await? {
+        let thread = match p.rpc(Framing::Bare, &mut next_id, method, params).await? {
             Ok(v) => v,
             Err(message) => {
                 p.kill().await;
@@ -165,49 +163,6 @@ impl CodexBackend {
             events_rx,
             task: Some(task),
         }))
-    }
-}
-
-/// Send a request and read until its response. Notifications before it are ignored.
-/// `Ok(Err(message))` is a JSON-RPC error response.
-async fn rpc(
-    p: &mut AgentProcess,
-    next_id: &mut i64,
-    method: &str,
-    params: Value,
-) -> Result<std::result::Result<Value, String>> {
-    *next_id += 1;
-    let id = *next_id;
-    p.send_or_exited(&json!({"method": method, "id": id, "params": params}))
-        .await?;
-    loop {
-        let line = match p.lines.next_line().await {
-            Ok(Some(l)) => l,
-            _ => {
-                let status = p.exit_status().await;
-                return Err(AgentError::ExitedMidTurn {
-                    agent: AGENT.into(),
-                    status: format!("{status} while waiting for the {method} response"),
-                    stderr: p.stderr_tail(),
-                });
-            }
-        };
-        p.line_no += 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(&line).map_err(|e| p.malformed(&line, e))?;
-        if v.get("id").and_then(Value::as_i64) == Some(id) && v.get("method").is_none() {
-            if let Some(e) = v.get("error") {
-                let m = e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string();
-                return Ok(Err(m));
-            }
-            return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
-        }
     }
 }
 

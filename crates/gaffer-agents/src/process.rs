@@ -58,7 +58,71 @@ pub(crate) struct AgentProcess {
     stderr_tail: Arc<Mutex<Vec<u8>>>,
 }
 
+/// How a JSON-RPC peer frames its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// With `"jsonrpc": "2.0"` (ACP).
+    Standard,
+    /// Without it (`codex app-server`).
+    Bare,
+}
+
+impl Framing {
+    fn frame(self, mut message: serde_json::Value) -> serde_json::Value {
+        if self == Framing::Standard {
+            message["jsonrpc"] = serde_json::json!("2.0");
+        }
+        message
+    }
+}
+
 impl AgentProcess {
+    /// Send a request and read until its response; notifications before it are
+    /// ignored and requests from the agent (none are served during setup) are
+    /// refused. `Ok(Err(message))` is a JSON-RPC error response.
+    pub(crate) async fn rpc(
+        &mut self,
+        framing: Framing,
+        next_id: &mut i64,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<std::result::Result<serde_json::Value, String>> {
+        use serde_json::{json, Value};
+        *next_id += 1;
+        let id = *next_id;
+        self.send_or_exited(&framing.frame(json!({"id": id, "method": method, "params": params})))
+            .await?;
+        loop {
+            let line = match self.lines.next_line().await {
+                Ok(Some(l)) => l,
+                _ => {
+                    let status = self.exit_status().await;
+                    return Err(AgentError::ExitedMidTurn {
+                        agent: self.agent.clone(),
+                        status: format!("{status} while waiting for the {method} response"),
+                        stderr: self.stderr_tail(),
+                    });
+                }
+            };
+            self.line_no += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(&line).map_err(|e| self.malformed(&line, e))?;
+            if v.get("method").is_none() && v.get("id").and_then(Value::as_i64) == Some(id) {
+                if let Some(e) = v.get("error") {
+                    let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
+                    return Ok(Err(message.to_string()));
+                }
+                return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
+            }
+            if let (Some(_), Some(rid)) = (v.get("method"), v.get("id")) {
+                let refusal = json!({"id": rid, "error": {"code": -32601, "message": "not available during setup"}});
+                self.send(&framing.frame(refusal)).await?;
+            }
+        }
+    }
+
     pub(crate) fn spawn(
         agent: &str,
         program: &Path,
