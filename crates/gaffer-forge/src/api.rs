@@ -833,6 +833,69 @@ pub(crate) fn pr_from(http: &Http, v: &Value) -> Result<PullRequest, ApiError> {
 }
 
 /// Read an issue object.
+/// Where an issue and its comments live, and how to name it in errors. Gitea's issue
+/// API copies GitHub's, so both forges use the calls below.
+fn issue_paths(r: &IssueRef) -> (String, String) {
+    let path = format!(
+        "/repos/{}/{}/issues/{}",
+        enc(&r.owner),
+        enc(&r.repo),
+        r.number
+    );
+    let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
+    (path, what)
+}
+
+/// Read an issue (read-only).
+pub(crate) async fn get_issue(
+    http: &Http,
+    owner: &str,
+    repo: &str,
+    reference: &str,
+) -> Result<Issue, ApiError> {
+    let r = IssueRef::parse(reference, owner, repo)?;
+    let (path, what) = issue_paths(&r);
+    let reply = http.send(Method::GET, &path, None, &what).await?;
+    issue_from(http, &r, &reply.body)
+}
+
+/// Comment on an issue (non-idempotent: reconcile with [`find_issue_comment`]).
+pub(crate) async fn comment_on_issue(
+    http: &Http,
+    owner: &str,
+    repo: &str,
+    reference: &str,
+    text: &str,
+) -> Result<Comment, ApiError> {
+    let r = IssueRef::parse(reference, owner, repo)?;
+    let (path, what) = issue_paths(&r);
+    let body = serde_json::json!({ "body": text });
+    let reply = http
+        .send(
+            Method::POST,
+            &format!("{path}/comments"),
+            Some(&body),
+            &what,
+        )
+        .await?;
+    comment_from(http, &reply.body)
+}
+
+/// The comment on an issue that carries `marker`, if any (read-only). `page_size` is
+/// the forge's page-size query parameter (`limit` on Gitea, `per_page` on GitHub).
+pub(crate) async fn find_issue_comment(
+    http: &Http,
+    owner: &str,
+    repo: &str,
+    reference: &str,
+    marker: &str,
+    page_size: &str,
+) -> Result<Option<Comment>, ApiError> {
+    let r = IssueRef::parse(reference, owner, repo)?;
+    let (path, what) = issue_paths(&r);
+    find_comment_in(http, &format!("{path}/comments"), page_size, &what, marker).await
+}
+
 pub(crate) fn issue_from(http: &Http, r: &IssueRef, v: &Value) -> Result<Issue, ApiError> {
     let s = |p: &str| {
         v.get(p)

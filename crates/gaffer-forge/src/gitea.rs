@@ -5,8 +5,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::{
-    comment_from, enc, find_comment_in, issue_from, pr_from, ApiError, CiCheck, CiState, CiStatus,
-    Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, IssueRef, NewPullRequest,
+    comment_on_issue, enc, find_issue_comment, get_issue, pr_from, ApiError, CiCheck, CiState,
+    CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, NewPullRequest,
     PullRequest,
 };
 
@@ -184,32 +184,11 @@ impl Forge for Gitea {
     }
 
     async fn issue(&self, reference: &str) -> Result<Issue, ApiError> {
-        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
-        let path = format!(
-            "/repos/{}/{}/issues/{}",
-            enc(&r.owner),
-            enc(&r.repo),
-            r.number
-        );
-        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
-        let reply = self.http.send(Method::GET, &path, None, &what).await?;
-        issue_from(&self.http, &r, &reply.body)
+        get_issue(&self.http, &self.owner, &self.repo, reference).await
     }
 
     async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError> {
-        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
-        let path = format!(
-            "/repos/{}/{}/issues/{}/comments",
-            enc(&r.owner),
-            enc(&r.repo),
-            r.number
-        );
-        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
-        let reply = self
-            .http
-            .send(Method::POST, &path, Some(&json!({ "body": text })), &what)
-            .await?;
-        comment_from(&self.http, &reply.body)
+        comment_on_issue(&self.http, &self.owner, &self.repo, reference, text).await
     }
 
     async fn find_comment(
@@ -217,15 +196,15 @@ impl Forge for Gitea {
         reference: &str,
         marker: &str,
     ) -> Result<Option<Comment>, ApiError> {
-        let r = IssueRef::parse(reference, &self.owner, &self.repo)?;
-        let path = format!(
-            "/repos/{}/{}/issues/{}/comments",
-            enc(&r.owner),
-            enc(&r.repo),
-            r.number
-        );
-        let what = format!("the issue {}/{}#{}", r.owner, r.repo, r.number);
-        find_comment_in(&self.http, &path, "limit", &what, marker).await
+        find_issue_comment(
+            &self.http,
+            &self.owner,
+            &self.repo,
+            reference,
+            marker,
+            "limit",
+        )
+        .await
     }
 
     async fn pull_request(&self, number: u64) -> Result<PullRequest, ApiError> {
