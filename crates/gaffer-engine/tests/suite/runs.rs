@@ -557,3 +557,77 @@ async fn a_roles_effort_reaches_claude_and_codex() {
         spawn("fake-codex", "reviewer")
     );
 }
+
+#[tokio::test]
+async fn an_unreadable_verdict_is_asked_again_once_then_counts_as_blocked() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script(
+        "reviewer",
+        vec![say("Looks fine to me!"), say("Really, it is fine.")],
+    );
+    w.script(
+        "arbiter",
+        vec![say(
+            "```json\n{\"ruling\":\"proceed\",\"reason\":\"the change is what was asked\"}\n```",
+        )],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let view = w.view(&id).await;
+    let review = view.steps.iter().find(|s| s.step_id == "review/1").unwrap();
+    let receipt = review.receipt.as_deref().unwrap();
+    assert!(
+        receipt.contains("\"verdict\":\"blocked\"") && receipt.contains("could not be read"),
+        "{receipt}"
+    );
+    assert!(step_ids(&view).contains(&"arbiter/1"));
+    // Exactly two reviewer turns: the answer and the one retry.
+    let reviewer_turns = w
+        .effects()
+        .iter()
+        .filter(|l| l.contains("spawn role=reviewer"))
+        .count();
+    assert_eq!(reviewer_turns, 1, "one reviewer session");
+    assert_eq!(
+        w.effects()
+            .iter()
+            .filter(|l| l.starts_with("fake-claude turn"))
+            .count(),
+        5,
+        "planner 1 + owner 1 + reviewer 2 + arbiter 1"
+    );
+}
+
+#[tokio::test]
+async fn a_check_that_runs_too_long_is_stopped_and_counts_as_failed() {
+    let w = World::build("sleep 30", |s| {
+        s.check_timeout = std::time::Duration::from_millis(300);
+        s.limits.check_attempts = 1;
+    })
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    let started = std::time::Instant::now();
+    assert_eq!(w.run(&id).await, Stage::Failed);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "the check was not stopped"
+    );
+    let view = w.view(&id).await;
+    let check = view.steps.iter().find(|s| s.step_id == "check/1").unwrap();
+    let receipt = check.receipt.as_deref().unwrap();
+    assert!(
+        receipt.contains("\"passed\":false") && receipt.contains("timed out"),
+        "{receipt}"
+    );
+}
