@@ -212,13 +212,14 @@ impl Engine {
     }
 
     async fn cancel(&self, id: &TaskId) -> Result<Stage> {
-        let by = Actor::user(&whoami(), "cli");
+        // The engine does not know who pressed Ctrl-C; a cancellation recorded
+        // elsewhere (API, CLI) already names its person and wins over this one.
         match self
             .append(
                 id,
                 vec![Event::TaskCancelled {
-                    by,
-                    reason: Some("stopped by the user".into()),
+                    by: Actor::system("engine"),
+                    reason: Some("the run was stopped (Ctrl-C)".into()),
                 }],
             )
             .await
@@ -1307,10 +1308,6 @@ fn activity(event: &AgentEvent) -> Option<Value> {
         }
     }
     Some(v)
-}
-
-fn whoami() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "user".into())
 }
 
 /// Turns every permission request of one step into one gaffer approval.

@@ -6,6 +6,14 @@ use gaffer_config::{Config, Sources};
 use gaffer_store::{Durability, SqliteJournal};
 use std::path::PathBuf;
 
+/// The person at the keyboard, as recorded in the journal.
+pub fn cli_actor() -> gaffer_core::Actor {
+    let name = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "cli".into());
+    gaffer_core::Actor::user(&name, "cli")
+}
+
 /// The config file in effect and whether the user named it.
 pub fn config_file(global: &Global) -> (PathBuf, bool) {
     match &global.config {

@@ -3,10 +3,10 @@
 use crate::cli::Global;
 use crate::error::{CliError, Result};
 use crate::output;
-use crate::setup::{config_file, load_config, open_journal};
+use crate::setup::{cli_actor, config_file, load_config, open_journal};
 use gaffer_app::{App, AppError, Policy, Scope};
 use gaffer_config::Config;
-use gaffer_core::{Actor, Decision};
+use gaffer_core::Decision;
 use gaffer_store::now_ms;
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,14 +32,6 @@ pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
     let journal = open_journal(&config).await?;
     let app = App::new(Arc::new(journal), policy.clone());
     Ok((config, policy, app))
-}
-
-/// Who is at the keyboard.
-fn me() -> Actor {
-    let name = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "cli".into());
-    Actor::user(&name, "cli")
 }
 
 pub(crate) fn app_error(e: AppError) -> CliError {
@@ -110,7 +102,7 @@ pub async fn decide(
 ) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
     let d = app
-        .decide(id, decision, me(), note, Scope::default())
+        .decide(id, decision, cli_actor(), note, Scope::default())
         .await
         .map_err(app_error)?;
     if json {
@@ -169,7 +161,7 @@ pub async fn auto(
         }
     };
     let p = app
-        .set_auto_approve(&project, on, me())
+        .set_auto_approve(&project, on, cli_actor())
         .await
         .map_err(app_error)?;
     if json {

@@ -5,7 +5,6 @@ use crate::commands::approvals::{app_error, open_app};
 use crate::error::{CliError, Result};
 use crate::output;
 use gaffer_app::AddProject;
-use gaffer_core::Actor;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -26,7 +25,7 @@ pub async fn add(global: &Global, args: &ProjectAddArgs) -> Result<ExitCode> {
                 name: args.name.clone(),
                 check: args.check.clone(),
             },
-            Actor::user(&crate::commands::run::me(), "cli"),
+            crate::setup::cli_actor(),
         )
         .await
         .map_err(app_error)?;

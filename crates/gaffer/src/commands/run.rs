@@ -6,10 +6,11 @@ use crate::commands::approvals::{app_error, open_app};
 use crate::commands::project::repo_root;
 use crate::error::{CliError, Result, EXIT_FAILED};
 use crate::output;
+use crate::setup::cli_actor;
 use gaffer_agents::Redactor;
 use gaffer_app::{AddProject, App, NewTask, Scope};
 use gaffer_config::Config;
-use gaffer_core::{Actor, Decision, Event, Stage, TaskId};
+use gaffer_core::{Decision, Event, Stage, TaskId};
 use gaffer_engine::{Backends, Engine, Settings};
 use gaffer_store::{RecordedEvent, TaskView};
 use serde_json::{json, Value};
@@ -18,13 +19,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The person at the keyboard.
-pub fn me() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "cli".into())
-}
 
 /// The engine as configured: roles, data dir, redaction of every secret in the
 /// environment, the project index cached in the journal's database.
@@ -98,7 +92,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                         name: None,
                         check: None,
                     },
-                    Actor::user(&me(), "cli"),
+                    cli_actor(),
                 )
                 .await
                 .map_err(|e| CliError::config(e.to_string()))?;
@@ -120,7 +114,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 base: args.base.clone(),
                 auto_approve: args.yes,
             },
-            Actor::user(&me(), "cli"),
+            cli_actor(),
         )
         .await
         .map_err(|e| match e {
@@ -158,7 +152,7 @@ pub async fn cancel(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let detail = app
         .cancel_task(
             &args.id,
-            Actor::user(&me(), "cli"),
+            cli_actor(),
             Some("cancelled from the command line".into()),
         )
         .await
@@ -174,7 +168,7 @@ pub async fn cancel(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
 pub async fn retry(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
     let task = app
-        .retry_task(&args.id, Actor::user(&me(), "cli"))
+        .retry_task(&args.id, cli_actor())
         .await
         .map_err(app_error)?;
     if args.json {
@@ -394,13 +388,7 @@ async fn ask(app: &App, approval: &str) {
     };
     let note = (!note.trim().is_empty()).then(|| note.trim().to_owned());
     match app
-        .decide(
-            approval,
-            decision,
-            Actor::user(&me(), "cli"),
-            note,
-            Scope::default(),
-        )
+        .decide(approval, decision, cli_actor(), note, Scope::default())
         .await
     {
         Ok(d) if !d.applied => eprintln!("         already {} by someone else", d.approval.state),
