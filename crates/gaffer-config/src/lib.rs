@@ -159,11 +159,12 @@ impl Config {
         self.project_roles.get(project).unwrap_or(&self.roles)
     }
 
-    /// The journal file: `database.url` as a path, or `<data_dir>/gaffer.db`.
-    pub fn database_path(&self) -> PathBuf {
+    /// The journal to open: `database.url` as written (a path, `sqlite://PATH` or
+    /// `postgres://…`), or the file `<data_dir>/gaffer.db`.
+    pub fn database_location(&self) -> String {
         match &self.database_url {
-            Some(url) => PathBuf::from(url.strip_prefix("sqlite://").unwrap_or(url)),
-            None => self.data_dir.join("gaffer.db"),
+            Some(url) => url.clone(),
+            None => self.data_dir.join("gaffer.db").display().to_string(),
         }
     }
 }
@@ -268,6 +269,8 @@ pub struct Sources<'a> {
     pub file: Option<(PathBuf, bool)>,
     /// `--data-dir` / `GAFFER_DATA_DIR`, already merged by the CLI.
     pub data_dir_flag: Option<PathBuf>,
+    /// `--db`: the journal's URL or path, over the file and the environment.
+    pub database_flag: Option<String>,
     /// The default data dir when nothing names one.
     pub default_data_dir: PathBuf,
     /// Reads an environment variable.
@@ -372,14 +375,22 @@ fn resolve(
     let mut config = Config::defaults(data_dir);
     config.source = source;
 
-    let (url, _) = overlay(sources, "GAFFER_DATABASE_URL", raw.database.url, origin);
+    let (url, from) = match &sources.database_flag {
+        Some(flag) => (Some(flag.clone()), "flag --db".to_owned()),
+        None => overlay(sources, "GAFFER_DATABASE_URL", raw.database.url, origin),
+    };
     config.database_url = url.filter(|u| !u.is_empty());
     if let Some(url) = &config.database_url {
-        if url.contains("://") && !url.starts_with("sqlite://") {
+        let lower = url.to_ascii_lowercase();
+        let known = ["sqlite://", "postgres://", "postgresql://"];
+        if url.contains("://") && !known.iter().any(|k| lower.starts_with(k)) {
             return Err(invalid(
-                origin,
+                &from,
                 "database.url",
-                format!("`{url}` is not supported by this build: use a file path or sqlite://PATH"),
+                format!(
+                    "`{}` is not a database gaffer can use: give a file path, sqlite://PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                    url.split_once("://").map_or(url.as_str(), |(scheme, _)| scheme)
+                ),
             ));
         }
     }

@@ -23,6 +23,9 @@ use tokio::sync::{broadcast, Mutex};
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// The `LISTEN/NOTIFY` channel committed appends are announced on.
+/// How long opening waits for the server before giving up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub const NOTIFY_CHANNEL: &str = "gaffer_events";
 
 /// The advisory lock key of the one writer path ("gaffer" in ASCII).
@@ -87,9 +90,17 @@ impl PgJournal {
             options = options.options([("synchronous_commit", "off")]);
         }
         let current = {
-            let mut conn = PgConnection::connect_with(&options)
-                .await
-                .map_err(open_err)?;
+            // An unreachable host would otherwise wait for the system's TCP timeout.
+            let mut conn =
+                tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+                    .await
+                    .map_err(|_| {
+                        open_err(sqlx::Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+                        )))
+                    })?
+                    .map_err(open_err)?;
             let verdict = check_schema(&mut conn, &shown).await;
             conn.close().await.ok();
             verdict? == Some(Self::supported_schema_version())

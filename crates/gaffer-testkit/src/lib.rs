@@ -7,6 +7,7 @@
 //! * [`llm::FakeLlmServer`]: an OpenAI-compatible Chat Completions + Anthropic Messages
 //!   server on loopback, driven by the same scenario format.
 //! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
+//! * [`postgres`]: a throwaway PostgreSQL server and a fresh database per test.
 //!
 //! Never shipped in the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,4 +16,5 @@ pub mod bins;
 pub mod fakes;
 pub mod forge;
 pub mod llm;
+pub mod postgres;
 pub mod scenario;

@@ -29,6 +29,11 @@ pub struct Global {
     /// Where the journal and worktrees live [default: $XDG_DATA_HOME/gaffer]
     #[arg(long, global = true, env = "GAFFER_DATA_DIR", value_name = "PATH")]
     pub data_dir: Option<PathBuf>,
+    /// The journal: a file path, sqlite://PATH, or postgres://USER:PASSWORD@HOST:PORT/DB
+    /// to share one PostgreSQL between gaffer processes on many machines
+    /// [env: GAFFER_DATABASE_URL; default: <data-dir>/gaffer.db]
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,6 +65,9 @@ pub enum Command {
     /// Check or repair the journal.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Move the journal between databases (SQLite to PostgreSQL when adding machines).
+    #[command(subcommand)]
+    Db(DbCommand),
     /// List approvals waiting for a decision (every approval with --all).
     Approvals(ApprovalsArgs),
     /// Approve a pending approval. Exits 1 if another decision came first.
@@ -229,6 +237,27 @@ pub struct TaskListArgs {
 pub struct TaskShowArgs {
     /// The task id (as printed by `gaffer task list`).
     pub id: String,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Copy every event of one journal into an empty one, checking every hash chain
+    /// on the way; the copy then verifies. Example:
+    /// `gaffer db copy --from ~/.local/share/gaffer/gaffer.db --to postgres://gaffer:PASSWORD@db:5432/gaffer`
+    Copy(DbCopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DbCopyArgs {
+    /// The journal to copy: a file path, sqlite://PATH or postgres://…
+    #[arg(long, value_name = "URL")]
+    pub from: String,
+    /// Where to copy it: must hold no events yet (a new file or an empty database).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
     /// Print JSON for scripts instead of text.
     #[arg(long)]
     pub json: bool,

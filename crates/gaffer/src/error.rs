@@ -53,9 +53,12 @@ impl From<gaffer_store::StoreError> for CliError {
     fn from(e: gaffer_store::StoreError) -> Self {
         use gaffer_store::StoreError as E;
         match e {
-            E::NewerSchema { .. } | E::Foreign { .. } | E::Open { .. } | E::Migrate(_) => {
-                Self::config(e.to_string())
-            }
+            E::NewerSchema { .. }
+            | E::Foreign { .. }
+            | E::Open { .. }
+            | E::Migrate(_)
+            | E::Unsupported(_)
+            | E::Copy(_) => Self::config(e.to_string()),
             other => Self::failed(other.to_string()),
         }
     }

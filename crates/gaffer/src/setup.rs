@@ -3,8 +3,9 @@
 use crate::cli::Global;
 use crate::error::{CliError, Result};
 use gaffer_config::{Config, Sources};
-use gaffer_store::{Durability, SqliteJournal};
+use gaffer_store::{Durability, Journal, Location};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The person at the keyboard, as recorded in the journal.
 pub fn cli_actor() -> gaffer_core::Actor {
@@ -28,6 +29,7 @@ pub fn load_config(global: &Global) -> Result<Config> {
     let config = gaffer_config::load(&Sources {
         file: Some(config_file(global)),
         data_dir_flag: global.data_dir.clone(),
+        database_flag: global.db.clone(),
         default_data_dir: gaffer_config::xdg_defaults().1,
         env: &env,
     })?;
@@ -44,23 +46,31 @@ fn init_logging(level: &str) {
         .try_init();
 }
 
-/// Open the journal the configuration names, creating the data dir if needed.
-pub async fn open_journal(config: &Config) -> Result<SqliteJournal> {
-    let path = config.database_path();
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            CliError::config(format!(
-                "cannot create {} for the journal: {e}; set --data-dir or database.url to a writable place",
-                parent.display()
-            ))
-        })?;
+/// Open the journal the configuration names (creating the data dir for a SQLite
+/// file) and follow what other gaffer processes append to it.
+pub async fn open_journal(config: &Config) -> Result<Arc<dyn Journal>> {
+    let location = config.database_location();
+    if let Ok(Location::Sqlite(path)) = Location::parse(&location) {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                CliError::config(format!(
+                    "cannot create {} for the journal: {e}; set --data-dir or database.url to a writable place",
+                    parent.display()
+                ))
+            })?;
+        }
     }
-    let durability = match config.durability {
-        gaffer_config::Durability::Full => Durability::Full,
-        gaffer_config::Durability::Normal => Durability::Normal,
-    };
-    let journal = SqliteJournal::open(&path, durability).await?;
-    // Decisions made by another gaffer process (another terminal, a server) wake this one.
+    let journal = gaffer_store::open(&location, durability(config)).await?;
+    // Decisions made by another gaffer process (another terminal, a server, another
+    // machine on the same PostgreSQL) wake this one.
     journal.follow_other_processes().await?;
     Ok(journal)
+}
+
+/// The store's durability setting for the configured one.
+pub fn durability(config: &Config) -> Durability {
+    match config.durability {
+        gaffer_config::Durability::Full => Durability::Full,
+        gaffer_config::Durability::Normal => Durability::Normal,
+    }
 }

@@ -15,6 +15,7 @@ fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     load(&Sources {
         file: Some((path, true)),
         data_dir_flag: None,
+        database_flag: None,
         default_data_dir: PathBuf::from("/data"),
         env: &lookup,
     })
@@ -98,7 +99,7 @@ fn environment_overrides_the_file_and_errors_name_the_variable() {
     .unwrap();
     assert_eq!(c.listen.port(), 9999);
     assert_eq!(c.workers, 3);
-    assert_eq!(c.database_path(), PathBuf::from("/tmp/x.db"));
+    assert_eq!(c.database_location(), "/tmp/x.db");
     let err = load_text("", &[("GAFFER_WORKERS", "many")]).unwrap_err();
     assert!(err.to_string().contains("GAFFER_WORKERS"), "{err}");
 }
@@ -123,6 +124,7 @@ fn a_named_file_must_exist_but_the_default_may_be_absent() {
     let err = load(&Sources {
         file: Some((missing.clone(), true)),
         data_dir_flag: None,
+        database_flag: None,
         default_data_dir: PathBuf::from("/d"),
         env: &lookup,
     })
@@ -131,12 +133,13 @@ fn a_named_file_must_exist_but_the_default_may_be_absent() {
     let c = load(&Sources {
         file: Some((missing, false)),
         data_dir_flag: Some(PathBuf::from("/flag")),
+        database_flag: None,
         default_data_dir: PathBuf::from("/d"),
         env: &lookup,
     })
     .unwrap();
     assert_eq!(c.data_dir, PathBuf::from("/flag"));
-    assert_eq!(c.database_path(), PathBuf::from("/flag/gaffer.db"));
+    assert_eq!(c.database_location(), "/flag/gaffer.db");
 }
 
 #[test]

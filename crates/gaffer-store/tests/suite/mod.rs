@@ -1,7 +1,6 @@
 mod copy;
 mod crash;
 mod journal;
-mod pg;
 mod schema;
 mod support;
 mod workload;

@@ -1,6 +1,6 @@
-use super::pg;
 use gaffer_core::*;
 use gaffer_store::{Durability, Journal, NewEvent};
+use gaffer_testkit::postgres as pg;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -11,7 +11,6 @@ use gaffer_store::now_ms;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// The approval policy file: `GAFFER_POLICY`, else `policy.toml` next to the config file.
 pub fn policy_file(global: &Global) -> PathBuf {
@@ -30,7 +29,7 @@ pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
     let config = load_config(global)?;
     let policy = Policy::load(&policy_file(global)).map_err(|e| CliError::config(e.to_string()))?;
     let journal = open_journal(&config).await?;
-    let app = App::new(Arc::new(journal), policy.clone());
+    let app = App::new(journal, policy.clone());
     Ok((config, policy, app))
 }
 

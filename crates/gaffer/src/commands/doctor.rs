@@ -4,7 +4,7 @@ use crate::cli::Global;
 use crate::error::{Result, EXIT_CONFIG};
 use crate::output;
 use crate::setup::{config_file, load_config, open_journal};
-use gaffer_store::{Journal, SqliteJournal, TaskFilter};
+use gaffer_store::{Journal, TaskFilter};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -140,7 +140,7 @@ fn git_check() -> Check {
     }
 }
 
-async fn database_check(journal: &SqliteJournal) -> Check {
+async fn database_check(journal: &dyn Journal) -> Check {
     let tasks = journal
         .tasks(&TaskFilter {
             limit: Some(i64::MAX),
@@ -154,8 +154,8 @@ async fn database_check(journal: &SqliteJournal) -> Check {
         Status::Ok,
         format!(
             "{} (schema v{}, {tasks} tasks)",
-            journal.path().display(),
-            SqliteJournal::supported_schema_version()
+            journal.location(),
+            journal.schema_version()
         ),
         None,
     )
@@ -183,14 +183,14 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
             ));
             match open_journal(&config).await {
                 Ok(journal) => {
-                    checks.push(database_check(&journal).await);
-                    journal.close().await;
+                    checks.push(database_check(journal.as_ref()).await);
+                    journal.shutdown().await;
                 }
                 Err(e) => checks.push(Check {
                     name: "database".into(),
                     status: Status::Fail,
                     detail: e.message().to_owned(),
-                    hint: Some("fix the path (--data-dir, GAFFER_DATA_DIR or database.url) or move the file away".into()),
+                    hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
                 }),
             }
         }

@@ -5,20 +5,20 @@ use crate::error::{CliError, Result};
 use crate::setup::{load_config, open_journal};
 use gaffer_index::cli::{run_context, run_index, ContextArgs, IndexArgs};
 use gaffer_index::{ContentKey, IndexCache};
-use gaffer_store::SqliteJournal;
+use gaffer_store::Journal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 /// The index cache on the store's `blobs` table. The index is synchronous: it runs
 /// on a blocking thread and reaches the async store through the runtime's handle.
 pub struct StoreCache {
-    journal: Arc<SqliteJournal>,
+    journal: Arc<dyn Journal>,
     runtime: tokio::runtime::Handle,
 }
 
 impl StoreCache {
     /// A cache over `journal`; use it from a blocking thread.
-    pub fn new(journal: Arc<SqliteJournal>) -> Self {
+    pub fn new(journal: Arc<dyn Journal>) -> Self {
         Self {
             journal,
             runtime: tokio::runtime::Handle::current(),
@@ -62,7 +62,7 @@ where
     F: FnOnce(&StoreCache, &mut dyn std::io::Write) -> gaffer_index::Result<()> + Send + 'static,
 {
     let config = load_config(global)?;
-    let journal = Arc::new(open_journal(&config).await?);
+    let journal = open_journal(&config).await?;
     let cache = StoreCache::new(journal);
     let outcome = tokio::task::spawn_blocking(move || {
         let stdout = std::io::stdout();

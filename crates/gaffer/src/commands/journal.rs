@@ -4,14 +4,13 @@ use crate::cli::Global;
 use crate::error::Result;
 use crate::output;
 use crate::setup::{load_config, open_journal};
-use gaffer_store::Journal;
 use std::process::ExitCode;
 
 pub async fn verify(global: &Global, json: bool) -> Result<ExitCode> {
     let config = load_config(global)?;
     let journal = open_journal(&config).await?;
     let report = journal.verify().await?;
-    journal.close().await;
+    journal.shutdown().await;
     if json {
         output::json(&report)?;
     } else {
@@ -38,7 +37,7 @@ pub async fn rebuild(global: &Global, json: bool) -> Result<ExitCode> {
     let config = load_config(global)?;
     let journal = open_journal(&config).await?;
     let events = journal.rebuild().await?;
-    journal.close().await;
+    journal.shutdown().await;
     if json {
         output::json(&serde_json::json!({ "events": events }))?;
     } else {

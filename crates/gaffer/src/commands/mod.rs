@@ -1,6 +1,7 @@
 //! One module per command; each takes its parsed arguments and returns an exit code.
 
 mod approvals;
+mod db;
 mod doctor;
 mod index;
 mod init;
@@ -10,7 +11,7 @@ mod run;
 mod serve;
 mod task;
 
-use crate::cli::{Cli, Command, JournalCommand, ProjectCommand, TaskCommand};
+use crate::cli::{Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand};
 use crate::error::Result;
 use std::process::ExitCode;
 
@@ -35,6 +36,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Journal(JournalCommand::Rebuild(args)) => {
             journal::rebuild(&cli.global, args.json).await
         }
+        Command::Db(DbCommand::Copy(args)) => db::copy(&cli.global, &args).await,
         Command::Approvals(args) => approvals::list(&cli.global, args.json, args.all).await,
         Command::Approve(args) => {
             approvals::decide(

@@ -30,8 +30,9 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let redactor = Arc::new(Redactor::from_env_and(Vec::<String>::new()));
     settings.redactor = redactor.clone();
-    let cache_journal = Arc::new(crate::setup::open_journal(config).await?);
-    settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(cache_journal));
+    settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(
+        app.journal().clone(),
+    ));
     Ok(Engine::new(
         app.clone(),
         Arc::new(Backends::new(redactor)),

@@ -4,7 +4,7 @@ use crate::cli::{Global, TaskListArgs, TaskShowArgs};
 use crate::error::{CliError, Result};
 use crate::output;
 use crate::setup::{load_config, open_journal};
-use gaffer_store::{now_ms, Journal, TaskFilter, TaskRow};
+use gaffer_store::{now_ms, TaskFilter, TaskRow};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
@@ -40,7 +40,7 @@ pub async fn list(global: &Global, args: &TaskListArgs) -> Result<ExitCode> {
             offset: None,
         })
         .await?;
-    journal.close().await;
+    journal.shutdown().await;
     if args.json {
         output::json(&tasks.iter().map(task_json).collect::<Vec<_>>())?;
         return Ok(ExitCode::SUCCESS);
@@ -74,7 +74,7 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
     let config = load_config(global)?;
     let journal = open_journal(&config).await?;
     let view = journal.task(&args.id).await?;
-    journal.close().await;
+    journal.shutdown().await;
     let Some(view) = view else {
         return Err(CliError::failed(format!(
             "no task with id `{}`; `gaffer task list` shows the tasks there are",

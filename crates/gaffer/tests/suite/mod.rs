@@ -1,6 +1,7 @@
 mod approvals_cli;
 mod cli;
 mod context;
+mod db;
 mod run;
 mod serve;
 mod support;
