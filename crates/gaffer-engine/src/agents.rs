@@ -4,6 +4,7 @@ use gaffer_agents::acp::{AcpBackend, AcpConfig};
 use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
 use gaffer_agents::codex::{CodexBackend, CodexConfig};
 use gaffer_agents::llm::ProviderConfig;
+use gaffer_agents::ratelimit::{CounterStore, Limiters, MemoryCounterStore, RateLimits};
 use gaffer_agents::toolloop::{BuiltinBackend, BuiltinConfig};
 use gaffer_agents::{find_executable, AgentBackend, Redactor};
 use std::sync::Arc;
@@ -37,19 +38,46 @@ pub fn claude_thinking_tokens(effort: &str) -> Option<String> {
     }
 }
 
-/// The real backends, with one redactor for all of them.
+/// Requests per day persisted in the journal's database, so a limit holds across
+/// restarts and across every gaffer process sharing the database.
+pub struct JournalCounters(pub Arc<dyn gaffer_store::Journal>);
+
+#[async_trait::async_trait]
+impl CounterStore for JournalCounters {
+    async fn get(&self, key: &str, day: &str) -> gaffer_agents::Result<u64> {
+        self.0
+            .counter_get(key, day)
+            .await
+            .map_err(|e| gaffer_agents::AgentError::Counters(e.to_string()))
+    }
+
+    async fn add(&self, key: &str, day: &str, by: u64) -> gaffer_agents::Result<u64> {
+        self.0
+            .counter_add(key, day, by)
+            .await
+            .map_err(|e| gaffer_agents::AgentError::Counters(e.to_string()))
+    }
+}
+
+/// The real backends, with one redactor and one set of rate limiters for all of them.
 pub struct Backends {
     redactor: Arc<Redactor>,
+    limiters: Arc<Limiters>,
     claude_bin: Option<std::path::PathBuf>,
     codex_bin: Option<std::path::PathBuf>,
 }
 
 impl Backends {
     /// Backends that redact `redactor`'s secrets from everything they emit; executables
-    /// come from `GAFFER_*_BIN` or `PATH`.
+    /// come from `GAFFER_*_BIN` or `PATH`. Rate limits are the defaults, counted in
+    /// memory until [`Backends::with_rate_limits`].
     pub fn new(redactor: Arc<Redactor>) -> Self {
         Self {
             redactor,
+            limiters: Arc::new(Limiters::new(
+                Arc::new(MemoryCounterStore::default()),
+                RateLimits::default(),
+            )),
             claude_bin: None,
             codex_bin: None,
         }
@@ -63,6 +91,13 @@ impl Backends {
     ) -> Self {
         self.claude_bin = claude;
         self.codex_bin = codex;
+        self
+    }
+
+    /// Limit the built-in agent's model calls per provider + model with `limits`,
+    /// shared by every session of this process and counted in `counters`.
+    pub fn with_rate_limits(mut self, counters: Arc<dyn CounterStore>, limits: RateLimits) -> Self {
+        self.limiters = Arc::new(Limiters::new(counters, limits));
         self
     }
 }
@@ -104,8 +139,10 @@ impl AgentFactory for Backends {
                 if provider.api_key.is_none() && agent == "anthropic" {
                     return Err("ANTHROPIC_API_KEY is not set; export it or pick another --agent".into());
                 }
+                let limiter = self.limiters.get(&provider.name, &provider.model);
                 let mut cfg = BuiltinConfig::new(provider);
                 cfg.redactor = redactor;
+                cfg.limiter = limiter;
                 Arc::new(BuiltinBackend::new(cfg))
             }
             other => match other.strip_prefix("acp:") {

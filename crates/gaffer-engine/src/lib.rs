@@ -13,7 +13,7 @@ pub mod pipeline;
 pub mod prompts;
 mod workers;
 
-pub use agents::{AgentFactory, Backends};
+pub use agents::{AgentFactory, Backends, JournalCounters};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};

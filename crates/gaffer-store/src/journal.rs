@@ -165,6 +165,13 @@ pub trait Journal: Send + Sync {
     /// Store (or replace) cached values, in one transaction.
     async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()>;
 
+    /// A persisted counter (requests per day of a provider and model): its value
+    /// for `key` on `day`, 0 when absent. Not part of the journal.
+    async fn counter_get(&self, key: &str, day: &str) -> Result<u64>;
+
+    /// Add `by` to a persisted counter atomically, across processes; the new value.
+    async fn counter_add(&self, key: &str, day: &str, by: u64) -> Result<u64>;
+
     /// Deliver events that other processes (or other machines) append to this
     /// process's subscribers too, once each. Needs a running tokio runtime.
     async fn follow_other_processes(&self) -> Result<()>;

@@ -592,6 +592,33 @@ macro_rules! journal_backend {
                 tx.commit().await?;
                 Ok(())
             }
+
+            /// The count of `key` on `day`; 0 when absent.
+            pub async fn counter_get(&self, key: &str, day: &str) -> Result<u64> {
+                let count: Option<i64> =
+                    sqlx::query_scalar("SELECT count FROM rate_counters WHERE key = $1 AND day = $2")
+                        .bind(key)
+                        .bind(day)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Ok(count.unwrap_or(0).max(0) as u64)
+            }
+
+            /// Add `by` to the count of `key` on `day` in one statement (atomic against
+            /// every other process) and return the new count.
+            pub async fn counter_add(&self, key: &str, day: &str, by: u64) -> Result<u64> {
+                let count: i64 = sqlx::query_scalar(
+                    "INSERT INTO rate_counters (key, day, count) VALUES ($1, $2, $3)
+                     ON CONFLICT (key, day) DO UPDATE SET count = rate_counters.count + excluded.count
+                     RETURNING count",
+                )
+                .bind(key)
+                .bind(day)
+                .bind(i64::try_from(by).unwrap_or(i64::MAX))
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(count.max(0) as u64)
+            }
         }
 
         #[async_trait::async_trait]
@@ -869,6 +896,14 @@ macro_rules! journal_backend {
 
             async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
                 <$J>::blobs_put(self, entries).await
+            }
+
+            async fn counter_get(&self, key: &str, day: &str) -> Result<u64> {
+                <$J>::counter_get(self, key, day).await
+            }
+
+            async fn counter_add(&self, key: &str, day: &str, by: u64) -> Result<u64> {
+                <$J>::counter_add(self, key, day, by).await
             }
 
             async fn follow_other_processes(&self) -> Result<()> {

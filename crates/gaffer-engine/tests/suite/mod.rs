@@ -1,4 +1,5 @@
 mod pipeline;
+mod rate_limits;
 mod runs;
 mod support;
 mod workers;

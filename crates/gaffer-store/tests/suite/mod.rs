@@ -1,4 +1,5 @@
 mod copy;
+mod counters;
 mod crash;
 mod journal;
 mod schema;

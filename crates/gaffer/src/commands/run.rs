@@ -7,11 +7,12 @@ use crate::commands::project::repo_root;
 use crate::error::{CliError, Result, EXIT_FAILED};
 use crate::output;
 use crate::setup::cli_actor;
+use gaffer_agents::ratelimit::RateLimits;
 use gaffer_agents::Redactor;
 use gaffer_app::{AddProject, App, NewTask, Scope};
 use gaffer_config::Config;
 use gaffer_core::{Decision, Event, Stage, TaskId};
-use gaffer_engine::{Backends, Engine, Settings};
+use gaffer_engine::{Backends, Engine, JournalCounters, Settings};
 use gaffer_store::{RecordedEvent, TaskView};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -35,7 +36,14 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     ));
     Ok(Engine::new(
         app.clone(),
-        Arc::new(Backends::new(redactor)),
+        Arc::new(Backends::new(redactor).with_rate_limits(
+            Arc::new(JournalCounters(app.journal().clone())),
+            RateLimits {
+                rpm: config.requests_per_minute,
+                rpd: u64::from(config.requests_per_day),
+                tpm: None,
+            },
+        )),
         settings,
     ))
 }

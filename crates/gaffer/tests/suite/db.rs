@@ -150,7 +150,10 @@ fn the_cli_runs_on_postgresql_after_a_copy() {
         .args(["task", "show", "t-one", "--json"])
         .output()
         .unwrap();
-    assert_eq!(json_of(&show)["task"]["request"], "add an installation section to README");
+    assert_eq!(
+        json_of(&show)["task"]["request"],
+        "add an installation section to README"
+    );
     let verify = home
         .gaffer()
         .env("GAFFER_DATABASE_URL", &url)
