@@ -665,7 +665,8 @@ impl App {
         ))
     }
 
-    async fn task_view(&self, task_id: &str) -> Result<TaskView> {
+    /// The task's view, or `NotFound` naming it.
+    pub(crate) async fn task_view(&self, task_id: &str) -> Result<TaskView> {
         self.journal()
             .task(task_id)
             .await?

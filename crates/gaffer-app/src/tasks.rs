@@ -175,14 +175,7 @@ impl App {
 
     /// One task with its steps, approvals and sessions.
     pub async fn task(&self, id: &str) -> Result<api::TaskDetail> {
-        let view = self
-            .journal()
-            .task(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound {
-                what: "task",
-                id: id.to_owned(),
-            })?;
+        let view = self.task_view(id).await?;
         let name = self
             .journal()
             .projects()
@@ -216,14 +209,7 @@ impl App {
     ) -> Result<api::TaskDetail> {
         let stream = StreamId(id.to_owned());
         for _ in 0..32 {
-            let view = self
-                .journal()
-                .task(id)
-                .await?
-                .ok_or_else(|| AppError::NotFound {
-                    what: "task",
-                    id: id.to_owned(),
-                })?;
+            let view = self.task_view(id).await?;
             if is_final(&view.task.stage) {
                 return Err(AppError::conflict(
                     "task_finished",
@@ -254,14 +240,7 @@ impl App {
     /// Ask again: a new queued task with the same project and request as a
     /// failed, cancelled or blocked one. Refused for a task still running or done.
     pub async fn retry_task(&self, id: &str, by: Actor) -> Result<api::Task> {
-        let view = self
-            .journal()
-            .task(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound {
-                what: "task",
-                id: id.to_owned(),
-            })?;
+        let view = self.task_view(id).await?;
         if !matches!(view.task.stage.as_str(), "failed" | "cancelled" | "blocked") {
             return Err(AppError::conflict(
                 "conflict",
@@ -289,14 +268,7 @@ impl App {
     /// changes), cut at 512 KiB. 404 (`worktree`) until the engine made the worktree.
     pub async fn task_diff(&self, id: &str) -> Result<api::TaskDiff> {
         const LIMIT: usize = 512 * 1024;
-        let view = self
-            .journal()
-            .task(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound {
-                what: "task",
-                id: id.to_owned(),
-            })?;
+        let view = self.task_view(id).await?;
         let receipt = view
             .steps
             .iter()

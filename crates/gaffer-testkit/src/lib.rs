@@ -15,6 +15,7 @@
 pub mod bins;
 pub mod fakes;
 pub mod forge;
+pub mod git;
 pub mod llm;
 pub mod postgres;
 pub mod scenario;

@@ -2,29 +2,10 @@ use gaffer_app::{AddProject, App, NewTask, Policy};
 use gaffer_core::{Actor, TaskId};
 use gaffer_engine::{Backends, Engine, Settings};
 use gaffer_store::{Durability, Journal, SqliteJournal};
+pub use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A repository with a README on `main`.
 pub fn fixture_repo(dir: &Path) -> PathBuf {

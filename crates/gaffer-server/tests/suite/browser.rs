@@ -9,6 +9,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use gaffer_app::{ApprovalRequest, Outcome, Subject};
 use gaffer_core::{ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
 use gaffer_store::NewEvent;
+use gaffer_testkit::git::git;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -114,21 +115,6 @@ async fn wait_for(c: &Client, what: &str, js_condition: &str) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 fn worktree_with_a_change(wt: &std::path::Path) {

@@ -2,6 +2,7 @@
 //! SIGKILL at every stage boundary and in the middle of an agent turn.
 use super::support::Home;
 use gaffer_store::{Durability, Journal, SqliteJournal};
+use gaffer_testkit::git::git;
 use predicates::prelude::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -11,25 +12,6 @@ use std::time::{Duration, Instant};
 const REQUEST: &str = "Add an installation section to README";
 const README_DONE: &str =
     "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A home with a fixture repository (check: README has an Installation section)
 /// and a scenario directory for the fake agents.
