@@ -9,7 +9,9 @@ use gaffer_core::{
     StreamId, TaskId,
 };
 use gaffer_protocol::api;
-use gaffer_store::{now_ms, ApprovalRow, NewEvent, RecordedEvent, StoreError, TaskView};
+use gaffer_store::{
+    now_ms, ApprovalFilter, ApprovalRow, NewEvent, RecordedEvent, StoreError, TaskView,
+};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -547,9 +549,13 @@ impl App {
                 ));
             }
         }
-        let mut rows = self.journal().projections().await?.approvals;
-        rows.retain(|r| state.is_none_or(|s| r.state == s));
-        rows.sort_by(|a, b| (b.requested_at, &b.id).cmp(&(a.requested_at, &a.id)));
+        let rows = self
+            .journal()
+            .approvals(&ApprovalFilter {
+                state: state.map(str::to_owned),
+                id: None,
+            })
+            .await?;
         for r in &rows {
             self.remember(r);
         }
@@ -739,12 +745,17 @@ impl App {
         {
             return Ok(h);
         }
-        let rows = self.journal().projections().await?.approvals;
+        let rows = self
+            .journal()
+            .approvals(&ApprovalFilter {
+                state: None,
+                id: Some(id.to_owned()),
+            })
+            .await?;
         for r in &rows {
             self.remember(r);
         }
-        rows.iter()
-            .find(|r| r.id == id)
+        rows.first()
             .map(|r| (r.task_id.clone(), r.project_id.clone()))
             .ok_or_else(|| AppError::NotFound {
                 what: "approval",

@@ -73,6 +73,15 @@ pub struct TaskFilter {
     pub offset: Option<i64>,
 }
 
+/// Filters for listing approvals.
+#[derive(Debug, Clone, Default)]
+pub struct ApprovalFilter {
+    /// Only in this state (`pending`, `approved`, …).
+    pub state: Option<String>,
+    /// Only this approval.
+    pub id: Option<String>,
+}
+
 /// A task with everything that hangs off it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskView {
@@ -143,6 +152,9 @@ pub trait Journal: Send + Sync {
 
     /// Tasks, newest first.
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
+
+    /// Approvals of every task, newest first, narrowed by `filter`.
+    async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>>;
 
     /// Every project, by name.
     async fn projects(&self) -> Result<Vec<ProjectRow>>;

@@ -140,7 +140,7 @@ macro_rules! journal_backend {
     ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
         use $crate::hash::{event_hash, GENESIS_HASH};
         use $crate::journal::{
-            Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView,
+            ApprovalFilter, Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView,
             VerifyReport,
         };
         use $crate::projection::{
@@ -837,6 +837,18 @@ macro_rules! journal_backend {
                     .push_bind(filter.limit.unwrap_or(100))
                     .push(" OFFSET ")
                     .push_bind(filter.offset.unwrap_or(0));
+                Ok(q.build_query_as().fetch_all(&self.pool).await?)
+            }
+
+            async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>> {
+                let mut q = sqlx::QueryBuilder::<$DB>::new("SELECT * FROM approvals WHERE 1 = 1");
+                if let Some(s) = &filter.state {
+                    q.push(" AND state = ").push_bind(s.clone());
+                }
+                if let Some(id) = &filter.id {
+                    q.push(" AND id = ").push_bind(id.clone());
+                }
+                q.push(" ORDER BY requested_at DESC, id DESC");
                 Ok(q.build_query_as().fetch_all(&self.pool).await?)
             }
 

@@ -418,3 +418,22 @@ async fn postgres_notifies_once_per_committed_append_and_never_for_a_refused_one
     let more = tokio::time::timeout(std::time::Duration::from_millis(300), listener.recv()).await;
     assert!(more.is_err(), "an extra notification: {more:?}");
 }
+
+each_backend! {
+    async fn approvals_are_listed_by_state_and_found_by_id(b: Backend) {
+        let t = temp_journal(b).await;
+        seeded(&t.journal, "p-1", "t-1").await;
+        started_with_approval(&t.journal, "t-1").await;
+        let by = |state: Option<&str>, id: Option<&str>| gaffer_store::ApprovalFilter {
+            state: state.map(str::to_owned),
+            id: id.map(str::to_owned),
+        };
+        let pending = t.journal.approvals(&by(Some("pending"), None)).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!((pending[0].id.as_str(), pending[0].task_id.as_str()), ("ap-1", "t-1"));
+        assert!(t.journal.approvals(&by(Some("approved"), None)).await.unwrap().is_empty());
+        assert_eq!(t.journal.approvals(&by(None, Some("ap-1"))).await.unwrap(), pending);
+        assert!(t.journal.approvals(&by(None, Some("ap-2"))).await.unwrap().is_empty());
+        assert_eq!(t.journal.projections().await.unwrap().approvals, pending);
+    }
+}
