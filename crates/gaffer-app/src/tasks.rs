@@ -23,6 +23,8 @@ pub struct NewTask {
     pub base: Option<String>,
     /// Approve the plan and every permission request by policy (`gaffer run --yes`).
     pub auto_approve: bool,
+    /// The forge issue the request came from; shipping comments on it with the PR link.
+    pub issue: Option<String>,
 }
 
 /// Filters for [`App::tasks`].
@@ -98,6 +100,7 @@ impl App {
                 agent: req.agent.clone(),
                 base: req.base.clone(),
                 auto_approve: req.auto_approve,
+                issue: req.issue.clone(),
             },
         };
         self.journal()
@@ -258,6 +261,7 @@ impl App {
                 agent: options.agent,
                 base: options.base,
                 auto_approve: options.auto_approve,
+                issue: options.issue,
             },
             by,
         )

@@ -131,6 +131,50 @@ pub struct Config {
     pub roles: Roles,
     /// Per-project role overrides, by project name (already merged over `roles`).
     pub project_roles: std::collections::BTreeMap<String, Roles>,
+    /// Where each project ships (push, pull request, CI), by project name. A project
+    /// without one keeps its task branches local.
+    pub forges: std::collections::BTreeMap<String, ForgeSettings>,
+    /// Each project's task tracker, by project name.
+    pub trackers: std::collections::BTreeMap<String, TrackerSettings>,
+    /// Days a shipped or cancelled task's worktree is kept before `gaffer gc` removes it.
+    pub worktree_retention_days: u64,
+}
+
+/// How one project ships: `[projects.<name>.forge]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeSettings {
+    /// `gitea` (also Forgejo) or `github`.
+    pub kind: String,
+    /// Gitea: the instance URL; GitHub: the API URL (`https://api.github.com`).
+    pub base_url: String,
+    /// Repository owner; `None`: read from the remote's URL.
+    pub owner: Option<String>,
+    /// Repository name; `None`: read from the remote's URL.
+    pub repo: Option<String>,
+    /// The git remote (name or URL) the task branch is pushed to.
+    pub remote: String,
+    /// The NAME of the environment variable holding the API token; `None`: ask the
+    /// user's git credential helper for the forge's host.
+    pub token_env: Option<String>,
+    /// Push over HTTPS with the token instead of the user's own git setup.
+    pub push_with_token: bool,
+    /// Labels put on the pull request.
+    pub labels: Vec<String>,
+    /// Longest gaffer waits for CI on one pushed commit, in seconds.
+    pub ci_timeout_secs: u64,
+    /// How many times the owner may fix what CI found before the task fails.
+    pub ci_fix_attempts: u32,
+}
+
+/// One project's task tracker: `[projects.<name>.tracker]` (Vikunja).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackerSettings {
+    /// The Vikunja instance URL.
+    pub base_url: String,
+    /// The Vikunja project the tasks go into.
+    pub project_id: u64,
+    /// The NAME of the environment variable holding the API token.
+    pub token_env: String,
 }
 
 impl Config {
@@ -151,6 +195,9 @@ impl Config {
             requests_per_day: 2000,
             roles: Roles::default(),
             project_roles: Default::default(),
+            forges: Default::default(),
+            trackers: Default::default(),
+            worktree_retention_days: 7,
         }
     }
 
@@ -190,7 +237,15 @@ struct RawConfig {
     #[serde(default)]
     roles: RawRoles,
     #[serde(default)]
+    worktrees: RawWorktrees,
+    #[serde(default)]
     projects: std::collections::BTreeMap<String, RawProject>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorktrees {
+    retention_days: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -210,6 +265,33 @@ struct RawReview {
 struct RawProject {
     #[serde(default)]
     roles: RawRoles,
+    forge: Option<RawForge>,
+    tracker: Option<RawTracker>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawForge {
+    kind: Option<String>,
+    base_url: Option<String>,
+    owner: Option<String>,
+    repo: Option<String>,
+    remote: Option<String>,
+    token_env: Option<String>,
+    push_with_token: Option<bool>,
+    #[serde(default)]
+    labels: Vec<String>,
+    ci_timeout_secs: Option<u64>,
+    ci_fix_attempts: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTracker {
+    kind: Option<String>,
+    base_url: Option<String>,
+    project_id: Option<u64>,
+    token_env: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -467,6 +549,24 @@ fn resolve(
     if let Some(r) = raw.review.rounds {
         config.review_rounds = positive(origin, "review.rounds", r)?;
     }
+    let retention = raw.worktrees.retention_days.map(|n| n.to_string());
+    let (retention, from) = overlay(
+        sources,
+        "GAFFER_WORKTREES_RETENTION_DAYS",
+        retention,
+        origin,
+    );
+    if let Some(r) = retention {
+        config.worktree_retention_days = r.parse().map_err(|_| {
+            invalid(
+                &from,
+                "worktrees.retention_days",
+                format!(
+                    "is `{r}`; use a whole number of days (0 removes them at the next `gaffer gc`)"
+                ),
+            )
+        })?;
+    }
     config.roles = merge_roles(origin, "roles", &Roles::default(), raw.roles)?;
     for (project, p) in raw.projects {
         let roles = merge_roles(
@@ -475,9 +575,172 @@ fn resolve(
             &config.roles,
             p.roles,
         )?;
+        if let Some(forge) = p.forge {
+            let forge = resolve_forge(origin, sources, &project, forge)?;
+            config.forges.insert(project.clone(), forge);
+        }
+        if let Some(tracker) = p.tracker {
+            let tracker = resolve_tracker(origin, &project, tracker)?;
+            config.trackers.insert(project.clone(), tracker);
+        }
         config.project_roles.insert(project, roles);
     }
     Ok(config)
+}
+
+/// `GAFFER_PROJECT_<NAME>_<KEY>`: the project name upper-cased, anything but letters
+/// and digits as `_`.
+pub fn project_env_var(project: &str, key: &str) -> String {
+    let name: String = project
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("GAFFER_PROJECT_{name}_{key}")
+}
+
+fn resolve_forge(
+    origin: &str,
+    sources: &Sources<'_>,
+    project: &str,
+    raw: RawForge,
+) -> Result<ForgeSettings, ConfigError> {
+    let field = |k: &str| format!("projects.{project}.forge.{k}");
+    let kind = match raw.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("gitea" | "forgejo") => "gitea",
+        Some("github") => "github",
+        Some(other) => {
+            return Err(invalid(
+                origin,
+                &field("kind"),
+                format!("is `{other}`; use \"gitea\" (also Forgejo) or \"github\""),
+            ))
+        }
+        None => {
+            return Err(invalid(
+                origin,
+                &field("kind"),
+                "is missing; say \"gitea\" (also Forgejo) or \"github\"",
+            ))
+        }
+    };
+    let (base_url, from) = overlay(
+        sources,
+        &project_env_var(project, "FORGE_BASE_URL"),
+        raw.base_url,
+        origin,
+    );
+    let base_url = match base_url.filter(|u| !u.trim().is_empty()) {
+        Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+            u.trim().trim_end_matches('/').to_owned()
+        }
+        Some(u) => {
+            return Err(invalid(
+                &from,
+                &field("base_url"),
+                format!("is `{u}`; write the forge's http:// or https:// URL"),
+            ))
+        }
+        None if kind == "github" => "https://api.github.com".to_owned(),
+        None => return Err(invalid(
+            &from,
+            &field("base_url"),
+            "is missing; write your Gitea/Forgejo instance's URL, like \"https://git.example.com\"",
+        )),
+    };
+    let (token_env, from) = overlay(
+        sources,
+        &project_env_var(project, "FORGE_TOKEN_ENV"),
+        raw.token_env,
+        origin,
+    );
+    let token_env = token_env.filter(|t| !t.trim().is_empty());
+    if let Some(t) = &token_env {
+        if !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                &from,
+                &field("token_env"),
+                // The value is not shown: it may be the token pasted in by mistake.
+                "must name the environment variable that holds the token (letters, digits and _, like \"GAFFER_GITEA_TOKEN\"), not the token itself",
+            ));
+        }
+    }
+    let ci_timeout_secs = raw.ci_timeout_secs.unwrap_or(3600);
+    if ci_timeout_secs == 0 {
+        return Err(invalid(
+            origin,
+            &field("ci_timeout_secs"),
+            "must be at least 1",
+        ));
+    }
+    Ok(ForgeSettings {
+        kind: kind.into(),
+        base_url,
+        owner: raw.owner.filter(|o| !o.is_empty()),
+        repo: raw.repo.filter(|r| !r.is_empty()),
+        remote: raw
+            .remote
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "origin".into()),
+        token_env,
+        push_with_token: raw.push_with_token.unwrap_or(false),
+        labels: raw.labels,
+        ci_timeout_secs,
+        ci_fix_attempts: raw.ci_fix_attempts.unwrap_or(2),
+    })
+}
+
+fn resolve_tracker(
+    origin: &str,
+    project: &str,
+    raw: RawTracker,
+) -> Result<TrackerSettings, ConfigError> {
+    let field = |k: &str| format!("projects.{project}.tracker.{k}");
+    match raw.kind.as_deref() {
+        Some("vikunja") => {}
+        other => {
+            return Err(invalid(
+                origin,
+                &field("kind"),
+                format!(
+                    "is `{}`; the tracker gaffer supports is \"vikunja\"",
+                    other.unwrap_or("missing")
+                ),
+            ))
+        }
+    }
+    let missing = |k: &str, what: &str| invalid(origin, &field(k), format!("is missing; {what}"));
+    let base_url = raw
+        .base_url
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .ok_or_else(|| {
+            missing(
+                "base_url",
+                "write the Vikunja URL, like \"https://tasks.example.com\"",
+            )
+        })?;
+    let project_id = raw.project_id.ok_or_else(|| {
+        missing(
+            "project_id",
+            "give the number of the Vikunja project the tasks go into",
+        )
+    })?;
+    let token_env = raw.token_env.filter(|t| !t.is_empty()).ok_or_else(|| {
+        missing(
+            "token_env",
+            "name the environment variable that holds the Vikunja token",
+        )
+    })?;
+    Ok(TrackerSettings {
+        base_url: base_url.trim_end_matches('/').to_owned(),
+        project_id,
+        token_env,
+    })
 }
 
 /// `raw` over `base`, validating agent names; `prefix` names the table in errors.

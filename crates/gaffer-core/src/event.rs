@@ -67,6 +67,10 @@ pub struct TaskOptions {
     /// Approve the plan and every permission request by policy (`gaffer run --yes`).
     #[serde(default)]
     pub auto_approve: bool,
+    /// The forge issue the task came from (`gaffer run --issue URL`): shipping
+    /// comments on it with the pull request's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<String>,
 }
 
 /// Everything that can happen, as recorded in the journal. The first event of a
@@ -167,6 +171,20 @@ pub enum Event {
         step_id: StepId,
         /// The normalized agent event.
         activity: serde_json::Value,
+    },
+    /// The CI state of the pushed commit changed while a `ci` step waits for it (the
+    /// first state seen, then every change of the overall state or of any check).
+    /// Changes no state; it is there for people watching and for the record.
+    CiStatusChanged {
+        /// The running step that waits.
+        step_id: StepId,
+        /// The commit.
+        sha: String,
+        /// `pending`, `success`, `failure` or `error`.
+        state: String,
+        /// Every check: name, state, description, link (already redacted).
+        #[serde(default)]
+        checks: serde_json::Value,
     },
     /// The step's effect finished, with a receipt.
     StepCompleted {
@@ -312,6 +330,7 @@ impl Event {
             Event::StepIntentRecorded { .. } => "step_intent_recorded",
             Event::StepStarted { .. } => "step_started",
             Event::AgentActivity { .. } => "agent_activity",
+            Event::CiStatusChanged { .. } => "ci_status_changed",
             Event::StepCompleted { .. } => "step_completed",
             Event::StepFailed { .. } => "step_failed",
             Event::StepInterrupted { .. } => "step_interrupted",
@@ -346,7 +365,8 @@ impl Event {
             | Event::ProjectAutoApproveSet { .. } => Touched::Project,
             Event::TaskCreated { .. }
             | Event::TaskStageEntered { .. }
-            | Event::AgentActivity { .. } => Touched::Task,
+            | Event::AgentActivity { .. }
+            | Event::CiStatusChanged { .. } => Touched::Task,
             Event::TaskDone { .. }
             | Event::TaskFailed { .. }
             | Event::TaskCancelled { .. }

@@ -6,6 +6,7 @@ use std::fmt;
 /// ```text
 /// queued → planning → awaiting_plan_approval → coding ⇄ reviewing → arbitrating
 ///        → testing → shipping → done            (any non-final → failed | cancelled | blocked)
+///                    shipping ⇄ coding          (the owner fixes what CI found, then it is pushed again)
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,7 +71,7 @@ impl Stage {
             (Queued, Planning)
                 | (Planning, AwaitingPlanApproval | Coding)
                 | (AwaitingPlanApproval, Coding | Planning)
-                | (Coding, Reviewing | Testing)
+                | (Coding, Reviewing | Testing | Shipping)
                 | (Reviewing, Coding | Arbitrating | Testing)
                 | (Arbitrating, Coding | Reviewing | Testing)
                 | (Testing, Coding | Reviewing | Shipping)

@@ -184,7 +184,7 @@ impl TaskState {
                 }
                 self.set_step(at, step_id, |s| s.state = StepState::Started);
             }
-            Event::AgentActivity { step_id, .. } => {
+            Event::AgentActivity { step_id, .. } | Event::CiStatusChanged { step_id, .. } => {
                 self.step_in(step_id, &[StepState::Started], event)?;
             }
             Event::StepCompleted { step_id, receipt } => {
@@ -228,9 +228,15 @@ impl TaskState {
                 });
             }
             Event::StepRetried { step_id } => {
+                // From `reconciling`: the probe proved the effect did not happen, so
+                // running it again cannot do it twice.
                 self.step_in(
                     step_id,
-                    &[StepState::Failed, StepState::ManualRequired],
+                    &[
+                        StepState::Failed,
+                        StepState::Reconciling,
+                        StepState::ManualRequired,
+                    ],
                     event,
                 )?;
                 self.set_step(at, step_id, |s| {

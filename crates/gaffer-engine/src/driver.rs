@@ -49,6 +49,11 @@ pub struct Settings {
     pub index_cache: Arc<dyn gaffer_index::IndexCache>,
     /// Tokens of repository context given to each agent (files chosen for the task).
     pub context_budget: usize,
+    /// How each project ships, by project name; a project without one keeps its
+    /// task branches local.
+    pub shipping: std::collections::BTreeMap<String, crate::Shipping>,
+    /// Each project's task tracker, by project name.
+    pub trackers: std::collections::BTreeMap<String, crate::Tracker>,
 }
 
 impl Settings {
@@ -64,6 +69,8 @@ impl Settings {
             agent_env: Default::default(),
             index_cache: Arc::new(gaffer_index::MemoryCache::default()),
             context_budget: 8000,
+            shipping: Default::default(),
+            trackers: Default::default(),
         }
     }
 }
@@ -73,7 +80,7 @@ impl Settings {
 pub struct Engine {
     app: App,
     agents: Arc<dyn AgentFactory>,
-    settings: Settings,
+    pub(crate) settings: Settings,
 }
 
 impl Engine {
@@ -250,7 +257,7 @@ impl Engine {
         }
     }
 
-    async fn project(&self, task: &TaskState) -> Result<ProjectState> {
+    pub(crate) async fn project(&self, task: &TaskState) -> Result<ProjectState> {
         match self
             .journal()
             .state(&StreamId::from(&task.project_id))
@@ -284,7 +291,7 @@ impl Engine {
 
     /// Append facts (a step's outcome, agent activity) at whatever the head is now:
     /// the reducer re-checks them against the current state.
-    async fn append(&self, id: &TaskId, events: Vec<Event>) -> Result<()> {
+    pub(crate) async fn append(&self, id: &TaskId, events: Vec<Event>) -> Result<()> {
         let stream = StreamId::from(id);
         for _ in 0..64 {
             let head = self.journal().head(&stream).await?;
@@ -418,11 +425,17 @@ impl Engine {
             StepKind::Arbiter(_) => self.arbitrate(task, step, cancel).await,
             StepKind::Escalation(_) => self.escalation(task, step).await,
             StepKind::Check(_) => self.check(task).await,
-            StepKind::Ship => self.ship(task),
+            StepKind::Ship => self.ship(task).await,
+            StepKind::TrackerOpen => self.tracker_open(task).await,
+            StepKind::ShipApproval => self.ship_approval(task, step).await,
+            StepKind::Push(_) => self.push(task, step).await,
+            StepKind::PullRequest => self.pull_request(task, step).await,
+            StepKind::Ci(n) => self.ci(task, step, n, cancel).await,
+            StepKind::Report => self.report(task).await,
         }
     }
 
-    fn worktree(&self, task: &TaskState) -> Result<Worktree, Failure> {
+    pub(crate) fn worktree(&self, task: &TaskState) -> Result<Worktree, Failure> {
         let receipt = task
             .steps
             .get(&StepKind::Worktree.id())
@@ -457,7 +470,12 @@ impl Engine {
             .join(task.id.as_str());
         let branch = format!("gaffer/{}-{}", task.id, slug(&task.request));
         let wt = repo.ensure_worktree(&dir, &branch, &base)?;
-        Ok(json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "base_ref": base }))
+        // Whether the plan's subtasks become tracker tasks: decided once, here, so
+        // `decide` reads it from the journal.
+        let tracker = self.settings.trackers.contains_key(&project.name);
+        Ok(
+            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "base_ref": base, "tracker": tracker }),
+        )
     }
 
     fn commit(&self, task: &TaskState, step: &Step, title: &str) -> Result<Value, Failure> {
@@ -655,7 +673,7 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn ask(
+    pub(crate) async fn ask(
         &self,
         task: &TaskState,
         step: &Step,
@@ -904,7 +922,17 @@ impl Engine {
         }))
     }
 
-    fn ship(&self, task: &TaskState) -> Result<Value, Failure> {
+    async fn ship(&self, task: &TaskState) -> Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let forge = self.forge_summary(&project);
+        let note = if forge.is_null() {
+            format!("no forge is configured for project {}: the branch stays in the repository, unpushed (add [projects.{}.forge] to the config to push it and open a pull request)", project.name, project.name)
+        } else {
+            format!(
+                "shipping to {} after approval: push, pull request, CI",
+                forge["kind"].as_str().unwrap_or("the forge")
+            )
+        };
         let wt = self.worktree(task)?;
         let commits: Vec<Value> = wt
             .commits()?
@@ -948,11 +976,14 @@ impl Engine {
                 "cached_input": usage.cached_input_tokens,
             },
             "cost_usd": usage.cost_usd.unwrap_or(0.0),
+            "forge": forge,
+            "note": note,
         }))
     }
 
-    /// A non-idempotent step was running when the process died. The probe reads the
-    /// worktree; an agent turn's effects cannot be proven absent, so a human decides.
+    /// A non-idempotent step was running when the process died. A push or a pull
+    /// request is probed on the forge (see `ship`); for an agent turn the probe reads
+    /// the worktree, but its effects cannot be proven absent, so a human decides.
     async fn reconcile(&self, task: &TaskState, id: &StepId) -> Result<()> {
         self.append(
             &task.id,
@@ -961,6 +992,12 @@ impl Engine {
             }],
         )
         .await?;
+        if matches!(
+            StepKind::of(id),
+            Some(StepKind::Push(_) | StepKind::PullRequest)
+        ) {
+            return self.reconcile_ship(task, id).await;
+        }
         let changed = self.worktree(task).ok().and_then(|wt| {
             let dirty = wt.has_changes().ok()?;
             Some((dirty, wt.changed_files().unwrap_or_default()))
@@ -1251,7 +1288,7 @@ struct Turn {
 }
 
 /// How a step's execution ended when it did not produce a receipt.
-enum Failure {
+pub(crate) enum Failure {
     /// The step failed; recorded as `step_failed`.
     Step(StepFailure),
     /// The user stopped the task.
@@ -1275,7 +1312,7 @@ impl From<EngineError> for Failure {
     }
 }
 
-fn fail(message: impl Into<String>) -> Failure {
+pub(crate) fn fail(message: impl Into<String>) -> Failure {
     Failure::Step(StepFailure(message.into()))
 }
 
@@ -1285,6 +1322,7 @@ fn fix_assignment(input: &Value) -> String {
     match input.get("reason").and_then(Value::as_str) {
         Some("review") => format!("The reviewer asks for changes:\n{}", detail.as_str().unwrap_or_default()),
         Some("arbiter") => format!("The arbiter rules that you must revise:\n{}", detail.as_str().unwrap_or_default()),
+        Some("ci") => crate::ship::ci_fix_assignment(detail),
         Some("check") => format!(
             "The project's check `{}` failed (exit code {}). The end of its output:\n```\n{}\n```\nFind and fix the cause.",
             detail.get("command").and_then(Value::as_str).unwrap_or("?"),

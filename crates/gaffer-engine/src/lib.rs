@@ -1,4 +1,5 @@
-//! gaffer's pipeline: plan → code → review ⇄ fix → arbiter → test → ship (local).
+//! gaffer's pipeline: plan → code → review ⇄ fix → arbiter → test → ship (a local
+//! branch, or with a forge: push → pull request → CI ⇄ owner fixes → tracker and issue).
 //!
 //! [`pipeline::decide`] is the pure part: from a task's state it says what happens
 //! next. [`Engine::run_task`] does it: it records each step's intent, runs the
@@ -11,10 +12,12 @@ mod driver;
 mod error;
 pub mod pipeline;
 pub mod prompts;
+mod ship;
 mod workers;
 
 pub use agents::{AgentFactory, Backends, JournalCounters};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};
+pub use ship::{Credential, Shipping, Tracker};
 pub use workers::Concurrency;

@@ -1,10 +1,18 @@
 //! The pipeline as a pure function: given a task's state, what happens next.
 //!
-//! Steps are named by what they do (`worktree`, `plan`, `plan-approval`, `code/2`,
-//! `commit/2`, `review/1`, `fix/1`, `commit-fix/1`, `arbiter/1`, `escalation/1`,
-//! `check/1`, `ship`). Their receipts carry what later decisions need (the plan,
-//! verdicts, rulings, check results), so the next move is derived from the journal
+//! Steps are named by what they do (`worktree`, `plan`, `plan-approval`,
+//! `tracker-open`, `code/2`, `commit/2`, `review/1`, `fix/1`, `commit-fix/1`,
+//! `arbiter/1`, `escalation/1`, `check/1`, `ship`, and for a project with a forge
+//! `ship-approval`, `push/1`, `pr`, `ci/1`, `report`). Their receipts carry what later
+//! decisions need (the plan, verdicts, rulings, check and CI results, whether the
+//! project has a forge or a tracker), so the next move is derived from the journal
 //! alone: after a crash, the same state gives the same decision.
+//!
+//! Shipping with a forge: `ship` (the summary) → `ship-approval` (a human or policy
+//! allows the push and the pull request) → `push/1` → `pr` → `ci/1`; a CI failure
+//! goes to the owner (`fix/n` with the failing log) → `commit-fix/n` → `push/2` →
+//! `ci/2`, bounded by the project's `ci_fix_attempts`; on success `report` marks the
+//! tracker tasks done and comments on the issue, and the task is done.
 
 use gaffer_core::{Event, Intent, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
@@ -75,6 +83,18 @@ pub enum StepKind {
     Check(u32),
     /// Prepare the branch and the summary.
     Ship,
+    /// Open one tracker task per plan subtask (projects with a tracker).
+    TrackerOpen,
+    /// A human (or policy) allows the push and the pull request.
+    ShipApproval,
+    /// Push the task branch, n-th time.
+    Push(u32),
+    /// Find or open the pull request.
+    PullRequest,
+    /// Wait for CI on the commit of push n.
+    Ci(u32),
+    /// Mark tracker tasks done, comment on the issue.
+    Report,
 }
 
 impl StepKind {
@@ -89,6 +109,12 @@ impl StepKind {
             ("plan", 0) => Self::Plan,
             ("plan-approval", 0) => Self::PlanApproval,
             ("ship", 0) => Self::Ship,
+            ("tracker-open", 0) => Self::TrackerOpen,
+            ("ship-approval", 0) => Self::ShipApproval,
+            ("pr", 0) => Self::PullRequest,
+            ("report", 0) => Self::Report,
+            ("push", n) if n > 0 => Self::Push(n),
+            ("ci", n) if n > 0 => Self::Ci(n),
             ("code", n) if n > 0 => Self::Code(n),
             ("commit", n) if n > 0 => Self::Commit(n),
             ("review", n) if n > 0 => Self::Review(n),
@@ -108,6 +134,12 @@ impl StepKind {
             Self::Plan => "plan".into(),
             Self::PlanApproval => "plan-approval".into(),
             Self::Ship => "ship".into(),
+            Self::TrackerOpen => "tracker-open".into(),
+            Self::ShipApproval => "ship-approval".into(),
+            Self::PullRequest => "pr".into(),
+            Self::Report => "report".into(),
+            Self::Push(n) => format!("push/{n}"),
+            Self::Ci(n) => format!("ci/{n}"),
             Self::Code(n) => format!("code/{n}"),
             Self::Commit(n) => format!("commit/{n}"),
             Self::Review(n) => format!("review/{n}"),
@@ -127,12 +159,20 @@ impl StepKind {
             | Self::PlanApproval
             | Self::Review(_)
             | Self::Arbiter(_)
-            | Self::Escalation(_) => Intent::ReadOnly,
+            | Self::Escalation(_)
+            | Self::ShipApproval
+            | Self::Ci(_) => Intent::ReadOnly,
             Self::Worktree | Self::Commit(_) | Self::CommitFix(_) | Self::Check(_) | Self::Ship => {
                 Intent::Idempotent
             }
-            // An agent turn that edits the worktree and runs commands.
-            Self::Code(_) | Self::Fix(_) => Intent::NonIdempotent,
+            // Tracker tasks and the issue comment carry a unique marker and are looked
+            // up before they are created, so running them again never makes a second.
+            Self::TrackerOpen | Self::Report => Intent::Idempotent,
+            // An agent turn that edits the worktree and runs commands; a push and a
+            // pull request create change the forge: after a crash, a probe decides.
+            Self::Code(_) | Self::Fix(_) | Self::Push(_) | Self::PullRequest => {
+                Intent::NonIdempotent
+            }
         }
     }
 
@@ -151,6 +191,12 @@ impl StepKind {
             Self::Escalation(n) => format!("escalation {n} to a human"),
             Self::Check(n) => format!("check run {n}"),
             Self::Ship => "ship".into(),
+            Self::TrackerOpen => "open tracker tasks".into(),
+            Self::ShipApproval => "approve push and pull request".into(),
+            Self::Push(n) => format!("push, run {n}"),
+            Self::PullRequest => "pull request".into(),
+            Self::Ci(n) => format!("CI run {n}"),
+            Self::Report => "tracker and issue report".into(),
         }
     }
 }
@@ -184,6 +230,60 @@ fn verdict_of(step: &Step) -> Option<Verdict> {
 
 fn ruling_of(step: &Step) -> Option<Ruling> {
     serde_json::from_value(step.receipt.as_ref()?.get("ruling")?.clone()).ok()
+}
+
+/// The receipt of the step `kind` names, once it completed.
+pub(crate) fn receipt_of(task: &TaskState, kind: StepKind) -> Option<&Value> {
+    task.steps.get(&kind.id())?.receipt.as_ref()
+}
+
+/// Whether the project has a tracker (the worktree step records it).
+fn has_tracker(task: &TaskState) -> bool {
+    receipt_of(task, StepKind::Worktree)
+        .and_then(|r| r.get("tracker"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// The project's forge as the `ship` step found it; `None`: the branch stays local.
+fn forge_of(task: &TaskState) -> Option<&Value> {
+    receipt_of(task, StepKind::Ship)
+        .and_then(|r| r.get("forge"))
+        .filter(|f| f.is_object())
+}
+
+/// What the finished task shipped: the `ship` summary plus the pull request, the last
+/// CI state and the report.
+fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
+    let mut summary = receipt_of(task, StepKind::Ship)
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut summary {
+        if let Some(pr) = receipt_of(task, StepKind::PullRequest) {
+            map.insert("pull_request".into(), pr.clone());
+        }
+        map.insert(
+            "ci".into(),
+            json!({ "state": ci.get("state"), "sha": ci.get("sha"), "runs": count(task, |k| matches!(k, StepKind::Ci(_))) }),
+        );
+        if let Some(report) = receipt_of(task, StepKind::Report) {
+            map.insert("report".into(), report.clone());
+        }
+    }
+    summary
+}
+
+/// After CI passed: report (tracker, issue) if there is anything to report, else done.
+fn after_ci_success(task: &TaskState, last: &Step) -> Next {
+    if (has_tracker(task) || task.options.issue.is_some())
+        && !task.steps.contains_key(&StepKind::Report.id())
+    {
+        return Next::Record(vec![record(StepKind::Report, Some(last), json!({}))]);
+    }
+    let ci = last.receipt.clone().unwrap_or(Value::Null);
+    Next::Record(vec![Event::TaskDone {
+        summary: shipped_summary(task, &ci),
+    }])
 }
 
 /// Moves to `stage` (if not there already) and records `kind`.
@@ -291,7 +391,10 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             json!({}),
         ),
         StepKind::PlanApproval if failed => fail(why()),
-        StepKind::PlanApproval => go(
+        StepKind::PlanApproval if has_tracker(task) => {
+            Next::Record(vec![record(StepKind::TrackerOpen, Some(last), json!({}))])
+        }
+        StepKind::PlanApproval | StepKind::TrackerOpen => go(
             task,
             Stage::Coding,
             StepKind::Code(1),
@@ -325,6 +428,10 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             Some(last),
             json!({ "fix": n }),
         )]),
+        StepKind::CommitFix(n) if fix_reason(task, n) == Some("ci") => {
+            let p = count(task, |k| matches!(k, StepKind::Push(_))) + 1;
+            go(task, Stage::Shipping, StepKind::Push(p), last, json!({}))
+        }
         StepKind::CommitFix(_) => {
             let r = count(task, |k| matches!(k, StepKind::Review(_))) + 1;
             go(task, Stage::Reviewing, StepKind::Review(r), last, json!({}))
@@ -392,8 +499,82 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             }
         }
         StepKind::Ship if failed => fail(format!("ship failed: {}", why())),
+        StepKind::Ship if forge_of(task).is_some() => {
+            Next::Record(vec![record(StepKind::ShipApproval, Some(last), json!({}))])
+        }
         StepKind::Ship => Next::Record(vec![Event::TaskDone {
             summary: last.receipt.clone().unwrap_or(Value::Null),
         }]),
+        StepKind::ShipApproval if failed => fail(format!(
+            "push and pull request were not approved ({}); the branch stays in the repository",
+            why()
+        )),
+        StepKind::ShipApproval => {
+            Next::Record(vec![record(StepKind::Push(1), Some(last), json!({}))])
+        }
+        // Push, pull request, tracker and report steps are not read-only: when one
+        // failed, `frontier.blocking` above already ended the task with its error.
+        StepKind::Push(_) if !task.steps.contains_key(&StepKind::PullRequest.id()) => {
+            Next::Record(vec![record(StepKind::PullRequest, Some(last), json!({}))])
+        }
+        StepKind::Push(n) => Next::Record(vec![record(
+            StepKind::Ci(n),
+            Some(last),
+            json!({ "push": StepKind::Push(n).id() }),
+        )]),
+        StepKind::PullRequest => {
+            let p = count(task, |k| matches!(k, StepKind::Push(_)));
+            Next::Record(vec![record(
+                StepKind::Ci(p),
+                Some(last),
+                json!({ "push": StepKind::Push(p).id() }),
+            )])
+        }
+        StepKind::Ci(n) if failed => fail(format!("waiting for CI (run {n}) failed: {}", why())),
+        StepKind::Ci(n) => {
+            let receipt = last.receipt.clone().unwrap_or(Value::Null);
+            if receipt.get("state").and_then(Value::as_str) == Some("success") {
+                return after_ci_success(task, last);
+            }
+            let fixes = forge_of(task)
+                .and_then(|f| f.get("ci_fix_attempts"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0) as u32;
+            if n <= fixes {
+                fix(task, last, "ci", receipt)
+            } else {
+                let pr = receipt_of(task, StepKind::PullRequest)
+                    .and_then(|p| p.get("url"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("(no pull request)");
+                fail(format!(
+                    "CI still fails after {n} run{} ({} fix attempt{} allowed); the pull request stays open: {pr}",
+                    if n == 1 { "" } else { "s" },
+                    fixes,
+                    if fixes == 1 { "" } else { "s" },
+                ))
+            }
+        }
+        StepKind::Report => {
+            let ci = task
+                .steps_in_order()
+                .into_iter()
+                .rev()
+                .find(|s| matches!(StepKind::of(&s.id), Some(StepKind::Ci(_))))
+                .and_then(|s| s.receipt.clone())
+                .unwrap_or(Value::Null);
+            Next::Record(vec![Event::TaskDone {
+                summary: shipped_summary(task, &ci),
+            }])
+        }
     }
+}
+
+/// Why fix `n` was asked for (`review`, `arbiter`, `check`, `ci`).
+fn fix_reason(task: &TaskState, n: u32) -> Option<&str> {
+    task.steps
+        .get(&StepKind::Fix(n).id())?
+        .input
+        .get("reason")?
+        .as_str()
 }

@@ -29,6 +29,6 @@ pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};
 pub use gitea::Gitea;
 pub use github::GitHub;
-pub use push::{GitAuth, PushOutcome};
+pub use push::{token_from_git_credentials, GitAuth, PushOutcome};
 pub use secret::{redact, Secret};
 pub use vikunja::{TrackerTask, Vikunja};

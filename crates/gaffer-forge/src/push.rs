@@ -112,6 +112,49 @@ impl Repo {
 }
 
 impl Repo {
+    /// The URL of `remote` (a remote name, or already a URL or path), credentials
+    /// stripped: to read the forge's owner and repository from it.
+    pub fn remote_url(&self, remote: &str) -> Result<String> {
+        let url = match git(self.root(), &["remote", "get-url", remote]) {
+            Ok(url) => url,
+            Err(_) if remote.contains('/') || remote.contains(':') => remote.to_owned(),
+            Err(e) => return Err(e),
+        };
+        Ok(strip_userinfo(url.trim()))
+    }
+}
+
+/// The password the user's git credential helpers hold for the host of `url`
+/// (`git credential fill`, never prompting): a forge token stored for HTTPS pushes.
+/// `None` when no helper knows the host.
+pub fn token_from_git_credentials(url: &str) -> Option<Secret> {
+    use std::io::Write;
+    let (protocol, rest) = url.split_once("://")?;
+    let host = rest.split('/').next()?.rsplit('@').next()?;
+    let mut child = Command::new("git")
+        .args(["credential", "fill"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "true")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdin = child.stdin.take()?;
+    let _ = write!(stdin, "protocol={protocol}\nhost={host}\n\n");
+    drop(stdin);
+    let out = child.wait_with_output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| Secret::new(p.trim()))
+}
+
+impl Repo {
     /// Delete `branch` on `remote` (after its PR was merged or closed). Idempotent: a
     /// branch already gone is fine. Returns whether something was deleted.
     pub fn delete_remote_branch(&self, remote: &str, branch: &str, auth: &GitAuth) -> Result<bool> {

@@ -133,6 +133,7 @@ struct ForgeState {
     rate_limit: Mutex<Option<RateLimit>>,
     hang_next_create: Mutex<bool>,
     refuse_prs: Mutex<Option<(u16, String)>>,
+    ci_for_every_commit: Mutex<Option<String>>,
 }
 
 /// A fake Gitea or GitHub for one repository. Dropping it stops it.
@@ -191,6 +192,7 @@ impl FakeForge {
             rate_limit: Mutex::new(None),
             hang_next_create: Mutex::new(false),
             refuse_prs: Mutex::new(None),
+            ci_for_every_commit: Mutex::new(None),
         });
         let router = Router::new().fallback(handle).with_state(state.clone());
         let (addr, task) = serve(router).await?;
@@ -313,6 +315,13 @@ impl FakeForge {
     /// base branch), or stop refusing with `None`.
     pub fn refuse_prs(&self, refusal: Option<(u16, &str)>) {
         *self.state.refuse_prs.lock().unwrap() = refusal.map(|(s, m)| (s, m.to_owned()));
+    }
+
+    /// A CI that reports `state` (`success`, `failure`, …) as the `ci/fake` status of
+    /// every commit nobody set a status for, as soon as it is asked: for runs that
+    /// cannot know the pushed commit in advance (the `gaffer` binary under test).
+    pub fn report_ci_for_every_commit(&self, state: &str) {
+        *self.state.ci_for_every_commit.lock().unwrap() = Some(state.to_owned());
     }
 
     /// Close a PR (as a merge or a human would).
@@ -956,7 +965,22 @@ async fn create_pr(st: &ForgeState, body: &Value) -> Response {
 }
 
 fn combined(st: &ForgeState, sha: &str) -> Response {
-    let all = st.statuses.lock().unwrap();
+    let mut all = st.statuses.lock().unwrap();
+    if let Some(state) = st.ci_for_every_commit.lock().unwrap().clone() {
+        if !all.contains_key(sha) {
+            let id = next(&st.next_id);
+            all.insert(
+                sha.to_owned(),
+                vec![FakeStatus {
+                    id,
+                    context: "ci/fake".into(),
+                    state,
+                    description: "reported by the fake CI".into(),
+                    target_url: format!("{}/ci/{id}", html_base(st)),
+                }],
+            );
+        }
+    }
     // The latest status per context, as both forges report.
     let mut latest: Vec<FakeStatus> = Vec::new();
     for s in all
@@ -1214,12 +1238,13 @@ impl BareRemote {
     }
 
     /// Refuse pushes to these branches with a `pre-receive` hook, the way a forge's
-    /// branch protection does.
+    /// branch protection does. A name may be a shell pattern (`gaffer/*`); an empty
+    /// list lifts the protection.
     pub fn protect(&self, branches: &[&str]) -> anyhow::Result<()> {
         let hook = self.path.join("hooks/pre-receive");
         let list = branches.join(" ");
         let script = format!(
-            "#!/bin/sh\nwhile read old new ref; do\n  for b in {list}; do\n    if [ \"$ref\" = \"refs/heads/$b\" ]; then\n      echo \"Gitea: branch $b is protected from force push and direct pushes\" >&2\n      exit 1\n    fi\n  done\ndone\nexit 0\n"
+            "#!/bin/sh\nset -f\nwhile read old new ref; do\n  for b in {list}; do\n    case \"$ref\" in\n      refs/heads/$b)\n        echo \"Gitea: branch ${{ref#refs/heads/}} is protected from force push and direct pushes\" >&2\n        exit 1;;\n    esac\n  done\ndone\nexit 0\n"
         );
         std::fs::write(&hook, script)?;
         let ok = Command::new("chmod")

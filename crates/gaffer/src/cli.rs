@@ -78,6 +78,24 @@ pub enum Command {
     Auto(AutoArgs),
     /// Serve the HTTP API, live event streams and the web page on one port.
     Serve(ServeArgs),
+    /// Remove worktrees of shipped and cancelled tasks older than the retention
+    /// (`[worktrees] retention_days`), prune task branches whose pull request was
+    /// merged or closed, and report the disk space reclaimed.
+    ///
+    /// `--json` prints {"dry_run","retention_days","worktrees":[{"task","path","bytes"}],
+    /// "branches":[{"task","branch","pull_request","pr_state","remote","local"}],
+    /// "bytes_reclaimed","errors"}. Exits 1 if anything could not be cleaned.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -157,7 +175,13 @@ pub struct ProjectAddArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// What to do, in words (an issue, a bug report, a feature request).
-    pub request: String,
+    #[arg(required_unless_present = "issue", conflicts_with = "issue")]
+    pub request: Option<String>,
+    /// Start from a forge issue instead (https://HOST/OWNER/REPO/issues/N, OWNER/REPO#N
+    /// or N): its title and body are the request, and once shipped the issue gets a
+    /// comment with the pull request's link. Needs [projects.<name>.forge] in the config.
+    #[arg(long, value_name = "URL")]
+    pub issue: Option<String>,
     /// The repository to work on; registered as a project if it is not yet.
     #[arg(long, default_value = ".", conflicts_with = "project")]
     pub repo: PathBuf,

@@ -182,3 +182,119 @@ fn projects_override_roles_over_the_global_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn a_project_forge_and_tracker_resolve_with_defaults_and_env_overrides() {
+    let text = r#"
+[worktrees]
+retention_days = 3
+
+[projects.my-app.forge]
+kind = "Forgejo"
+base_url = "https://git.example.com/"
+owner = "acme"
+token_env = "MY_GITEA_TOKEN"
+labels = ["gaffer", "bot"]
+
+[projects.my-app.tracker]
+kind = "vikunja"
+base_url = "https://tasks.example.com"
+project_id = 7
+token_env = "VIKUNJA_TOKEN"
+
+[projects.other.forge]
+kind = "github"
+"#;
+    let c = load_text(
+        text,
+        &[(
+            "GAFFER_PROJECT_MY_APP_FORGE_BASE_URL",
+            "http://127.0.0.1:3000",
+        )],
+    )
+    .unwrap();
+    assert_eq!(c.worktree_retention_days, 3);
+    assert_eq!(
+        c.forges["my-app"],
+        ForgeSettings {
+            kind: "gitea".into(),
+            base_url: "http://127.0.0.1:3000".into(),
+            owner: Some("acme".into()),
+            repo: None,
+            remote: "origin".into(),
+            token_env: Some("MY_GITEA_TOKEN".into()),
+            push_with_token: false,
+            labels: vec!["gaffer".into(), "bot".into()],
+            ci_timeout_secs: 3600,
+            ci_fix_attempts: 2,
+        }
+    );
+    // GitHub's API URL is the default base; no token_env means git credentials.
+    assert_eq!(c.forges["other"].base_url, "https://api.github.com");
+    assert_eq!(c.forges["other"].token_env, None);
+    assert_eq!(
+        c.trackers["my-app"],
+        TrackerSettings {
+            base_url: "https://tasks.example.com".into(),
+            project_id: 7,
+            token_env: "VIKUNJA_TOKEN".into(),
+        }
+    );
+    assert!(!c.trackers.contains_key("other"));
+    let c = load_text("", &[("GAFFER_WORKTREES_RETENTION_DAYS", "0")]).unwrap();
+    assert_eq!(c.worktree_retention_days, 0);
+}
+
+#[test]
+fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
+    let cases = [
+        (
+            "[projects.a.forge]\nkind = \"gitlab\"\nbase_url = \"https://x\"\n",
+            "projects.a.forge.kind",
+            "gitea",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"gitea\"\n",
+            "projects.a.forge.base_url",
+            "instance's URL",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"gitea\"\nbase_url = \"git.example.com\"\n",
+            "projects.a.forge.base_url",
+            "https://",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"gitea\"\nbase_url = \"https://x\"\ntoken_env = \"ghp_abc-123\"\n",
+            "projects.a.forge.token_env",
+            "not the token itself",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"github\"\nci_timeout_secs = 0\n",
+            "projects.a.forge.ci_timeout_secs",
+            "at least 1",
+        ),
+        (
+            "[projects.a.tracker]\nkind = \"vikunja\"\nbase_url = \"https://t\"\ntoken_env = \"T\"\n",
+            "projects.a.tracker.project_id",
+            "Vikunja project",
+        ),
+        (
+            "[projects.a.tracker]\nkind = \"jira\"\n",
+            "projects.a.tracker.kind",
+            "vikunja",
+        ),
+    ];
+    for (text, field, hint) in cases {
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert!(err.contains(field), "{text}: {err}");
+        assert!(err.contains(hint), "{text}: {err}");
+        assert!(!err.contains("ghp_abc"), "a token was echoed: {err}");
+    }
+    let err = load_text("", &[("GAFFER_WORKTREES_RETENTION_DAYS", "a week")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("GAFFER_WORKTREES_RETENTION_DAYS") && err.contains("whole number"),
+        "{err}"
+    );
+}

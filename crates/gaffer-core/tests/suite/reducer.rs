@@ -546,3 +546,89 @@ fn events_round_trip_through_json_with_a_type_tag() {
     let back: Event = serde_json::from_value(json).unwrap();
     assert_eq!(back, e);
 }
+
+fn ci(step: &str, state: &str) -> Event {
+    Event::CiStatusChanged {
+        step_id: step.into(),
+        sha: "abc".into(),
+        state: state.into(),
+        checks: json!([{"name": "build", "state": state}]),
+    }
+}
+
+#[test]
+fn ci_changes_are_recorded_only_while_their_step_waits() {
+    let t = given(&[created(), step("ci/1", Intent::ReadOnly, &[])]);
+    assert!(matches!(
+        rejects(&t, ci("ci/1", "pending")),
+        Rejected::StepState {
+            state: StepState::IntentRecorded,
+            ..
+        }
+    ));
+    assert_eq!(
+        rejects(&t, ci("ci/9", "pending")),
+        Rejected::UnknownStep("ci/9".into())
+    );
+    let t = given(&[
+        created(),
+        step("ci/1", Intent::ReadOnly, &[]),
+        started("ci/1"),
+        ci("ci/1", "pending"),
+        ci("ci/1", "failure"),
+    ]);
+    // A CI change is a record, not an outcome: the step still waits.
+    assert_eq!(t.steps[&StepId::from("ci/1")].state, StepState::Started);
+}
+
+#[test]
+fn a_probe_that_proves_the_effect_absent_runs_the_step_again() {
+    let t = given(&[
+        created(),
+        step("pr", Intent::NonIdempotent, &[]),
+        started("pr"),
+        Event::StepInterrupted {
+            step_id: "pr".into(),
+        },
+        Event::StepReconcileStarted {
+            step_id: "pr".into(),
+        },
+        Event::StepRetried {
+            step_id: "pr".into(),
+        },
+    ]);
+    let s = &t.steps[&StepId::from("pr")];
+    assert_eq!((s.state, s.attempt), (StepState::IntentRecorded, 2));
+    // Never straight from `effect_unknown`: the probe comes first.
+    let unknown = given(&[
+        created(),
+        step("pr", Intent::NonIdempotent, &[]),
+        started("pr"),
+        Event::StepInterrupted {
+            step_id: "pr".into(),
+        },
+    ]);
+    assert!(matches!(
+        rejects(
+            &unknown,
+            Event::StepRetried {
+                step_id: "pr".into()
+            }
+        ),
+        Rejected::StepState {
+            state: StepState::EffectUnknown,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn shipping_goes_back_to_coding_for_a_ci_fix_and_returns() {
+    let mut events = to_testing();
+    events.extend([
+        stage(Stage::Shipping),
+        stage(Stage::Coding),
+        stage(Stage::Shipping),
+    ]);
+    assert_eq!(given(&events).stage, Stage::Shipping);
+}

@@ -262,9 +262,163 @@ fn step_ids_round_trip() {
         StepKind::CommitFix(2),
         StepKind::Escalation(1),
         StepKind::Ship,
+        StepKind::TrackerOpen,
+        StepKind::ShipApproval,
+        StepKind::Push(2),
+        StepKind::PullRequest,
+        StepKind::Ci(3),
+        StepKind::Report,
     ] {
         assert_eq!(StepKind::of(&kind.id()), Some(kind));
     }
     assert_eq!(StepKind::of(&"code/0".into()), None);
+    assert_eq!(StepKind::of(&"ci/0".into()), None);
     assert_eq!(StepKind::of(&"nonsense".into()), None);
+}
+
+/// A project with a forge allowing `fixes` CI fix attempts, whose CI says `ci(n)`.
+fn to_a_forge(
+    fixes: u32,
+    ci: impl Fn(u32) -> &'static str,
+) -> impl Fn(&StepId) -> serde_json::Value {
+    move |step| match StepKind::of(step).unwrap() {
+        StepKind::Ship => {
+            json!({ "branch": "b", "forge": { "kind": "gitea", "ci_fix_attempts": fixes } })
+        }
+        StepKind::Push(n) => json!({ "sha": format!("c{n}") }),
+        StepKind::PullRequest => json!({ "number": 4, "url": "http://forge/pr/4" }),
+        StepKind::Ci(n) => json!({ "sha": format!("c{n}"), "state": ci(n) }),
+        _ => happy(step),
+    }
+}
+
+fn ids(t: &TaskState) -> Vec<String> {
+    t.steps_in_order().iter().map(|s| s.id.0.clone()).collect()
+}
+
+#[test]
+fn with_a_forge_shipping_asks_pushes_opens_one_pr_and_waits_for_ci() {
+    let mut g = Given::task();
+    assert_eq!(g.advance(to_a_forge(2, |_| "success")), Next::Finished);
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Done);
+    assert_eq!(
+        ids(t)[9..],
+        ["ship", "ship-approval", "push/1", "pr", "ci/1"]
+    );
+    for (step, intent) in [
+        ("ship-approval", Intent::ReadOnly),
+        ("push/1", Intent::NonIdempotent),
+        ("pr", Intent::NonIdempotent),
+        ("ci/1", Intent::ReadOnly),
+    ] {
+        assert_eq!(t.steps[&StepId::from(step)].intent, intent, "{step}");
+    }
+    let summary = t.outcome.clone().unwrap();
+    assert_eq!(summary["pull_request"]["number"], 4);
+    assert_eq!(
+        summary["ci"],
+        json!({ "state": "success", "sha": "c1", "runs": 1 })
+    );
+}
+
+#[test]
+fn a_ci_failure_goes_to_the_owner_is_pushed_again_and_the_attempts_are_bounded() {
+    // Fails once, then passes: fix, commit, push again, CI again; still one `pr`.
+    let mut g = Given::task();
+    assert_eq!(
+        g.advance(to_a_forge(2, |n| if n == 1 {
+            "failure"
+        } else {
+            "success"
+        })),
+        Next::Finished
+    );
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Done);
+    assert_eq!(
+        ids(t)[9..],
+        [
+            "ship",
+            "ship-approval",
+            "push/1",
+            "pr",
+            "ci/1",
+            "fix/1",
+            "commit-fix/1",
+            "push/2",
+            "ci/2"
+        ]
+    );
+    assert_eq!(t.steps[&StepId::from("fix/1")].input["reason"], "ci");
+    assert_eq!(t.steps[&StepId::from("fix/1")].input["detail"]["sha"], "c1");
+    assert_eq!(t.outcome.clone().unwrap()["ci"]["runs"], 2);
+
+    // Always failing with one fix allowed: two CI runs, then the task fails and says
+    // where the pull request is.
+    let mut g = Given::task();
+    assert_eq!(g.advance(to_a_forge(1, |_| "error")), Next::Finished);
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Failed);
+    assert_eq!(ids(t).last().map(String::as_str), Some("ci/2"));
+    let reason = t.outcome.clone().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        reason.contains("after 2 runs (1 fix attempt allowed)")
+            && reason.contains("http://forge/pr/4"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_denied_ship_approval_fails_the_task_and_keeps_the_branch_local() {
+    // Every step completes, but the ship approval is denied.
+    let mut g = Given::task();
+    loop {
+        match g.next() {
+            Next::Record(events) => g.apply(events),
+            Next::Run(step) if step.as_str() == "ship-approval" => {
+                g.apply(vec![
+                    Event::StepStarted {
+                        step_id: step.clone(),
+                    },
+                    Event::StepFailed {
+                        step_id: step,
+                        error: "denied by ana (cli): not today".into(),
+                    },
+                ]);
+            }
+            Next::Run(step) => {
+                let r = to_a_forge(2, |_| "success")(&step);
+                g.apply(vec![
+                    Event::StepStarted {
+                        step_id: step.clone(),
+                    },
+                    Event::StepCompleted {
+                        step_id: step,
+                        receipt: r,
+                    },
+                ]);
+            }
+            other => {
+                assert_eq!(other, Next::Finished);
+                break;
+            }
+        }
+    }
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Failed);
+    assert!(!t.steps.contains_key(&StepId::from("push/1")));
+    let reason = t.outcome.clone().unwrap()["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        reason.contains("not approved")
+            && reason.contains("not today")
+            && reason.contains("stays in the repository"),
+        "{reason}"
+    );
 }

@@ -209,3 +209,31 @@ impl World {
 pub fn step_ids(view: &gaffer_store::TaskView) -> Vec<&str> {
     view.steps.iter().map(|s| s.step_id.as_str()).collect()
 }
+
+/// How the test project ships to a fake forge: the bare repository as the remote,
+/// CI polled every few milliseconds.
+pub fn shipping(
+    kind: gaffer_forge::ForgeKind,
+    base_url: &str,
+    remote: &str,
+    token: &str,
+) -> gaffer_engine::Shipping {
+    gaffer_engine::Shipping {
+        kind,
+        base_url: base_url.into(),
+        owner: Some("acme".into()),
+        repo: Some("demo".into()),
+        remote: remote.into(),
+        token: gaffer_engine::Credential::Value(gaffer_forge::Secret::new(token)),
+        push_with_token: false,
+        labels: vec!["gaffer".into()],
+        ci: gaffer_forge::CiWait {
+            first_interval: std::time::Duration::from_millis(30),
+            max_interval: std::time::Duration::from_millis(150),
+            timeout: std::time::Duration::from_secs(120),
+            max_transient_errors: 5,
+            no_checks_after: None,
+        },
+        ci_fix_attempts: 2,
+    }
+}

@@ -11,7 +11,7 @@ const STEPS: &[&str] = &["s1", "s2", "s3"];
 
 #[derive(Debug, Clone)]
 enum Op {
-    Append { task: usize, event: Event },
+    Append { task: usize, event: Box<Event> },
     Stale { task: usize },
 }
 
@@ -75,7 +75,10 @@ fn arb_event() -> impl Strategy<Value = Event> {
 
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        10 => (0..TASKS.len(), arb_event()).prop_map(|(task, event)| Op::Append { task, event }),
+        10 => (0..TASKS.len(), arb_event()).prop_map(|(task, event)| Op::Append {
+            task,
+            event: Box::new(event),
+        }),
         1 => (0..TASKS.len()).prop_map(|task| Op::Stale { task }),
     ]
 }
@@ -97,7 +100,7 @@ async fn workload(b: Backend, ops: Vec<Op>) {
                 let stream = StreamId::from(TASKS[task]);
                 let head = j.head(&stream).await.unwrap();
                 let before = j.projections().await.unwrap();
-                if j.append(&stream, head, vec![at(event)]).await.is_err() {
+                if j.append(&stream, head, vec![at(*event)]).await.is_err() {
                     assert_eq!(
                         j.projections().await.unwrap(),
                         before,

@@ -3,6 +3,7 @@
 mod approvals;
 mod db;
 mod doctor;
+mod gc;
 mod index;
 mod init;
 mod journal;
@@ -68,5 +69,6 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             .await
         }
         Command::Serve(args) => serve::run(&cli.global, args.listen).await,
+        Command::Gc(args) => gc::run(&cli.global, &args).await,
     }
 }

@@ -12,7 +12,8 @@ use gaffer_agents::Redactor;
 use gaffer_app::{AddProject, App, NewTask, Scope};
 use gaffer_config::Config;
 use gaffer_core::{Decision, Event, Stage, TaskId};
-use gaffer_engine::{Backends, Engine, JournalCounters, Settings};
+use gaffer_engine::{Backends, Credential, Engine, JournalCounters, Settings, Shipping, Tracker};
+use gaffer_forge::{CiWait, ForgeKind};
 use gaffer_store::{RecordedEvent, TaskView};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -29,7 +30,8 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     settings.project_roles = config.project_roles.clone();
     settings.limits.review_rounds = config.review_rounds;
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
-    let redactor = Arc::new(Redactor::from_env_and(Vec::<String>::new()));
+    let tokens = shipping(config, &mut settings)?;
+    let redactor = Arc::new(Redactor::from_env_and(tokens));
     settings.redactor = redactor.clone();
     settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(
         app.journal().clone(),
@@ -48,8 +50,90 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     ))
 }
 
+/// Each project's forge and tracker from the config into `settings`. Tokens are read
+/// when a step needs them; the values of the variables named now are returned so
+/// every log and error redacts them, whatever the variables are called.
+fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
+    let mut secrets = Vec::new();
+    let mut env_token = |name: &str| {
+        if let Ok(v) = std::env::var(name) {
+            secrets.push(v);
+        }
+        Credential::Env(name.to_owned())
+    };
+    for (name, f) in &config.forges {
+        let kind = f
+            .kind
+            .parse::<ForgeKind>()
+            .map_err(|e| CliError::config(format!("projects.{name}.forge.kind: {e}")))?;
+        let token = match &f.token_env {
+            Some(var) => env_token(var),
+            None => Credential::GitCredentials,
+        };
+        settings.shipping.insert(
+            name.clone(),
+            Shipping {
+                kind,
+                base_url: f.base_url.clone(),
+                owner: f.owner.clone(),
+                repo: f.repo.clone(),
+                remote: f.remote.clone(),
+                token,
+                push_with_token: f.push_with_token,
+                labels: f.labels.clone(),
+                ci: CiWait {
+                    timeout: std::time::Duration::from_secs(f.ci_timeout_secs),
+                    ..CiWait::default()
+                },
+                ci_fix_attempts: f.ci_fix_attempts,
+            },
+        );
+    }
+    for (name, t) in &config.trackers {
+        settings.trackers.insert(
+            name.clone(),
+            Tracker {
+                base_url: t.base_url.clone(),
+                project_id: t.project_id,
+                token: env_token(&t.token_env),
+            },
+        );
+    }
+    Ok(secrets)
+}
+
+/// The request and the issue's URL from `gaffer run --issue`, read through the
+/// project's forge before anything is stored.
+async fn read_issue(
+    engine: &Engine,
+    project: &str,
+    root: &std::path::Path,
+    reference: &str,
+) -> Result<(String, String)> {
+    let forge = engine
+        .forge_for(project, root)
+        .ok_or_else(|| {
+            CliError::config(format!(
+                "--issue needs a forge to read the issue from: add [projects.{project}.forge] to the config (see `gaffer init`)"
+            ))
+        })?
+        .map_err(CliError::config)?;
+    let issue = forge
+        .issue(reference)
+        .await
+        .map_err(|e| CliError::failed(format!("cannot read the issue {reference}: {e}")))?;
+    let request = format!("{}\n\n{}", issue.title.trim(), issue.body.trim());
+    let url = if issue.url.is_empty() {
+        reference.to_owned()
+    } else {
+        issue.url
+    };
+    Ok((request.trim().to_owned(), url))
+}
+
 pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
-    if args.request.trim().is_empty() {
+    let given = args.request.clone().unwrap_or_default();
+    if args.issue.is_none() && given.trim().is_empty() {
         eprintln!("gaffer: the request is empty; say what to do, e.g. gaffer run \"add an installation section to README\"");
         return Ok(ExitCode::from(2));
     }
@@ -91,6 +175,21 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
             .check_agent(agent)
             .map_err(|e| CliError::config(format!("--agent {agent}: {e}")))?;
     }
+    let (request, issue) = match &args.issue {
+        None => (given, None),
+        Some(reference) => {
+            let name = match &known {
+                Some(p) => p.name.clone(),
+                None => root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            };
+            let engine = engine(&config, &app).await?;
+            let (request, url) = read_issue(&engine, &name, &root, reference).await?;
+            (request, Some(url))
+        }
+    };
     let project = match known {
         Some(p) => p,
         None => {
@@ -118,10 +217,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
         .create_task(
             NewTask {
                 project: project.id.clone(),
-                request: args.request.clone(),
+                request: request.clone(),
                 agent: args.agent.clone(),
                 base: args.base.clone(),
                 auto_approve: args.yes,
+                issue,
             },
             cli_actor(),
         )
@@ -135,7 +235,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
             "task {} in {}: {}",
             task.id,
             project.name,
-            output::one_line(&args.request, 80)
+            output::one_line(&request, 80)
         );
     }
     drive(&config, &app, &TaskId(task.id), args.json).await
@@ -267,6 +367,8 @@ fn summary(view: &TaskView) -> Value {
         "commits": commits,
         "tokens": { "input": input, "output": out, "cached_input": cached },
         "cost_usd": cost,
+        "pull_request": outcome.pointer("/pull_request/url"),
+        "note": outcome.get("note"),
         "reason": outcome.get("reason"),
     })
 }
@@ -280,6 +382,9 @@ fn print_summary(view: &TaskView, summary: &Value) {
     for c in summary["commits"].as_array().into_iter().flatten() {
         println!("commit  {}", c.as_str().unwrap_or_default());
     }
+    if let Some(pr) = summary["pull_request"].as_str() {
+        println!("pr      {pr}");
+    }
     if let Some(r) = summary["reason"].as_str() {
         println!("reason  {r}");
     }
@@ -290,7 +395,12 @@ fn print_summary(view: &TaskView, summary: &Value) {
         summary["tokens"]["cached_input"],
         summary["cost_usd"].as_f64().unwrap_or(0.0)
     );
-    if view.task.stage == "done" {
+    if view.task.stage == "done" && summary["pull_request"].is_string() {
+        println!("\nShipped: the pull request above waits for a review.");
+    } else if view.task.stage == "done" {
+        if let Some(note) = summary["note"].as_str() {
+            println!("note    {note}");
+        }
         println!(
             "\nThe branch is ready: review it with `git log -p {}`.",
             summary["branch"].as_str().unwrap_or("")
@@ -323,6 +433,10 @@ async fn render(app: App, id: TaskId, show: bool) {
             Event::StepFailed { step_id, error } => Some(format!(
                 "[{t:>4}s]   ✗ {step_id}: {}",
                 output::one_line(error, 160)
+            )),
+            Event::CiStatusChanged { sha, state, .. } => Some(format!(
+                "[{t:>4}s]       CI {state} on {}",
+                &sha[..sha.len().min(10)]
             )),
             Event::StepManualRequired { step_id, reason } => Some(format!(
                 "[{t:>4}s]   ! {step_id}: {}",

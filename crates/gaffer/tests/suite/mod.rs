@@ -4,4 +4,5 @@ mod context;
 mod db;
 mod run;
 mod serve;
+mod ship;
 mod support;

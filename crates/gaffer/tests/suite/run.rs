@@ -15,13 +15,13 @@ const README_DONE: &str =
 
 /// A home with a fixture repository (check: README has an Installation section)
 /// and a scenario directory for the fake agents.
-struct Bench {
-    home: Home,
-    repo: PathBuf,
+pub struct Bench {
+    pub home: Home,
+    pub repo: PathBuf,
 }
 
 impl Bench {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let home = Home::new();
         home.write_config("");
         let repo = home.dir.path().join("demo");
@@ -39,7 +39,7 @@ impl Bench {
         Self { home, repo }
     }
 
-    fn script(&self, role: &str, turns: Vec<Value>) {
+    pub fn script(&self, role: &str, turns: Vec<Value>) {
         let path = self
             .home
             .dir
@@ -50,7 +50,7 @@ impl Bench {
     }
 
     /// The usual three roles; every turn a little slow so a crash can land inside it.
-    fn script_all(&self) {
+    pub fn script_all(&self) {
         let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
         let planner =
             json!({ "steps": [{ "sleep_ms": 300 }, { "say": format!("```json\n{plan}\n```") }] });
@@ -65,7 +65,7 @@ impl Bench {
         self.home.dir.path().join("effects.log")
     }
 
-    fn gaffer_std(&self) -> Command {
+    pub fn gaffer_std(&self) -> Command {
         let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -98,7 +98,7 @@ impl Bench {
     }
 }
 
-fn json_of(out: &std::process::Output) -> Value {
+pub fn json_of(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}): stdout={} stderr={}",

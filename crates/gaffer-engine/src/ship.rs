@@ -1,0 +1,814 @@
+//! Shipping to a forge: the approval, the push, one pull request, the CI wait, the
+//! tracker and the issue comment. [`crate::pipeline::decide`] orders the steps; this
+//! module runs them and probes the two that change the forge after a crash.
+//!
+//! - `push/n` and `pr` are non-idempotent. After a crash mid-step the probe reads the
+//!   remote branch (`git ls-remote`) or looks up the open pull request for the task
+//!   branch: found → the step is completed with what was found; proven absent → it
+//!   runs again (a push of the same commit and a find-then-create cannot do anything
+//!   twice); the forge cannot be read → a human decides.
+//! - A forge error (a refused token, an unreachable forge, branch protection, CI that
+//!   never finishes) does not end the task by itself: a human is asked whether to try
+//!   again or give up, and the worktree and its commits stay as they are either way.
+//! - Tokens are resolved when a step needs them and never leave `gaffer-forge`'s
+//!   `Secret`: errors are redacted there and again by the engine's redactor.
+
+use crate::driver::{fail, Failure};
+use crate::pipeline::{plan_of, receipt_of as receipt, StepKind};
+use crate::{prompts, Engine, Result};
+use gaffer_app::Subject;
+use gaffer_core::{ApprovalKind, Event, Intent, ProjectState, Step, StepId, TaskState};
+use gaffer_forge::{
+    connect, token_from_git_credentials, ApiError, CiStatus, CiWait, Forge, ForgeConfig, ForgeKind,
+    GitAuth, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret, Vikunja,
+};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// Where an API token comes from.
+#[derive(Clone, Debug)]
+pub enum Credential {
+    /// This value.
+    Value(Secret),
+    /// The environment variable with this name, read when a step needs it.
+    Env(String),
+    /// The password the user's git credential helper holds for the service's host.
+    GitCredentials,
+}
+
+impl Credential {
+    /// The token and where it came from (for error hints), or what to do.
+    fn resolve(&self, url: &str) -> std::result::Result<(Secret, String), String> {
+        match self {
+            Credential::Value(s) => Ok((s.clone(), "the configured token".into())),
+            Credential::Env(name) => Secret::from_env(name)
+                .map(|s| (s, name.clone()))
+                .ok_or_else(|| {
+                    format!("the environment variable {name} is not set or empty; put the API token for {url} in it and restart gaffer")
+                }),
+            Credential::GitCredentials => token_from_git_credentials(url)
+                .map(|s| (s, format!("the git credential for {url}")))
+                .ok_or_else(|| {
+                    format!("no token for {url}: set token_env in the project's forge settings, or store a credential for the host in your git credential helper")
+                }),
+        }
+    }
+}
+
+/// How one project ships (its `[projects.<name>.forge]`).
+#[derive(Clone, Debug)]
+pub struct Shipping {
+    /// Gitea/Forgejo or GitHub.
+    pub kind: ForgeKind,
+    /// Gitea: the instance URL; GitHub: the API URL.
+    pub base_url: String,
+    /// Repository owner; `None`: from the remote's URL.
+    pub owner: Option<String>,
+    /// Repository name; `None`: from the remote's URL.
+    pub repo: Option<String>,
+    /// The git remote (name or URL) to push to.
+    pub remote: String,
+    /// The API token.
+    pub token: Credential,
+    /// Push with the token instead of the user's git setup.
+    pub push_with_token: bool,
+    /// Labels for the pull request.
+    pub labels: Vec<String>,
+    /// How to wait for CI.
+    pub ci: CiWait,
+    /// Owner fixes allowed after CI failures.
+    pub ci_fix_attempts: u32,
+}
+
+/// A project's Vikunja project (its `[projects.<name>.tracker]`).
+#[derive(Clone, Debug)]
+pub struct Tracker {
+    /// The Vikunja URL.
+    pub base_url: String,
+    /// The Vikunja project the tasks go into.
+    pub project_id: u64,
+    /// The API token.
+    pub token: Credential,
+}
+
+/// The branch the task started from (the worktree's `base` is its commit).
+fn base_branch(task: &TaskState, wt: &gaffer_forge::Worktree) -> String {
+    let name = text_of(receipt(task, StepKind::Worktree), "base_ref");
+    if name.is_empty() {
+        wt.base.clone()
+    } else {
+        name
+    }
+}
+
+fn text_of(v: Option<&Value>, key: &str) -> String {
+    v.and_then(|v| v.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl Engine {
+    fn shipping(&self, project: &ProjectState) -> std::result::Result<&Shipping, Failure> {
+        self.settings.shipping.get(&project.name).ok_or_else(|| {
+            fail(format!(
+                "project `{}` has no forge configured any more; add [projects.{}.forge] again or cancel the task",
+                project.name, project.name
+            ))
+        })
+    }
+
+    fn tracker(&self, project: &ProjectState) -> Option<&Tracker> {
+        self.settings.trackers.get(&project.name)
+    }
+
+    /// What the `ship` receipt says about the forge: `None` keeps the branch local.
+    pub(crate) fn forge_summary(&self, project: &ProjectState) -> Value {
+        match self.settings.shipping.get(&project.name) {
+            Some(s) => json!({
+                "kind": s.kind.name(),
+                "base_url": s.base_url,
+                "remote": gaffer_forge::redact(&s.remote, &[]),
+                "ci_fix_attempts": s.ci_fix_attempts,
+            }),
+            None => Value::Null,
+        }
+    }
+
+    /// The forge client, with the owner and repository from the config or the remote.
+    fn forge(
+        &self,
+        ship: &Shipping,
+        project: &ProjectState,
+    ) -> std::result::Result<Box<dyn Forge>, String> {
+        connect_forge(ship, &project.name, Path::new(&project.path))
+    }
+
+    /// The forge of project `name` (its repository at `path`), for reading issues and
+    /// pull requests outside a task; `None` when the project has no forge configured.
+    pub fn forge_for(
+        &self,
+        name: &str,
+        path: &Path,
+    ) -> Option<std::result::Result<Box<dyn Forge>, String>> {
+        let ship = self.settings.shipping.get(name)?;
+        Some(connect_forge(ship, name, path))
+    }
+
+    /// The remote project `name` pushes to and the credentials for it (to prune
+    /// branches); `None` when the project has no forge configured.
+    pub fn push_target(
+        &self,
+        name: &str,
+    ) -> Option<(String, std::result::Result<GitAuth, String>)> {
+        let ship = self.settings.shipping.get(name)?;
+        Some((ship.remote.clone(), Self::push_auth(ship)))
+    }
+
+    fn vikunja(tracker: &Tracker) -> std::result::Result<Vikunja, String> {
+        let (token, source) = tracker.token.resolve(&tracker.base_url)?;
+        Vikunja::new(&tracker.base_url, token, &source, tracker.project_id)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A forge call failed: ask a human whether to try again. `Ok(())`: try again;
+    /// a denial (or expiry) fails the step with the error. Never auto-approved (a
+    /// `manual` approval), so a retry cannot loop without a person.
+    async fn retry_or_give_up(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        round: u32,
+        what: &str,
+        error: &str,
+    ) -> std::result::Result<(), Failure> {
+        let error = self.settings.redactor.redact(error);
+        let wt = self.worktree(task)?;
+        let summary = format!(
+            "{what} failed: {error}. Approve to try again (after fixing the cause), deny to give up; the worktree {} and branch `{}` are kept either way.",
+            wt.path.display(),
+            wt.branch
+        );
+        let details = json!({ "step": step.id, "error": error, "worktree": wt.path, "branch": wt.branch, "round": round });
+        let resolution = self
+            .ask(
+                task,
+                step,
+                step.attempt * 1000 + round,
+                ApprovalKind::Manual,
+                summary,
+                details,
+                Subject::default(),
+            )
+            .await?;
+        if resolution.approved() {
+            Ok(())
+        } else {
+            Err(fail(format!(
+                "{what} failed: {error} ({}); the worktree {} and branch `{}` are kept",
+                resolution.reason(),
+                wt.path.display(),
+                wt.branch
+            )))
+        }
+    }
+
+    /// `ship-approval`: one approval of kind `ship` for the pushes and the pull request.
+    pub(crate) async fn ship_approval(
+        &self,
+        task: &TaskState,
+        step: &Step,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let ship = self.shipping(&project)?;
+        let wt = self.worktree(task)?;
+        let summary_receipt = receipt(task, StepKind::Ship);
+        let commits = summary_receipt
+            .and_then(|r| r.get("commits"))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        let summary = format!(
+            "Push `{}` to `{}` and open a pull request into `{}` on {} ({commits} commit{})?",
+            wt.branch,
+            gaffer_forge::redact(&ship.remote, &[]),
+            base_branch(task, &wt),
+            ship.kind.name(),
+            if commits == 1 { "" } else { "s" }
+        );
+        let diff = wt.diff().unwrap_or_default();
+        let details = json!({
+            "branch": wt.branch,
+            "base": base_branch(task, &wt),
+            "remote": gaffer_forge::redact(&ship.remote, &[]),
+            "commits": summary_receipt.and_then(|r| r.get("commits")),
+            "changed_files": summary_receipt.and_then(|r| r.get("changed_files")),
+            "diff": prompts::head(&diff, 8000),
+        });
+        let subject = Subject {
+            intent: Some(Intent::NonIdempotent),
+            ..Subject::default()
+        };
+        let resolution = self
+            .ask(
+                task,
+                step,
+                step.attempt,
+                ApprovalKind::Ship,
+                summary,
+                details,
+                subject,
+            )
+            .await?;
+        if resolution.approved() {
+            Ok(
+                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
+            )
+        } else {
+            Err(fail(resolution.reason()))
+        }
+    }
+
+    fn push_auth(ship: &Shipping) -> std::result::Result<GitAuth, String> {
+        if ship.push_with_token {
+            Ok(GitAuth::token(ship.token.resolve(&ship.base_url)?.0))
+        } else {
+            Ok(GitAuth::default())
+        }
+    }
+
+    /// `push/n`: push the task branch (never forced).
+    pub(crate) async fn push(
+        &self,
+        task: &TaskState,
+        step: &Step,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let ship = self.shipping(&project)?.clone();
+        let wt = self.worktree(task)?;
+        let what = format!("pushing `{}` to `{}`", wt.branch, ship.remote);
+        let mut round = 0;
+        let outcome = loop {
+            let root = PathBuf::from(&project.path);
+            let (remote, branch, ship) = (ship.remote.clone(), wt.branch.clone(), ship.clone());
+            let pushed = tokio::task::spawn_blocking(move || {
+                let auth = Self::push_auth(&ship)?;
+                Repo::open(&root)
+                    .and_then(|repo| repo.push(&remote, &branch, &auth))
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("the push stopped: {e}")));
+            match pushed {
+                Ok(outcome) => break outcome,
+                Err(e) => {
+                    round += 1;
+                    self.retry_or_give_up(task, step, round, &what, &e).await?;
+                }
+            }
+        };
+        Ok(json!({
+            "sha": outcome.sha,
+            "pushed": outcome.pushed,
+            "branch": wt.branch,
+            "remote": gaffer_forge::redact(&ship.remote, &[]),
+        }))
+    }
+
+    /// The pull request's title and body: the request, the plan, what changed, the
+    /// review verdicts, the check, the cost.
+    fn pull_request_text(&self, task: &TaskState) -> (String, String) {
+        let first = task.request.lines().next().unwrap_or_default().trim();
+        let title = prompts::head(first, 72);
+        let ship = receipt(task, StepKind::Ship);
+        let list = |key: &str| {
+            ship.and_then(|r| r.get(key))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut body = format!("{}\n\n", task.request.trim());
+        if let Some(plan) = plan_of(task) {
+            body.push_str("## Plan\n\n");
+            for (i, s) in plan.subtasks.iter().enumerate() {
+                body.push_str(&format!("{}. **{}** — {}\n", i + 1, s.title, s.description));
+            }
+            body.push('\n');
+        }
+        body.push_str("## What changed\n\n");
+        for c in list("commits") {
+            body.push_str(&format!(
+                "- {} {}\n",
+                prompts::head(c["sha"].as_str().unwrap_or_default(), 10),
+                c["subject"].as_str().unwrap_or_default()
+            ));
+        }
+        let files: Vec<String> = list("changed_files")
+            .iter()
+            .filter_map(|f| f.as_str().map(|f| format!("`{f}`")))
+            .collect();
+        if !files.is_empty() {
+            body.push_str(&format!("\nFiles: {}\n", files.join(", ")));
+        }
+        body.push_str("\n## Review\n\n");
+        let verdicts = list("verdicts");
+        if verdicts.is_empty() {
+            body.push_str("- no review verdict recorded\n");
+        }
+        for (i, v) in verdicts.iter().enumerate() {
+            let detail = v
+                .get("feedback")
+                .or_else(|| v.get("reason"))
+                .and_then(Value::as_str)
+                .map(|d| format!(": {}", prompts::head(d, 300)))
+                .unwrap_or_default();
+            body.push_str(&format!(
+                "- round {}: {}{detail}\n",
+                i + 1,
+                v["verdict"].as_str().unwrap_or("?")
+            ));
+        }
+        let check = ship
+            .and_then(|r| r.get("check"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        body.push_str("\n## Check\n\n");
+        match check["command"].as_str() {
+            Some(cmd) => body.push_str(&format!(
+                "`{cmd}` {} (exit code {})\n",
+                if check["passed"] == true {
+                    "passed"
+                } else {
+                    "failed"
+                },
+                check["exit_code"]
+            )),
+            None => body.push_str("no check command configured\n"),
+        }
+        let tokens = ship
+            .and_then(|r| r.get("tokens"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        body.push_str(&format!(
+            "\n## Cost\n\n{} tokens in, {} out ({} cached) · ${:.4}\n",
+            tokens["input"],
+            tokens["output"],
+            tokens["cached_input"],
+            ship.and_then(|r| r.get("cost_usd"))
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0)
+        ));
+        if let Some(issue) = &task.options.issue {
+            body.push_str(&format!("\nFrom {issue}\n"));
+        }
+        body.push_str(&format!("\n_gaffer task {}_\n", task.id));
+        (
+            self.settings.redactor.redact(&title),
+            self.settings.redactor.redact(&body),
+        )
+    }
+
+    /// `pr`: the open pull request for the branch, or a new one (find before create).
+    pub(crate) async fn pull_request(
+        &self,
+        task: &TaskState,
+        step: &Step,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let ship = self.shipping(&project)?;
+        let wt = self.worktree(task)?;
+        let (title, body) = self.pull_request_text(task);
+        let new = NewPullRequest {
+            title,
+            body,
+            head: wt.branch.clone(),
+            base: base_branch(task, &wt),
+            labels: ship.labels.clone(),
+        };
+        let mut round = 0;
+        loop {
+            let result = match self.forge(ship, &project) {
+                Ok(forge) => forge.ensure_pr(&new).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok((pr, created)) => return Ok(pr_receipt(&pr, created)),
+                Err(e) => {
+                    round += 1;
+                    self.retry_or_give_up(task, step, round, "opening the pull request", &e)
+                        .await?;
+                }
+            }
+        }
+    }
+
+    /// `ci/n`: wait for CI on the commit of `push/n`, journaling every change; on a
+    /// failure, the failing checks' logs go into the receipt for the owner.
+    pub(crate) async fn ci(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        n: u32,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let ship = self.shipping(&project)?;
+        let sha = text_of(receipt(task, StepKind::Push(n)), "sha");
+        if sha.is_empty() {
+            return Err(fail(format!("push/{n} has no commit in its receipt")));
+        }
+        let mut round = 0;
+        let (forge, status) = loop {
+            let result = match self.forge(ship, &project) {
+                Ok(forge) => match self
+                    .wait_journaled(task, &step.id, forge.as_ref(), &sha, &ship.ci, cancel)
+                    .await?
+                {
+                    Ok(status) => Ok((forge, status)),
+                    Err(e) => Err(e.to_string()),
+                },
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(found) => break found,
+                Err(e) => {
+                    round += 1;
+                    let what = format!("waiting for CI on {}", prompts::head(&sha, 10));
+                    self.retry_or_give_up(task, step, round, &what, &e).await?;
+                }
+            }
+        };
+        let mut failing = Vec::new();
+        for check in status.failing() {
+            let log = match forge.failing_log(check).await {
+                Ok(log) => {
+                    json!({ "check": log.check, "is_log": log.is_log, "url": log.url, "text": log.text })
+                }
+                Err(e) => json!({ "check": check.name, "is_log": false, "url": check.target_url,
+                    "text": format!("{} reported {} ({}); its log could not be read: {e}", check.name, check.raw_state, check.description) }),
+            };
+            let mut log = log;
+            if let Some(text) = log["text"].as_str() {
+                log["text"] = json!(self.settings.redactor.redact(&prompts::tail(text, 6000)));
+            }
+            failing.push(log);
+        }
+        let mut checks = json!(status.checks);
+        self.settings.redactor.redact_json(&mut checks);
+        Ok(json!({
+            "sha": status.sha,
+            "state": status.state,
+            "checks": checks,
+            "failing": failing,
+        }))
+    }
+
+    /// [`gaffer_forge::wait_for_ci`], with a `ci_status_changed` event for the first
+    /// state and every change. The outer error is the engine's; the inner, the forge's.
+    async fn wait_journaled(
+        &self,
+        task: &TaskState,
+        step_id: &StepId,
+        forge: &dyn Forge,
+        sha: &str,
+        wait: &CiWait,
+        cancel: &CancellationToken,
+    ) -> std::result::Result<std::result::Result<CiStatus, ApiError>, Failure> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<CiStatus>();
+        let waiting = gaffer_forge::wait_for_ci(forge, sha, wait, move |s| {
+            let _ = tx.send(s.clone());
+        });
+        tokio::pin!(waiting);
+        let result = loop {
+            tokio::select! {
+                r = &mut waiting => break r,
+                Some(s) = rx.recv() => self.record_ci(task, step_id, &s).await?,
+                () = cancel.cancelled() => return Err(Failure::Cancelled),
+            }
+        };
+        while let Ok(s) = rx.try_recv() {
+            self.record_ci(task, step_id, &s).await?;
+        }
+        Ok(result)
+    }
+
+    async fn record_ci(&self, task: &TaskState, step_id: &StepId, s: &CiStatus) -> Result<()> {
+        let mut checks = json!(s.checks);
+        self.settings.redactor.redact_json(&mut checks);
+        let state = json!(s.state).as_str().unwrap_or("pending").to_owned();
+        self.append(
+            &task.id,
+            vec![Event::CiStatusChanged {
+                step_id: step_id.clone(),
+                sha: s.sha.clone(),
+                state,
+                checks,
+            }],
+        )
+        .await
+    }
+
+    /// `tracker-open`: one Vikunja task per plan subtask. A task whose marker is
+    /// already there is reused (a re-run after a crash makes no second). A tracker that
+    /// cannot be reached is a warning, never a reason to stop the work.
+    pub(crate) async fn tracker_open(
+        &self,
+        task: &TaskState,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let Some(tracker) = self.tracker(&project) else {
+            return Ok(json!({ "tasks": [], "warnings": ["no tracker configured any more"] }));
+        };
+        let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
+        let mut tasks = Vec::new();
+        let mut warnings = Vec::new();
+        match Self::vikunja(tracker) {
+            Err(e) => warnings.push(e),
+            Ok(v) => {
+                for (i, sub) in plan.subtasks.iter().enumerate() {
+                    let marker = format!("[gaffer {}/{}]", task.id, i + 1);
+                    let found = match v.find_task(&marker).await {
+                        Ok(Some(t)) => Ok(t),
+                        Ok(None) => {
+                            let description = format!(
+                                "{}\n\nDone when: {}\n\nFrom: {}",
+                                sub.description,
+                                sub.acceptance,
+                                prompts::head(&task.request, 500)
+                            );
+                            v.create_task(
+                                &format!("{} {marker}", sub.title),
+                                &self.settings.redactor.redact(&description),
+                            )
+                            .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match found {
+                        Ok(t) => {
+                            tasks.push(json!({ "subtask": i + 1, "id": t.id, "title": t.title }))
+                        }
+                        Err(e) => warnings.push(format!("subtask {}: {e}", i + 1)),
+                    }
+                }
+            }
+        }
+        let warnings: Vec<String> = warnings
+            .iter()
+            .map(|w| self.settings.redactor.redact(w))
+            .collect();
+        Ok(json!({ "tasks": tasks, "warnings": warnings }))
+    }
+
+    /// `report`: tracker tasks done, a comment with the pull request's link on the
+    /// issue the task came from (marked, looked up first: never posted twice).
+    /// Failures are warnings in the summary: the pull request is already open.
+    pub(crate) async fn report(&self, task: &TaskState) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let mut warnings = Vec::new();
+        let mut done = Vec::new();
+        let opened = receipt(task, StepKind::TrackerOpen)
+            .and_then(|r| r.get("tasks"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let (Some(tracker), false) = (self.tracker(&project), opened.is_empty()) {
+            match Self::vikunja(tracker) {
+                Err(e) => warnings.push(e),
+                Ok(v) => {
+                    for t in &opened {
+                        let Some(id) = t["id"].as_u64() else { continue };
+                        match v.mark_done(id).await {
+                            Ok(t) => done.push(t.id),
+                            Err(e) => warnings.push(format!("tracker task {id}: {e}")),
+                        }
+                    }
+                }
+            }
+        }
+        let mut comment = Value::Null;
+        if let Some(issue) = &task.options.issue {
+            let pr = receipt(task, StepKind::PullRequest);
+            let marker = format!("<!-- gaffer:{} -->", task.id);
+            let text = format!(
+                "gaffer opened a pull request for this issue: {}\n\nCI passed on the last pushed commit. (task {})\n\n{marker}",
+                text_of(pr, "url"),
+                task.id
+            );
+            let result = match self.shipping(&project) {
+                Err(Failure::Step(e)) => Err(e.0),
+                Err(other) => return Err(other),
+                Ok(ship) => match self.forge(ship, &project) {
+                    Err(e) => Err(e),
+                    Ok(forge) => match forge.find_comment(issue, &marker).await {
+                        Ok(Some(c)) => Ok((c, false)),
+                        Ok(None) => forge
+                            .comment_on_issue(issue, &text)
+                            .await
+                            .map(|c| (c, true))
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    },
+                },
+            };
+            match result {
+                Ok((c, posted)) => {
+                    comment = json!({ "issue": issue, "id": c.id, "url": c.url, "posted": posted })
+                }
+                Err(e) => warnings.push(format!("comment on {issue}: {e}")),
+            }
+        }
+        let warnings: Vec<String> = warnings
+            .iter()
+            .map(|w| self.settings.redactor.redact(w))
+            .collect();
+        Ok(json!({ "tracker_done": done, "issue_comment": comment, "warnings": warnings }))
+    }
+
+    /// The probe for an interrupted `push/n` or `pr`: found → completed with what was
+    /// found; proven absent → run again; unreadable → a human decides.
+    pub(crate) async fn reconcile_ship(&self, task: &TaskState, id: &StepId) -> Result<()> {
+        let probe = match StepKind::of(id) {
+            Some(StepKind::Push(_)) => self.probe_push(task).await,
+            _ => self.probe_pull_request(task).await,
+        };
+        let event = match probe {
+            Ok(Some(receipt)) => Event::StepCompleted {
+                step_id: id.clone(),
+                receipt,
+            },
+            Ok(None) => Event::StepRetried {
+                step_id: id.clone(),
+            },
+            Err(e) => Event::StepManualRequired {
+                step_id: id.clone(),
+                reason: self.settings.redactor.redact(&format!(
+                    "`{}` was interrupted by a crash and the forge cannot be read to check whether it happened: {e}; approve to run it again (a push of the same commit and the pull request lookup cannot do it twice), deny to fail the task",
+                    task.steps[id].name
+                )),
+            },
+        };
+        self.append(&task.id, vec![event]).await
+    }
+
+    async fn probe_push(&self, task: &TaskState) -> std::result::Result<Option<Value>, String> {
+        let project = self.project(task).await.map_err(|e| e.to_string())?;
+        let ship = self.shipping(&project).map_err(failure_text)?.clone();
+        let wt = self.worktree(task).map_err(failure_text)?;
+        let root = PathBuf::from(&project.path);
+        let branch = wt.branch.clone();
+        let remote = ship.remote.clone();
+        let shown_remote = gaffer_forge::redact(&ship.remote, &[]);
+        let found = tokio::task::spawn_blocking(move || {
+            let auth = Self::push_auth(&ship)?;
+            let repo = Repo::open(&root).map_err(|e| e.to_string())?;
+            let local = repo
+                .resolve(&format!("refs/heads/{branch}"))
+                .map_err(|e| e.to_string())?;
+            let there = repo
+                .remote_branch_sha(&remote, &branch, &auth)
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((there.as_deref() == Some(local.as_str())).then_some(local))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        Ok(found.map(|sha| {
+            json!({ "sha": sha, "pushed": true, "branch": wt.branch, "remote": shown_remote, "reconciled": true })
+        }))
+    }
+
+    async fn probe_pull_request(
+        &self,
+        task: &TaskState,
+    ) -> std::result::Result<Option<Value>, String> {
+        let project = self.project(task).await.map_err(|e| e.to_string())?;
+        let ship = self.shipping(&project).map_err(failure_text)?;
+        let wt = self.worktree(task).map_err(failure_text)?;
+        let forge = self.forge(ship, &project)?;
+        let found = forge
+            .find_open_pr(&wt.branch)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(found.map(|pr| {
+            let mut r = pr_receipt(&pr, false);
+            r["reconciled"] = json!(true);
+            r
+        }))
+    }
+}
+
+fn connect_forge(
+    ship: &Shipping,
+    name: &str,
+    path: &Path,
+) -> std::result::Result<Box<dyn Forge>, String> {
+    let (owner, repo) = match (&ship.owner, &ship.repo) {
+        (Some(o), Some(r)) => (o.clone(), r.clone()),
+        (o, r) => {
+            let url = Repo::open(path)
+                .and_then(|repo| repo.remote_url(&ship.remote))
+                .map_err(|e| e.to_string())?;
+            let parsed = RemoteRepo::parse(&url).ok_or_else(|| {
+                format!(
+                    "cannot tell the forge's owner and repository from the remote `{}` ({url}); set owner and repo in [projects.{name}.forge]",
+                    ship.remote
+                )
+            })?;
+            (
+                o.clone().unwrap_or(parsed.owner),
+                r.clone().unwrap_or(parsed.repo),
+            )
+        }
+    };
+    let (token, source) = ship.token.resolve(&ship.base_url)?;
+    connect(ForgeConfig::new(
+        ship.kind,
+        &ship.base_url,
+        owner,
+        repo,
+        token,
+        source,
+    ))
+    .map_err(|e| e.to_string())
+}
+
+fn failure_text(f: Failure) -> String {
+    match f {
+        Failure::Step(s) => s.0,
+        Failure::Cancelled => "cancelled".into(),
+        Failure::Engine(e) => e.to_string(),
+    }
+}
+
+fn pr_receipt(pr: &PullRequest, created: bool) -> Value {
+    json!({
+        "number": pr.number,
+        "url": pr.url,
+        "head": pr.head,
+        "base": pr.base,
+        "created": created,
+        "warnings": pr.warnings,
+    })
+}
+
+/// The owner's assignment after a CI failure, from the `ci/n` receipt.
+pub(crate) fn ci_fix_assignment(detail: &Value) -> String {
+    let mut text = format!(
+        "CI failed on the pushed commit {} (overall: {}). The failing checks and the end of their logs:\n",
+        detail["sha"].as_str().unwrap_or("?"),
+        detail["state"].as_str().unwrap_or("failure")
+    );
+    for f in detail["failing"].as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "\n### {}{}\n```\n{}\n```\n",
+            f["check"].as_str().unwrap_or("check"),
+            f["url"]
+                .as_str()
+                .map(|u| format!(" ({u})"))
+                .unwrap_or_default(),
+            f["text"].as_str().unwrap_or_default()
+        ));
+    }
+    text.push_str("\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");
+    text
+}

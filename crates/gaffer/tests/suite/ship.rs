@@ -1,0 +1,222 @@
+//! `gaffer run --issue` and `gaffer gc` with a forge: the real binary, real git, a
+//! bare repository as the remote, the fake Gitea on loopback.
+use super::run::{json_of, Bench};
+use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
+use gaffer_testkit::git::git;
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+const TOKEN: &str = "gitea-token-9c2b41";
+const ISSUE_TITLE: &str = "Add an installation section to README";
+const ISSUE_BODY: &str = "Users keep asking how to install it.";
+
+fn forge_config(fake: &FakeForge, remote: &BareRemote) -> String {
+    format!(
+        "[worktrees]\nretention_days = 0\n\n[projects.demo.forge]\nkind = \"gitea\"\nbase_url = \"{}\"\nowner = \"acme\"\nrepo = \"demo\"\nremote = \"{}\"\ntoken_env = \"DEMO_FORGE_TOKEN\"\nlabels = [\"gaffer\"]\n",
+        fake.base_url(),
+        remote.url()
+    )
+}
+
+fn task_show(b: &Bench, id: &str) -> Value {
+    json_of(
+        &b.gaffer_std()
+            .args(["task", "show", id, "--json"])
+            .output()
+            .unwrap(),
+    )
+}
+
+fn step_receipt(task: &Value, step: &str) -> Value {
+    let s = task["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_id"] == step || s["id"] == step)
+        .unwrap_or_else(|| panic!("no step {step}: {task}"));
+    match &s["receipt"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let remote = BareRemote::new().unwrap();
+    let fake = rt
+        .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let issue = fake.add_issue(ISSUE_TITLE, ISSUE_BODY);
+    let b = Bench::new();
+    b.home.write_config(&forge_config(&fake, &remote));
+    b.script_all();
+    let issue_url = format!("{}/acme/demo/issues/{issue}", fake.base_url());
+    let out = b
+        .gaffer_std()
+        .args(["run", "--issue", &issue_url, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains(TOKEN) && !String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    let s = json_of(&out);
+    assert_eq!(s["state"], "done", "{s}");
+    let branch = s["branch"].as_str().unwrap().to_owned();
+    let id = s["task_id"].as_str().unwrap().to_owned();
+
+    // The request is the issue's text; one PR for the branch; the issue has its link.
+    let task = task_show(&b, &id);
+    assert_eq!(
+        task["task"]["request"],
+        format!("{ISSUE_TITLE}\n\n{ISSUE_BODY}"),
+        "{task}"
+    );
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1, "{prs:#?}");
+    assert_eq!(prs[0].head, branch);
+    assert_eq!(prs[0].title, ISSUE_TITLE);
+    assert_eq!(s["pull_request"], json!(step_receipt(&task, "pr")["url"]));
+    let comments = fake.comments();
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert_eq!(comments[0].issue, issue);
+    assert!(
+        comments[0]
+            .body
+            .contains(s["pull_request"].as_str().unwrap()),
+        "{}",
+        comments[0].body
+    );
+    let worktree = PathBuf::from(step_receipt(&task, "worktree")["path"].as_str().unwrap());
+    assert!(worktree.exists());
+    assert!(remote.branch_sha(&branch).is_some());
+
+    // A second task fails at planning: its worktree must survive every gc.
+    let other = b.home.dir.path().join("scenarios-failing");
+    std::fs::create_dir_all(&other).unwrap();
+    let nonsense = json!({ "turns": [{ "steps": [{ "say": "no plan" }] }, { "steps": [{ "say": "still none" }] }] });
+    std::fs::write(other.join("planner.json"), nonsense.to_string()).unwrap();
+    let out = b
+        .gaffer_std()
+        .args(["run", "Something impossible", "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("GAFFER_FAKE_SCENARIO", &other)
+        .env(
+            "GAFFER_FAKE_STATE_DIR",
+            b.home.dir.path().join("fake-state-2"),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed_id = json_of(&out)["task_id"].as_str().unwrap().to_owned();
+    let failed_worktree = PathBuf::from(
+        step_receipt(&task_show(&b, &failed_id), "worktree")["path"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(failed_worktree.exists());
+
+    // While the PR is open: the shipped worktree goes (retention 0), the branch stays.
+    let gc = |dry: bool| {
+        let mut cmd = b.gaffer_std();
+        cmd.args(["gc", "--json"]).env("DEMO_FORGE_TOKEN", TOKEN);
+        if dry {
+            cmd.arg("--dry-run");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json_of(&out)
+    };
+    let dry = gc(true);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["worktrees"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(dry["worktrees"][0]["task"], id.as_str());
+    assert!(dry["worktrees"][0]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(dry["branches"], json!([]), "the PR is open: {dry}");
+    assert!(worktree.exists(), "--dry-run removed the worktree");
+
+    // The PR is merged: gc removes the worktree, then the branch on both sides.
+    fake.merge_pr(prs[0].number);
+    let dry = gc(true);
+    assert_eq!(
+        dry["branches"],
+        json!([{ "task": id, "branch": branch, "pull_request": prs[0].number, "pr_state": "merged", "remote": true, "local": true }])
+    );
+    assert!(worktree.exists() && remote.branch_sha(&branch).is_some());
+    let done = gc(false);
+    assert_eq!(done["worktrees"], dry["worktrees"]);
+    assert_eq!(done["branches"], dry["branches"]);
+    assert_eq!(
+        done["bytes_reclaimed"], dry["worktrees"][0]["bytes"],
+        "{done}"
+    );
+    assert!(!worktree.exists());
+    assert_eq!(remote.branch_sha(&branch), None);
+    assert!(!git(&b.repo, &["branch", "--list", &branch]).contains("gaffer/"));
+    // The failed task's worktree and branch are untouched; main is untouched.
+    assert!(failed_worktree.exists());
+    assert!(git(&b.repo, &["branch", "--list", "gaffer/*"]).contains(&failed_id));
+    assert!(remote.branch_sha("main").is_none(), "gc never pushes");
+    // Nothing left to do.
+    let again = gc(false);
+    assert_eq!(
+        (again["worktrees"].clone(), again["branches"].clone()),
+        (json!([]), json!([]))
+    );
+}
+
+#[test]
+fn run_issue_without_a_forge_is_a_precondition_error_and_stores_nothing() {
+    let b = Bench::new();
+    let out = b
+        .gaffer_std()
+        .args([
+            "run",
+            "--issue",
+            "https://git.example.com/acme/demo/issues/3",
+            "--repo",
+        ])
+        .arg(&b.repo)
+        .args(["--yes"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(stderr.contains("[projects.demo.forge]"), "{stderr}");
+    let list = json_of(
+        &b.gaffer_std()
+            .args(["task", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(list, json!([]));
+    // A request and --issue together are a usage error.
+    let out = b
+        .gaffer_std()
+        .args(["run", "do it", "--issue", "3", "--repo"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
