@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::error::{Error, Result};
 
 /// Bump when the layout of cached values changes: old entries are then never read again.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 /// The key of one cached value: a 32-byte digest plus the index format version.
 ///
@@ -30,6 +30,18 @@ impl ContentKey {
     pub fn for_file(content_hash: &[u8; 32], lang_tag: &str) -> Self {
         let mut h = blake3::Hasher::new();
         h.update(b"gaffer-index file\0");
+        h.update(content_hash);
+        h.update(lang_tag.as_bytes());
+        Self {
+            format: FORMAT_VERSION,
+            digest: *h.finalize().as_bytes(),
+        }
+    }
+
+    /// The key of a file's tree-sitter symbols (the lazy tier): its content hash and language.
+    pub fn for_symbols(content_hash: &[u8; 32], lang_tag: &str) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(b"gaffer-index symbols\0");
         h.update(content_hash);
         h.update(lang_tag.as_bytes());
         Self {

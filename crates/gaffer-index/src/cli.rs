@@ -15,6 +15,7 @@ use crate::graph::FileGraph;
 use crate::index::{build_index, update_index, IndexOptions};
 use crate::pack::{fit, Mode, PackOptions, Tokenizer, TokenizerKind};
 use crate::rank::{rank, Weights};
+use crate::select::parse_candidates;
 
 /// `gaffer index [PATH] [--stats] [--json]`: index a repository (incrementally).
 #[derive(Clone, Debug, clap::Args)]
@@ -225,7 +226,7 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
             )
         },
     );
-    let (tok, index) = (tok?, index?);
+    let (tok, mut index) = (tok?, index?);
     let graph = FileGraph::build(&index);
     let ranked = rank(&index, &graph, &text, &weights);
     let opts = PackOptions {
@@ -236,6 +237,7 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
         max_candidates: args.max_files,
         ..PackOptions::default()
     };
+    parse_candidates(&mut index, &ranked, &opts, cache)?;
     let mut sel = fit(&index, &ranked, &opts, &tok);
     if args.pack {
         // Entries are counted one by one; make sure their concatenation fits as well.

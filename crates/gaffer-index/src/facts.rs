@@ -1,5 +1,10 @@
 //! Per-file facts: definitions, references, imports and terms, extracted from one file's text.
 //! These are what the cache stores, keyed by content hash.
+//!
+//! Two tiers: [`extract`] is what indexing runs on every file (terms, imports, messages, and
+//! definitions and references from the token scanner in [`crate::lexical`]); [`parse_symbols`]
+//! is the tree-sitter tier (exact definitions with signatures and doc comments, references,
+//! syntax-error notes), run lazily on the files a ranking selects.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -61,6 +66,30 @@ pub struct FileFacts {
     pub literals: Vec<String>,
     /// Something the extractor noticed: invalid UTF-8, syntax errors, no grammar.
     pub notes: Vec<String>,
+    /// Whether `defs` and `refs` come from tree-sitter ([`parse_symbols`]) rather than the
+    /// token scanner.
+    pub parsed: bool,
+}
+
+/// The tree-sitter tier of one file: what replaces the scanner's definitions and references.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParsedSymbols {
+    /// Definitions in source order.
+    pub defs: Vec<Def>,
+    /// Referenced names with their counts, sorted.
+    pub refs: Vec<(String, u32)>,
+    /// Syntax errors, or why the file could not be parsed.
+    pub notes: Vec<String>,
+}
+
+impl FileFacts {
+    /// Replaces the scanner's definitions and references with tree-sitter's.
+    pub fn apply(&mut self, symbols: ParsedSymbols) {
+        self.defs = symbols.defs;
+        self.refs = symbols.refs;
+        self.notes.extend(symbols.notes);
+        self.parsed = true;
+    }
 }
 
 thread_local! {
@@ -91,16 +120,31 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     facts.imports = imports(lang, text);
     if lang.is_code() {
         facts.literals = literals(text);
-    }
-    if lang.is_code() {
-        match grammar(lang) {
-            Some(g) => tags(g, text, lang, &mut facts),
-            None => facts
-                .notes
-                .push(format!("no grammar for {}: words only", lang.tag())),
-        }
+        let symbols = crate::lexical::scan(lang, text);
+        facts.defs = symbols.defs;
+        facts.refs = symbols.refs;
     }
     facts
+}
+
+/// The tree-sitter tier: definitions (with signatures, spans, doc comments, nesting) and
+/// references of `bytes` from the grammar's tags query. Never fails: a file tree-sitter cannot
+/// parse gets a note, one with syntax errors keeps what was recovered.
+pub fn parse_symbols(lang: Lang, bytes: &[u8]) -> ParsedSymbols {
+    let text = String::from_utf8_lossy(bytes);
+    let mut facts = FileFacts::default();
+    match grammar(lang) {
+        Some(g) => tags(g, &text, lang, &mut facts),
+        None if lang.is_code() => facts
+            .notes
+            .push(format!("no grammar for {}: words only", lang.tag())),
+        None => {}
+    }
+    ParsedSymbols {
+        defs: facts.defs,
+        refs: facts.refs,
+        notes: facts.notes,
+    }
 }
 
 fn tags(g: &crate::lang::Grammar, text: &str, lang: Lang, facts: &mut FileFacts) {
@@ -205,7 +249,8 @@ fn first_error_line(node: Node) -> Option<usize> {
     None
 }
 
-fn collapse(s: &str, max: usize) -> String {
+/// `s` with runs of whitespace collapsed to one space, cut at `max` bytes with `…`.
+pub(crate) fn collapse(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max + 3));
     for word in s.split_whitespace() {
         if !out.is_empty() {

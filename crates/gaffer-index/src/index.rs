@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ContentKey, IndexCache};
 use crate::error::{Error, Result};
-use crate::facts::{extract, FileFacts};
+use crate::facts::{extract, parse_symbols, FileFacts, ParsedSymbols};
 use crate::lang::Lang;
 
 /// How to build an index.
@@ -60,7 +60,7 @@ pub struct Skipped {
 pub struct IndexReport {
     /// Files read and hashed (their size or mtime changed, or they are new).
     pub hashed: usize,
-    /// Files parsed (content not in the cache).
+    /// Files whose facts were extracted (content not in the cache).
     pub parsed: usize,
     /// Files whose facts came from the cache.
     pub reused: usize,
@@ -237,6 +237,67 @@ fn hash_file(w: &Walked) -> Hashed {
             }
         }
         Err(e) => Hashed::Skip(format!("unreadable: {e}")),
+    }
+}
+
+impl Index {
+    /// The tree-sitter tier for the files at `which` (indices into `files`): exact definitions
+    /// with signatures and doc comments, and references, replace the scanner's. Symbols are
+    /// cached by content hash, so a file is parsed once per content; files already parsed,
+    /// files without a grammar, and files changed on disk since they were indexed (their
+    /// scanned facts stay) are left alone. Returns how many files were parsed now (not found
+    /// in the cache).
+    pub fn parse_symbols(&mut self, which: &[usize], cache: &dyn IndexCache) -> Result<usize> {
+        let mut todo: Vec<usize> = which
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.files
+                    .get(i)
+                    .is_some_and(|f| !f.facts.parsed && f.lang.is_code())
+            })
+            .collect();
+        todo.sort_unstable();
+        todo.dedup();
+        if todo.is_empty() {
+            return Ok(0);
+        }
+        let keys: Vec<ContentKey> = todo
+            .iter()
+            .map(|&i| ContentKey::for_symbols(&self.files[i].hash, self.files[i].lang.tag()))
+            .collect();
+        let cached = cache.get_many(&keys)?;
+        let mut missing = Vec::new();
+        for ((&i, key), value) in todo.iter().zip(&keys).zip(cached) {
+            match value.and_then(|b| postcard::from_bytes::<ParsedSymbols>(&b).ok()) {
+                Some(symbols) => self.files[i].facts.apply(symbols),
+                None => missing.push((i, *key)),
+            }
+        }
+        let root = &self.root;
+        let files = &self.files;
+        let parsed: Vec<(usize, ContentKey, ParsedSymbols)> = missing
+            .par_iter()
+            .filter_map(|&(i, key)| {
+                let f = &files[i];
+                let bytes = std::fs::read(root.join(&f.path)).ok()?;
+                // The symbols must describe the content the rest of the facts came from.
+                (blake3::hash(&bytes).as_bytes() == &f.hash)
+                    .then(|| (i, key, parse_symbols(f.lang, &bytes)))
+            })
+            .collect();
+        let puts: Vec<(ContentKey, Vec<u8>)> = parsed
+            .iter()
+            .filter_map(|(_, key, symbols)| Some((*key, postcard::to_allocvec(symbols).ok()?)))
+            .collect();
+        if !puts.is_empty() {
+            cache.put_many(&puts)?;
+        }
+        let count = parsed.len();
+        for (i, _, symbols) in parsed {
+            self.files[i].facts.apply(symbols);
+        }
+        Ok(count)
     }
 }
 

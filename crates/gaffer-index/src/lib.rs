@@ -19,13 +19,14 @@ pub mod facts;
 pub mod graph;
 pub mod index;
 pub mod lang;
+mod lexical;
 pub mod pack;
 pub mod rank;
 pub mod select;
 
 pub use cache::{ContentKey, DirCache, IndexCache, MemoryCache, FORMAT_VERSION};
 pub use error::{Error, Result};
-pub use facts::{Def, FileFacts, Import};
+pub use facts::{Def, FileFacts, Import, ParsedSymbols};
 pub use graph::FileGraph;
 pub use index::{
     build_index, update_index, Index, IndexOptions, IndexReport, IndexSummary, IndexedFile, Skipped,
@@ -33,4 +34,4 @@ pub use index::{
 pub use lang::Lang;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};
-pub use select::{rank_neighbourhood, select_context, select_neighbourhood};
+pub use select::{parse_candidates, rank_neighbourhood, select_context, select_neighbourhood};

@@ -21,9 +21,10 @@ pub fn select_context(
     cache: &dyn IndexCache,
 ) -> Result<Selection> {
     let tok = Tokenizer::load(tokenizer)?;
-    let index = build_index(repo, cache, &IndexOptions::default())?;
+    let mut index = build_index(repo, cache, &IndexOptions::default())?;
     let graph = FileGraph::build(&index);
     let ranked = rank(&index, &graph, text, &Weights::default());
+    parse_candidates(&mut index, &ranked, opts, cache)?;
     Ok(fit(&index, &ranked, opts, &tok))
 }
 
@@ -38,10 +39,27 @@ pub fn select_neighbourhood(
     cache: &dyn IndexCache,
 ) -> Result<Selection> {
     let tok = Tokenizer::load(tokenizer)?;
-    let index = build_index(repo, cache, &IndexOptions::default())?;
+    let mut index = build_index(repo, cache, &IndexOptions::default())?;
     let graph = FileGraph::build(&index);
     let ranked = rank_neighbourhood(&index, &graph, changed);
+    parse_candidates(&mut index, &ranked, opts, cache)?;
     Ok(fit(&index, &ranked, opts, &tok))
+}
+
+/// The tree-sitter tier for the files `fit` may place (`opts.max_candidates` from the top of
+/// `ranked`): their skeletons get exact signatures and doc comments.
+pub fn parse_candidates(
+    index: &mut Index,
+    ranked: &[Ranked],
+    opts: &PackOptions,
+    cache: &dyn IndexCache,
+) -> Result<usize> {
+    let top: Vec<usize> = ranked
+        .iter()
+        .take(opts.max_candidates)
+        .map(|r| r.file)
+        .collect();
+    index.parse_symbols(&top, cache)
 }
 
 /// Ranks the `changed` files first (in the given order), then their neighbours by how they are

@@ -5,3 +5,4 @@ mod languages;
 mod pack;
 mod rank;
 mod support;
+mod tiers;

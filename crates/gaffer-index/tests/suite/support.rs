@@ -29,7 +29,17 @@ impl Repo {
         self.dir.path()
     }
 
+    /// The index with every file's tree-sitter symbols (what a ranking's candidates get).
     pub fn index(&self) -> Index {
+        let cache = MemoryCache::new();
+        let mut index = build_index(self.path(), &cache, &IndexOptions::default()).unwrap();
+        let all: Vec<usize> = (0..index.files.len()).collect();
+        index.parse_symbols(&all, &cache).unwrap();
+        index
+    }
+
+    /// The index as a full build leaves it: the scanner's definitions and references.
+    pub fn scanned(&self) -> Index {
         build_index(self.path(), &MemoryCache::new(), &IndexOptions::default()).unwrap()
     }
 }

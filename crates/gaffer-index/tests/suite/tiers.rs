@@ -1,0 +1,146 @@
+//! The two tiers: a full index scans tokens (ctags-like); tree-sitter runs lazily on the files a
+//! ranking selects, cached by content hash.
+
+use std::collections::BTreeMap;
+
+use gaffer_index::{build_index, IndexOptions, MemoryCache};
+use pretty_assertions::assert_eq;
+
+use super::support::*;
+
+/// Fixtures in every parsed language, written the way real code is.
+fn polyglot() -> Repo {
+    Repo::new(&[
+        (
+            "py/models.py",
+            "import os\n\nDEFAULT = 3\n\n\nclass Session(Base):\n    \"\"\"A session.\n\n    def example(): not code\n    \"\"\"\n\n    def send(self, request,\n             timeout=None):\n        # helper() in a comment\n        return helper(request)\n\n    @property\n    def size(self):\n        return len(self.items)\n\n\nasync def helper(x):\n    s = f\"{x}\" + 'def nope():'\n    return s\n",
+        ),
+        (
+            "rs/parser.rs",
+            "use std::fmt;\n\n/// Parses things.\npub struct Parser<'a> {\n    src: &'a str,\n}\n\npub enum Token { Word, Num }\n\npub trait Lex {\n    fn lex(&self) -> Vec<Token> { Vec::new() }\n}\n\nimpl<'a> Parser<'a> {\n    pub fn new(src: &'a str) -> Self {\n        let quote = '\"';\n        Parser { src }\n    }\n\n    fn parse(&self) -> u32 {\n        helper(self.src.len())\n    }\n}\n\nfn helper(n: usize) -> u32 {\n    println!(\"fn not_a_fn() {{}}\");\n    n as u32\n}\n\nmacro_rules! twice { ($e:expr) => { $e * 2 }; }\n\nmod inner {\n    pub fn deep() {}\n}\n",
+        ),
+        (
+            "go/box.go",
+            "package box\n\nimport \"fmt\"\n\n// Box holds a value.\ntype Box struct {\n\tv int\n}\n\n// New makes a box.\nfunc New(v int) *Box {\n\treturn &Box{v: v}\n}\n\nfunc (b *Box) String() string {\n\tf := func(x int) int { return x }\n\treturn fmt.Sprintf(\"%d\", f(b.v))\n}\n",
+        ),
+        (
+            "js/cart.js",
+            "import { util } from './util';\n\nexport function total(items) {\n  return items.reduce((a, b) => a + b, 0);\n}\n\nexport class Cart {\n  constructor() { this.items = []; }\n  add(item) { this.items.push(item); return total(this.items); }\n}\n\nconst fmt = (x) => `${x} items`;\n",
+        ),
+        (
+            "ts/store.ts",
+            "export interface Item { id: number }\n\nexport class Store {\n  get(id: number): Item | undefined { return undefined; }\n}\n\nexport function load(path: string): Store { return new Store(); }\n",
+        ),
+        (
+            "java/App.java",
+            "package ex;\n\npublic class App extends Base {\n    public static void main(String[] args) throws Exception {\n        new App().run(\"x\");\n    }\n\n    void run(String s) {\n        if (s.isEmpty()) { return; }\n    }\n}\n",
+        ),
+        (
+            "c/util.c",
+            "#include \"util.h\"\n\nstruct point { int x; int y; };\n\ntypedef struct point point_t;\n\nstatic int add(int a, int b);\n\nint add(int a, int b) {\n  /* add(1, 2) in a comment */\n  return mul(a, b);\n}\n",
+        ),
+        (
+            "cpp/widget.cpp",
+            "#include \"util.h\"\n\nclass Widget : public Base {\npublic:\n  int size() const { return 1; }\n};\n\nint Widget::area() const {\n  return size() * 2;\n}\n\nint free_fn(int x) { return add(x, 1); }\n",
+        ),
+    ])
+}
+
+/// `path:name@line` → kind, over every definition of the index.
+fn defs_of(index: &gaffer_index::Index) -> BTreeMap<String, String> {
+    index
+        .files
+        .iter()
+        .flat_map(|f| {
+            f.facts
+                .defs
+                .iter()
+                .map(|d| (format!("{}:{}@{}", f.path, d.name, d.line), d.kind.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_scanner_finds_the_definitions_tree_sitter_finds() {
+    let repo = polyglot();
+    let scanned = repo.scanned();
+    let parsed = repo.index();
+    assert!(scanned.files.iter().all(|f| !f.facts.parsed));
+    assert!(parsed
+        .files
+        .iter()
+        .all(|f| f.facts.parsed || !f.lang.is_code()));
+    let (mut s, p) = (defs_of(&scanned), defs_of(&parsed));
+    assert!(
+        p.len() >= 30,
+        "the fixtures define enough to compare: {p:?}"
+    );
+    // The one difference: Rust's tags query calls every `fn` in a `{}` item list a method,
+    // including a module's; the scanner calls it a function.
+    assert_eq!(
+        s.insert("rs/parser.rs:deep@33".into(), "method".into()),
+        Some("function".into())
+    );
+    assert_eq!(s, p);
+}
+
+#[test]
+fn the_scanner_finds_calls_outside_strings_and_comments() {
+    let index = polyglot().scanned();
+    let refs_of = |p: &str| refs(&index, p);
+    assert!(refs_of("py/models.py").contains(&"helper".to_string()));
+    assert!(refs_of("py/models.py").contains(&"Base".to_string()));
+    assert!(!refs_of("py/models.py").contains(&"example".to_string()));
+    assert!(!refs_of("rs/parser.rs").contains(&"not_a_fn".to_string()));
+    assert!(refs_of("rs/parser.rs").contains(&"helper".to_string()));
+    assert!(refs_of("c/util.c").contains(&"mul".to_string()));
+    assert!(refs_of("java/App.java").contains(&"run".to_string()));
+    assert!(refs_of("js/cart.js").contains(&"total".to_string()));
+    assert!(refs_of("go/box.go").contains(&"Sprintf".to_string()));
+    let models = file(&index, "py/models.py");
+    let send = models.facts.defs.iter().find(|d| d.name == "send").unwrap();
+    let parent = send
+        .parent
+        .map(|p| models.facts.defs[p as usize].name.as_str());
+    assert_eq!(
+        (send.line, send.end_line, parent),
+        (12, 15, Some("Session"))
+    );
+}
+
+#[test]
+fn symbols_are_parsed_once_per_content_and_only_for_the_files_asked() {
+    let repo = polyglot();
+    let cache = MemoryCache::new();
+    let mut index = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let models = pos(&index, "py/models.py");
+    let parser = pos(&index, "rs/parser.rs");
+    assert_eq!(index.parse_symbols(&[models, models], &cache).unwrap(), 1);
+    assert!(index.files[models].facts.parsed);
+    assert!(!index.files[parser].facts.parsed, "only the files asked");
+    let session = file(&index, "py/models.py")
+        .facts
+        .defs
+        .iter()
+        .find(|d| d.name == "Session")
+        .unwrap();
+    assert_eq!(session.doc.as_deref(), Some("A session."));
+    // A new process (a new index over the same cache) finds them cached: nothing parsed.
+    let mut again = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    assert_eq!(again.parse_symbols(&[models], &cache).unwrap(), 0);
+    assert_eq!(again.files[models].facts, index.files[models].facts);
+    // Asking again for a parsed file does nothing.
+    assert_eq!(again.parse_symbols(&[models], &cache).unwrap(), 0);
+}
+
+#[test]
+fn a_file_changed_after_indexing_keeps_its_scanned_symbols() {
+    let repo = polyglot();
+    let cache = MemoryCache::new();
+    let mut index = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let models = pos(&index, "py/models.py");
+    let before = index.files[models].facts.clone();
+    repo.write("py/models.py", b"def other():\n    pass\n");
+    assert_eq!(index.parse_symbols(&[models], &cache).unwrap(), 0);
+    assert_eq!(index.files[models].facts, before);
+}
