@@ -46,6 +46,61 @@ pub struct Import {
     pub level: u8,
 }
 
+/// Words with counts, sorted and distinct, kept as one `\n`-separated string: loading a file's
+/// facts from the cache then costs two allocations per list, not one per word (a repository's
+/// facts hold hundreds of thousands of words).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WordCounts {
+    words: String,
+    counts: Vec<u32>,
+}
+
+impl WordCounts {
+    /// From words and counts; sorts them and adds up the counts of repeated words.
+    pub fn new<S: AsRef<str>>(mut pairs: Vec<(S, u32)>) -> Self {
+        pairs.sort_unstable_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let mut out = WordCounts::default();
+        let mut last: Option<&str> = None;
+        for (w, c) in &pairs {
+            let w = w.as_ref();
+            if last == Some(w) {
+                if let Some(total) = out.counts.last_mut() {
+                    *total += c;
+                }
+                continue;
+            }
+            // A word never holds a newline: identifiers and names do not.
+            out.words.push_str(&w.replace('\n', " "));
+            out.words.push('\n');
+            out.counts.push(*c);
+            last = Some(w);
+        }
+        out
+    }
+
+    /// The words and their counts, in sorted order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.words
+            .split_terminator('\n')
+            .zip(self.counts.iter().copied())
+    }
+
+    /// The count of `word`, if present.
+    pub fn get(&self, word: &str) -> Option<u32> {
+        self.iter().find(|(w, _)| *w == word).map(|(_, c)| c)
+    }
+
+    /// Number of distinct words.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether there are no words.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 /// What one file contributes to the index.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FileFacts {
@@ -54,11 +109,11 @@ pub struct FileFacts {
     /// Definitions in source order.
     pub defs: Vec<Def>,
     /// Referenced names with their counts.
-    pub refs: Vec<(String, u32)>,
+    pub refs: WordCounts,
     /// Import statements.
     pub imports: Vec<Import>,
-    /// Lower-cased terms (identifier parts and whole identifiers) with counts, sorted.
-    pub terms: Vec<(String, u32)>,
+    /// Lower-cased terms (identifier parts and whole identifiers) with counts.
+    pub terms: WordCounts,
     /// Sum of term counts (BM25 document length).
     pub term_total: u32,
     /// Message-like fragments of string literals (`Data variables:`, `No module named`), for
@@ -76,8 +131,8 @@ pub struct FileFacts {
 pub struct ParsedSymbols {
     /// Definitions in source order.
     pub defs: Vec<Def>,
-    /// Referenced names with their counts, sorted.
-    pub refs: Vec<(String, u32)>,
+    /// Referenced names with their counts.
+    pub refs: WordCounts,
     /// Syntax errors, or why the file could not be parsed.
     pub notes: Vec<String>,
 }
@@ -114,9 +169,7 @@ pub fn extract(lang: Lang, bytes: &[u8]) -> FileFacts {
     facts.lines = text.lines().count() as u32;
     let mut terms: HashMap<String, u32, rustc_hash::FxBuildHasher> = HashMap::default();
     facts.term_total = add_terms(text, &mut terms, 1);
-    let mut terms: Vec<(String, u32)> = terms.into_iter().collect();
-    terms.sort_unstable();
-    facts.terms = terms;
+    facts.terms = WordCounts::new(terms.into_iter().collect());
     facts.imports = imports(lang, text);
     if lang.is_code() {
         facts.literals = literals(text);
@@ -229,9 +282,7 @@ fn tags(g: &crate::lang::Grammar, text: &str, lang: Lang, facts: &mut FileFacts)
         stack.push((*end, i as u32));
     }
     facts.defs = defs.into_iter().map(|(_, _, d)| d).collect();
-    let mut refs: Vec<(String, u32)> = refs.into_iter().collect();
-    refs.sort_unstable();
-    facts.refs = refs;
+    facts.refs = WordCounts::new(refs.into_iter().collect());
 }
 
 fn first_error_line(node: Node) -> Option<usize> {
@@ -615,6 +666,17 @@ mod tests {
             let fast: Vec<String> = parts.iter().map(|&(a, b)| ident[a..b].to_ascii_lowercase()).collect();
             prop_assert_eq!(fast, split_identifier(&ident));
         }
+    }
+
+    #[test]
+    fn word_counts_sort_merge_and_find_words() {
+        let w = WordCounts::new(vec![("b", 1), ("a", 2), ("b", 3)]);
+        let all: Vec<(&str, u32)> = w.iter().collect();
+        assert_eq!(all, vec![("a", 2), ("b", 4)]);
+        assert_eq!((w.get("b"), w.get("c"), w.len()), (Some(4), None, 2));
+        let bytes = postcard::to_allocvec(&w).unwrap();
+        assert_eq!(postcard::from_bytes::<WordCounts>(&bytes).unwrap(), w);
+        assert!(WordCounts::new(Vec::<(String, u32)>::new()).is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The file graph: imports resolved to files and definition/reference links, plus a
 //! personalised PageRank over it.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::facts::Import;
 use crate::index::{Index, IndexedFile};
@@ -17,7 +17,7 @@ pub enum EdgeKind {
 }
 
 /// A directed, weighted edge.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Edge {
     /// Target file index.
     pub to: usize,
@@ -28,7 +28,7 @@ pub struct Edge {
 }
 
 /// Graph over the files of an index (indices into `Index::files`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FileGraph {
     /// Outgoing edges per file.
     pub out: Vec<Vec<Edge>>,
@@ -36,6 +36,8 @@ pub struct FileGraph {
     pub inc: Vec<Vec<Edge>>,
     /// Files defining each name.
     pub definers: HashMap<String, Vec<usize>>,
+    /// Which file list the graph was built for ([`FileGraph::update`] checks it).
+    files_key: u64,
 }
 
 /// A name defined in more files than this is too generic to link files by.
@@ -89,11 +91,11 @@ impl<'a> Resolver<'a> {
     fn new(files: &'a [IndexedFile]) -> Self {
         let mut r = Resolver {
             files,
-            by_path: HashMap::new(),
-            py_modules: HashMap::new(),
-            py_full: HashMap::new(),
-            by_name: HashMap::new(),
-            by_dir: HashMap::new(),
+            by_path: HashMap::default(),
+            py_modules: HashMap::default(),
+            py_full: HashMap::default(),
+            by_name: HashMap::default(),
+            by_dir: HashMap::default(),
             go_modules: Vec::new(),
         };
         for (i, f) in files.iter().enumerate() {
@@ -112,6 +114,31 @@ impl<'a> Resolver<'a> {
             }
         }
         r
+    }
+
+    /// A resolver over the files of `index`, with the Go modules its `go.mod` files declare.
+    fn for_index(index: &'a Index) -> Self {
+        let mut resolver = Resolver::new(&index.files);
+        for f in index
+            .files
+            .iter()
+            .filter(|f| f.path == "go.mod" || f.path.ends_with("/go.mod"))
+        {
+            let Ok(text) = std::fs::read_to_string(index.root.join(&f.path)) else {
+                continue;
+            };
+            if let Some(module) = text.lines().find_map(|l| l.trim().strip_prefix("module ")) {
+                let module = module.trim().trim_matches('"').to_string();
+                resolver
+                    .go_modules
+                    .push((module, dir_of(&f.path).to_string()));
+            }
+        }
+        // Longest module path first, so nested modules win.
+        resolver
+            .go_modules
+            .sort_by_key(|m| std::cmp::Reverse(m.0.len()));
+        resolver
     }
 
     fn py_lookup(&self, dotted: &str) -> Option<usize> {
@@ -369,31 +396,81 @@ pub fn is_test_path(path: &str) -> bool {
         || (path.ends_with("Test.java") || path.ends_with("Tests.java"))
 }
 
+/// A digest of the indexed paths in order: a graph can be updated in place only for the same.
+fn files_key(files: &[IndexedFile]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for f in files {
+        f.path.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The outgoing edges of file `i`: its resolved imports, and the files defining the names it
+/// references (names defined in more than [`MAX_DEFINERS`] files are too generic).
+fn edges_of(
+    i: usize,
+    f: &IndexedFile,
+    resolver: &Resolver,
+    definers: &HashMap<String, Vec<usize>>,
+) -> Vec<Edge> {
+    let mut acc: HashMap<(usize, bool), f32> = HashMap::default();
+    for imp in &f.facts.imports {
+        for t in resolver.resolve(i, imp) {
+            *acc.entry((t, true)).or_insert(0.0) += 1.0;
+        }
+    }
+    for (name, count) in f.facts.refs.iter() {
+        let Some(ds) = definers.get(name) else {
+            continue;
+        };
+        if ds.len() > MAX_DEFINERS {
+            continue;
+        }
+        let w = (1.0 + count as f32).ln() / ds.len() as f32;
+        for &t in ds {
+            if t != i {
+                *acc.entry((t, false)).or_insert(0.0) += w;
+            }
+        }
+    }
+    let mut edges: Vec<Edge> = acc
+        .into_iter()
+        .map(|((to, imp), weight)| Edge {
+            to,
+            weight: if imp { 2.0 * weight } else { weight },
+            kind: if imp {
+                EdgeKind::Import
+            } else {
+                EdgeKind::Reference
+            },
+        })
+        .collect();
+    edges.sort_by_key(|e| (e.to, e.kind == EdgeKind::Reference));
+    edges
+}
+
+/// The incoming edges of every file, from the outgoing ones.
+fn incoming(out: &[Vec<Edge>]) -> Vec<Vec<Edge>> {
+    let mut inc: Vec<Vec<Edge>> = vec![Vec::new(); out.len()];
+    for (i, edges) in out.iter().enumerate() {
+        for e in edges {
+            inc[e.to].push(Edge {
+                to: i,
+                weight: e.weight,
+                kind: e.kind,
+            });
+        }
+    }
+    inc
+}
+
 impl FileGraph {
     /// Builds the graph of `index`.
     pub fn build(index: &Index) -> Self {
         let files = &index.files;
-        let n = files.len();
-        let mut resolver = Resolver::new(files);
-        for f in files
-            .iter()
-            .filter(|f| f.path == "go.mod" || f.path.ends_with("/go.mod"))
-        {
-            let Ok(text) = std::fs::read_to_string(index.root.join(&f.path)) else {
-                continue;
-            };
-            if let Some(module) = text.lines().find_map(|l| l.trim().strip_prefix("module ")) {
-                let module = module.trim().trim_matches('"').to_string();
-                resolver
-                    .go_modules
-                    .push((module, dir_of(&f.path).to_string()));
-            }
-        }
-        // Longest module path first, so nested modules win.
-        resolver
-            .go_modules
-            .sort_by_key(|m| std::cmp::Reverse(m.0.len()));
-        let mut definers: HashMap<String, Vec<usize>> = HashMap::new();
+        let resolver = Resolver::for_index(index);
+        let mut definers: HashMap<String, Vec<usize>> = HashMap::default();
         for (i, f) in files.iter().enumerate() {
             for d in &f.facts.defs {
                 let v = definers.entry(d.name.clone()).or_default();
@@ -402,54 +479,73 @@ impl FileGraph {
                 }
             }
         }
-        let mut out: Vec<Vec<Edge>> = vec![Vec::new(); n];
-        for (i, f) in files.iter().enumerate() {
-            let mut acc: HashMap<(usize, bool), f32> = HashMap::new();
-            for imp in &f.facts.imports {
-                for t in resolver.resolve(i, imp) {
-                    *acc.entry((t, true)).or_insert(0.0) += 1.0;
-                }
-            }
-            for (name, count) in &f.facts.refs {
-                let Some(ds) = definers.get(name) else {
-                    continue;
-                };
-                if ds.len() > MAX_DEFINERS {
-                    continue;
-                }
-                let w = (1.0 + *count as f32).ln() / ds.len() as f32;
-                for &t in ds {
-                    if t != i {
-                        *acc.entry((t, false)).or_insert(0.0) += w;
-                    }
-                }
-            }
-            let mut edges: Vec<Edge> = acc
-                .into_iter()
-                .map(|((to, imp), weight)| Edge {
-                    to,
-                    weight: if imp { 2.0 * weight } else { weight },
-                    kind: if imp {
-                        EdgeKind::Import
-                    } else {
-                        EdgeKind::Reference
-                    },
-                })
-                .collect();
-            edges.sort_by_key(|e| (e.to, e.kind == EdgeKind::Reference));
-            out[i] = edges;
+        let out: Vec<Vec<Edge>> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| edges_of(i, f, &resolver, &definers))
+            .collect();
+        FileGraph {
+            inc: incoming(&out),
+            out,
+            definers,
+            files_key: files_key(files),
         }
-        let mut inc: Vec<Vec<Edge>> = vec![Vec::new(); n];
-        for (i, edges) in out.iter().enumerate() {
-            for e in edges {
-                inc[e.to].push(Edge {
-                    to: i,
-                    weight: e.weight,
-                    kind: e.kind,
-                });
+    }
+
+    /// Brings the graph of an index up to date after `changed` files (paths) changed content,
+    /// as [`crate::Index::refresh`] reports them: only the changed files' edges and those of
+    /// files that use a name the changed files defined (before or now) are computed again.
+    /// The result equals [`FileGraph::build`]; if files were added or removed, or a `go.mod`
+    /// changed, it is built again.
+    pub fn update(&mut self, index: &Index, changed: &[String]) {
+        let go_mod = changed
+            .iter()
+            .any(|p| p == "go.mod" || p.ends_with("/go.mod"));
+        if go_mod || files_key(&index.files) != self.files_key {
+            *self = Self::build(index);
+            return;
+        }
+        let by_path: HashMap<&str, usize> = index
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.path.as_str(), i))
+            .collect();
+        let changed: rustc_hash::FxHashSet<usize> = changed
+            .iter()
+            .filter_map(|p| by_path.get(p.as_str()).copied())
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        // Names whose definers change: what the changed files defined before, and define now.
+        let mut affected: rustc_hash::FxHashSet<String> = Default::default();
+        self.definers.retain(|name, files| {
+            let before = files.len();
+            files.retain(|f| !changed.contains(f));
+            if files.len() != before {
+                affected.insert(name.clone());
+            }
+            !files.is_empty()
+        });
+        for &c in &changed {
+            for d in &index.files[c].facts.defs {
+                affected.insert(d.name.clone());
+                let v = self.definers.entry(d.name.clone()).or_default();
+                if let Err(at) = v.binary_search(&c) {
+                    v.insert(at, c);
+                }
             }
         }
-        FileGraph { out, inc, definers }
+        let resolver = Resolver::for_index(index);
+        for (i, f) in index.files.iter().enumerate() {
+            let redo =
+                changed.contains(&i) || f.facts.refs.iter().any(|(n, _)| affected.contains(n));
+            if redo {
+                self.out[i] = edges_of(i, f, &resolver, &self.definers);
+            }
+        }
+        self.inc = incoming(&self.out);
     }
 
     /// Personalised PageRank: `teleport` (any non-negative scores, normalised here) says where

@@ -62,8 +62,11 @@ pub struct IndexReport {
     pub hashed: usize,
     /// Files whose facts were extracted (content not in the cache).
     pub parsed: usize,
-    /// Files whose facts came from the cache.
+    /// Files whose facts came from the cache (or, for [`Index::refresh`], from memory).
     pub reused: usize,
+    /// Paths whose content is new or changed since the last index (the cached manifest, or
+    /// for [`Index::refresh`] the index in memory); [`crate::FileGraph::update`] takes them.
+    pub changed: Vec<String>,
     /// Wall time.
     pub elapsed: Duration,
 }
@@ -333,25 +336,59 @@ struct Scan {
 /// parsing only files whose content is new. Unreadable, binary, huge files and broken symlinks
 /// are skipped with a reason; a file tree-sitter cannot fully parse keeps what could be read.
 pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<Index> {
-    let scan = scan(root, cache, opts, true)?;
-    let files = scan
-        .entries
-        .into_iter()
-        .zip(scan.facts)
-        .map(|(e, f)| IndexedFile {
-            path: e.path,
-            lang: e.lang,
-            size: e.size,
-            hash: e.hash,
-            facts: f.unwrap_or_default(),
-        })
-        .collect();
-    Ok(Index {
-        root: scan.root,
-        files,
-        skipped: scan.skipped,
-        report: scan.report,
-    })
+    let scan = scan(root, cache, opts, true, &mut Prior::new())?;
+    Ok(Index::from_scan(scan))
+}
+
+impl Index {
+    fn from_scan(scan: Scan) -> Index {
+        let files = scan
+            .entries
+            .into_iter()
+            .zip(scan.facts)
+            .map(|(e, f)| IndexedFile {
+                path: e.path,
+                lang: e.lang,
+                size: e.size,
+                hash: e.hash,
+                facts: f.unwrap_or_default(),
+            })
+            .collect();
+        Index {
+            root: scan.root,
+            files,
+            skipped: scan.skipped,
+            report: scan.report,
+        }
+    }
+
+    /// Brings this index up to date with the files on disk, for a process that keeps it in
+    /// memory (a server, a long task): a walk and a stat per file; only files whose size or
+    /// mtime changed are read, only those whose content changed get their facts from the cache
+    /// or extracted, and every other file keeps the facts it has (tree-sitter symbols included).
+    /// The manifest in `cache` is updated as by [`update_index`]. Returns what was done; on an
+    /// error the index is left empty (build it again).
+    pub fn refresh(&mut self, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<IndexReport> {
+        let before: HashMap<String, [u8; 32]> = self
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.hash))
+            .collect();
+        let mut prior: Prior = std::mem::take(&mut self.files)
+            .into_iter()
+            .map(|f| ((f.hash, f.lang), f.facts))
+            .collect();
+        let root = self.root.clone();
+        let scan = scan(&root, cache, opts, true, &mut prior)?;
+        *self = Index::from_scan(scan);
+        self.report.changed = self
+            .files
+            .iter()
+            .filter(|f| before.get(&f.path) != Some(&f.hash))
+            .map(|f| f.path.clone())
+            .collect();
+        Ok(self.report.clone())
+    }
 }
 
 /// Brings the cached index of `root` up to date without loading the facts of unchanged files
@@ -361,7 +398,7 @@ pub fn update_index(
     cache: &dyn IndexCache,
     opts: &IndexOptions,
 ) -> Result<IndexSummary> {
-    let scan = scan(root, cache, opts, false)?;
+    let scan = scan(root, cache, opts, false, &mut Prior::new())?;
     let mut summary = IndexSummary {
         root: scan.root,
         files: scan.entries.len(),
@@ -381,11 +418,15 @@ pub fn update_index(
     Ok(summary)
 }
 
+/// Facts already in memory, by content hash and language (what [`Index::refresh`] reuses).
+type Prior = HashMap<([u8; 32], Lang), FileFacts>;
+
 fn scan(
     root: &Path,
     cache: &dyn IndexCache,
     opts: &IndexOptions,
     load_unchanged: bool,
+    prior: &mut Prior,
 ) -> Result<Scan> {
     let started = Instant::now();
     let meta = std::fs::metadata(root).map_err(|source| Error::Repo {
@@ -447,6 +488,9 @@ fn scan(
                 let same = old
                     .get(&walked[i].rel)
                     .is_some_and(|e| e.hash == hash && e.lang == walked[i].lang);
+                if !same {
+                    report.changed.push(walked[i].rel.clone());
+                }
                 kept.push((i, hash, same));
             }
             Hashed::Skip(reason) => skipped.push(Skipped {
@@ -463,8 +507,12 @@ fn scan(
     let wanted: Vec<usize> = (0..kept.len())
         .filter(|&k| load_unchanged || !kept[k].2)
         .collect();
-    let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
     let mut facts: Vec<Option<FileFacts>> = vec![None; kept.len()];
+    for &k in &wanted {
+        facts[k] = prior.remove(&(kept[k].1, walked[kept[k].0].lang));
+    }
+    let wanted: Vec<usize> = wanted.into_iter().filter(|&k| facts[k].is_none()).collect();
+    let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
     for (&k, v) in wanted.iter().zip(cache.get_many(&wanted_keys)?) {
         facts[k] = v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok());
     }

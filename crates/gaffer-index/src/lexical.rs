@@ -351,8 +351,8 @@ const C_KEYWORDS: &[&str] = &[
 pub struct Symbols {
     /// Definitions in source order, with spans and nesting (no doc comments).
     pub defs: Vec<Def>,
-    /// Referenced names (calls, constructed and implemented types) with counts, sorted.
-    pub refs: Vec<(String, u32)>,
+    /// Referenced names (calls, constructed and implemented types) with counts.
+    pub refs: crate::facts::WordCounts,
 }
 
 /// Definitions and references of `text` by token scanning (see the module docs).
@@ -369,9 +369,10 @@ pub fn scan(lang: Lang, text: &str) -> Symbols {
         Lang::Text => {}
         _ => s.braces(lang),
     }
-    let mut refs: Vec<(String, u32)> = s.refs.into_iter().collect();
-    refs.sort_unstable();
-    Symbols { defs: s.defs, refs }
+    Symbols {
+        defs: s.defs,
+        refs: crate::facts::WordCounts::new(s.refs.into_iter().collect()),
+    }
 }
 
 struct Scanner<'a> {
@@ -905,6 +906,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn names(refs: &crate::facts::WordCounts) -> Vec<String> {
+        refs.iter().map(|(w, _)| w.to_string()).collect()
+    }
+
     fn defs(lang: Lang, text: &str) -> Vec<(String, String, u32, u32, Option<u32>)> {
         scan(lang, text)
             .defs
@@ -937,8 +942,7 @@ mod tests {
         );
         let sy = scan(Lang::Python, text);
         assert_eq!(sy.defs[2].signature, "def f(self, y):");
-        let refs: Vec<&str> = sy.refs.iter().map(|r| r.0.as_str()).collect();
-        assert_eq!(refs, vec!["Base", "helper"]);
+        assert_eq!(names(&sy.refs), vec!["Base", "helper"]);
     }
 
     #[test]
@@ -952,11 +956,7 @@ mod tests {
                 s("helper", "function", 6, 6, None),
             ]
         );
-        let refs: Vec<String> = scan(Lang::Rust, rust)
-            .refs
-            .into_iter()
-            .map(|r| r.0)
-            .collect();
+        let refs: Vec<String> = names(&scan(Lang::Rust, rust).refs);
         assert_eq!(refs, vec!["Display", "P", "format", "helper"]);
 
         let c = "#include <x.h>\nstatic int add(int a, int b);\nstruct point { int x; };\ntypedef struct point point_t;\nint add(int a, int b) {\n  if (a) { return mul(a, b); }\n  return 0;\n}\n";
@@ -979,11 +979,7 @@ mod tests {
                 s("run", "method", 2, 4, Some(0))
             ]
         );
-        let refs: Vec<String> = scan(Lang::Java, java)
-            .refs
-            .into_iter()
-            .map(|r| r.0)
-            .collect();
+        let refs: Vec<String> = names(&scan(Lang::Java, java).refs);
         assert_eq!(refs, vec!["Base", "Tool", "apply"]);
 
         let js = "const f = async (a) => { return g(a); };\nclass C {\n  constructor() { this.x = 1; }\n  get(k) { return `${k}`; }\n}\nfunction* gen() {}\n";

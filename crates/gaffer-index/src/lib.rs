@@ -26,7 +26,7 @@ pub mod select;
 
 pub use cache::{ContentKey, DirCache, IndexCache, MemoryCache, FORMAT_VERSION};
 pub use error::{Error, Result};
-pub use facts::{Def, FileFacts, Import, ParsedSymbols};
+pub use facts::{Def, FileFacts, Import, ParsedSymbols, WordCounts};
 pub use graph::FileGraph;
 pub use index::{
     build_index, update_index, Index, IndexOptions, IndexReport, IndexSummary, IndexedFile, Skipped,

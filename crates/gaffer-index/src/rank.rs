@@ -573,7 +573,7 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     // (a) lexical: BM25 over content, and path terms.
     let mut tf: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
     let qterms: Vec<(&String, &f32)> = q.terms.iter().collect();
-    let qidx: HashMap<&str, usize> = qterms
+    let qidx: rustc_hash::FxHashMap<&str, usize> = qterms
         .iter()
         .enumerate()
         .map(|(i, (t, _))| (t.as_str(), i))
@@ -582,9 +582,9 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut total_len = 0f64;
     for (i, f) in index.files.iter().enumerate() {
         total_len += f.facts.term_total as f64;
-        for (t, c) in &f.facts.terms {
-            if let Some(&k) = qidx.get(t.as_str()) {
-                tf[i].push((k, *c));
+        for (t, c) in f.facts.terms.iter() {
+            if let Some(&k) = qidx.get(t) {
+                tf[i].push((k, c));
                 df[k] += 1;
             }
         }
@@ -675,25 +675,26 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     // (b) symbols the text mentions that a file defines.
     let mut sym = vec![0f32; n];
     let mut sym_hits: Vec<Vec<String>> = vec![Vec::new(); n];
-    let mut lower_definers: HashMap<String, Vec<usize>> = HashMap::new();
-    for (name, files) in &graph.definers {
-        lower_definers
-            .entry(name.to_lowercase())
-            .or_default()
-            .extend(files.iter().copied());
-    }
     for (name, ctx) in &q.idents {
         let (files, exact) = match graph.definers.get(name) {
             Some(f) => (f.clone(), 1.0),
-            None => match lower_definers.get(&name.to_lowercase()) {
-                Some(f)
-                    if looks_like_code(name)
-                        || name.chars().next().is_some_and(char::is_uppercase) =>
-                {
-                    (f.clone(), 0.6)
+            None if looks_like_code(name)
+                || name.chars().next().is_some_and(char::is_uppercase) =>
+            {
+                // Case-insensitive fallback: a scan of the defined names (cheaper than a
+                // lower-cased copy of them all for every query).
+                let f: Vec<usize> = graph
+                    .definers
+                    .iter()
+                    .filter(|(d, _)| d.len() == name.len() && d.eq_ignore_ascii_case(name))
+                    .flat_map(|(_, f)| f.iter().copied())
+                    .collect();
+                if f.is_empty() {
+                    continue;
                 }
-                _ => continue,
-            },
+                (f, 0.6)
+            }
+            None => continue,
         };
         if files.len() > 40 {
             continue;

@@ -93,6 +93,6 @@ pub fn refs(index: &Index, path: &str) -> Vec<String> {
         .facts
         .refs
         .iter()
-        .map(|(n, _)| n.clone())
+        .map(|(n, _)| n.to_string())
         .collect()
 }

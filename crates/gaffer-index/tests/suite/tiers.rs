@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gaffer_index::{build_index, IndexOptions, MemoryCache};
+use gaffer_index::{build_index, FileGraph, IndexOptions, MemoryCache};
 use pretty_assertions::assert_eq;
 
 use super::support::*;
@@ -143,4 +143,84 @@ fn a_file_changed_after_indexing_keeps_its_scanned_symbols() {
     repo.write("py/models.py", b"def other():\n    pass\n");
     assert_eq!(index.parse_symbols(&[models], &cache).unwrap(), 0);
     assert_eq!(index.files[models].facts, before);
+}
+
+#[test]
+fn refreshing_an_index_in_memory_extracts_only_the_changed_file_and_keeps_parsed_symbols() {
+    let repo = polyglot();
+    let cache = MemoryCache::new();
+    let mut index = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let models = pos(&index, "py/models.py");
+    index.parse_symbols(&[models], &cache).unwrap();
+    repo.write("go/box.go", b"package box\n\nfunc Renamed() {}\n");
+    repo.write("new.py", b"def fresh():\n    pass\n");
+    let report = index.refresh(&cache, &IndexOptions::default()).unwrap();
+    assert_eq!(
+        report.parsed, 2,
+        "the changed and the new file, nothing else"
+    );
+    // The unchanged file kept its tree-sitter symbols from memory (the cache holds only the
+    // scanned facts under its content key).
+    assert!(file(&index, "py/models.py").facts.parsed);
+    assert!(has_def(&index, "go/box.go", "Renamed", "function"));
+    assert!(!has_def(&index, "go/box.go", "New", "function"));
+    assert!(has_def(&index, "new.py", "fresh", "function"));
+    // The same as a build from scratch, apart from the symbols parsed in memory.
+    let fresh = build_index(repo.path(), &MemoryCache::new(), &IndexOptions::default()).unwrap();
+    let paths =
+        |i: &gaffer_index::Index| i.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+    assert_eq!(paths(&index), paths(&fresh));
+    for (a, b) in index.files.iter().zip(&fresh.files) {
+        if a.path != "py/models.py" {
+            assert_eq!(a.facts, b.facts, "{}", a.path);
+        }
+    }
+    // A deleted file leaves the index.
+    std::fs::remove_file(repo.path().join("new.py")).unwrap();
+    let report = index.refresh(&cache, &IndexOptions::default()).unwrap();
+    assert_eq!(report.parsed, 0);
+    assert!(!paths(&index).contains(&"new.py".to_string()));
+}
+
+#[test]
+fn a_graph_updated_after_a_change_equals_one_built_from_scratch() {
+    let repo = Repo::new(&[
+        ("pkg/__init__.py", ""),
+        (
+            "pkg/a.py",
+            "from .b import helper\n\ndef run():\n    return helper(1) + shared()\n",
+        ),
+        (
+            "pkg/b.py",
+            "def helper(x):\n    return x\n\ndef shared():\n    return 0\n",
+        ),
+        ("pkg/c.py", "def caller():\n    return moved() + shared()\n"),
+        ("pkg/d.py", "def other():\n    return 2\n"),
+    ]);
+    let cache = MemoryCache::new();
+    let mut index = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let mut graph = FileGraph::build(&index);
+    // `moved` appears in d.py, `shared` leaves b.py: c.py's edges change though c.py did not.
+    repo.write(
+        "pkg/d.py",
+        b"def other():\n    return 2\n\ndef moved():\n    return 3\n\ndef shared():\n    return 1\n",
+    );
+    repo.write("pkg/b.py", b"def helper(x):\n    return x\n");
+    let report = index.refresh(&cache, &IndexOptions::default()).unwrap();
+    assert_eq!(report.changed, vec!["pkg/b.py", "pkg/d.py"]);
+    let c = pos(&index, "pkg/c.py");
+    let d = pos(&index, "pkg/d.py");
+    assert!(!graph.out[c].iter().any(|e| e.to == d));
+    graph.update(&index, &report.changed);
+    assert!(
+        graph.out[c].iter().any(|e| e.to == d),
+        "c.py now uses names d.py defines"
+    );
+    assert_eq!(graph, FileGraph::build(&index));
+    // A new file changes the file list: the update builds the graph again.
+    repo.write("pkg/e.py", b"from .d import moved\n");
+    let report = index.refresh(&cache, &IndexOptions::default()).unwrap();
+    assert_eq!(report.changed, vec!["pkg/e.py"]);
+    graph.update(&index, &report.changed);
+    assert_eq!(graph, FileGraph::build(&index));
 }
