@@ -1,6 +1,7 @@
 //! The file graph: imports resolved to files and definition/reference links, plus a
 //! personalised PageRank over it.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::facts::Import;
@@ -480,7 +481,7 @@ impl FileGraph {
             }
         }
         let out: Vec<Vec<Edge>> = files
-            .iter()
+            .par_iter()
             .enumerate()
             .map(|(i, f)| edges_of(i, f, &resolver, &definers))
             .collect();

@@ -513,8 +513,13 @@ fn scan(
     }
     let wanted: Vec<usize> = wanted.into_iter().filter(|&k| facts[k].is_none()).collect();
     let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
-    for (&k, v) in wanted.iter().zip(cache.get_many(&wanted_keys)?) {
-        facts[k] = v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok());
+    let decoded: Vec<Option<FileFacts>> = cache
+        .get_many(&wanted_keys)?
+        .into_par_iter()
+        .map(|v| v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok()))
+        .collect();
+    for (&k, f) in wanted.iter().zip(decoded) {
+        facts[k] = f;
     }
     let missing: Vec<usize> = wanted
         .iter()

@@ -16,6 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
+use rayon::prelude::*;
 use regex::Regex;
 
 use crate::facts::{identifiers, split_identifier};
@@ -571,24 +572,31 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut reasons: Vec<Vec<String>> = vec![Vec::new(); n];
 
     // (a) lexical: BM25 over content, and path terms.
-    let mut tf: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n];
     let qterms: Vec<(&String, &f32)> = q.terms.iter().collect();
     let qidx: rustc_hash::FxHashMap<&str, usize> = qterms
         .iter()
         .enumerate()
         .map(|(i, (t, _))| (t.as_str(), i))
         .collect();
+    // Per file, the query terms it holds and their counts (the one pass over every term).
+    let tf: Vec<Vec<(usize, u32)>> = index
+        .files
+        .par_iter()
+        .map(|f| {
+            f.facts
+                .terms
+                .iter()
+                .filter_map(|(t, c)| qidx.get(t).map(|&k| (k, c)))
+                .collect()
+        })
+        .collect();
     let mut df = vec![0u32; qterms.len()];
-    let mut total_len = 0f64;
-    for (i, f) in index.files.iter().enumerate() {
-        total_len += f.facts.term_total as f64;
-        for (t, c) in f.facts.terms.iter() {
-            if let Some(&k) = qidx.get(t) {
-                tf[i].push((k, c));
-                df[k] += 1;
-            }
+    for row in &tf {
+        for &(k, _) in row {
+            df[k] += 1;
         }
     }
+    let total_len: f64 = index.files.iter().map(|f| f.facts.term_total as f64).sum();
     let avgdl = (total_len / n as f64).max(1.0) as f32;
     let idf: Vec<f32> = df
         .iter()
