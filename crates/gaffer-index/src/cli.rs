@@ -13,9 +13,9 @@ use crate::cache::IndexCache;
 use crate::error::{Error, Result};
 use crate::graph::FileGraph;
 use crate::index::{build_index, update_index, IndexOptions};
-use crate::pack::{fit, Mode, PackOptions, Tokenizer, TokenizerKind};
+use crate::pack::{Mode, PackOptions, Tokenizer, TokenizerKind};
 use crate::rank::{rank, Weights};
-use crate::select::parse_candidates;
+use crate::select::parse_and_fit;
 
 /// `gaffer index [PATH] [--stats] [--json]`: index a repository (incrementally).
 #[derive(Clone, Debug, clap::Args)]
@@ -237,8 +237,7 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
         max_candidates: args.max_files,
         ..PackOptions::default()
     };
-    parse_candidates(&mut index, &ranked, &opts, cache)?;
-    let mut sel = fit(&index, &ranked, &opts, &tok);
+    let mut sel = parse_and_fit(&mut index, &ranked, &opts, &tok, cache)?;
     if args.pack {
         // Entries are counted one by one; make sure their concatenation fits as well.
         let mut pack = sel.pack();

@@ -34,4 +34,4 @@ pub use index::{
 pub use lang::Lang;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};
-pub use select::{parse_candidates, rank_neighbourhood, select_context, select_neighbourhood};
+pub use select::{parse_and_fit, rank_neighbourhood, select_context, select_neighbourhood};

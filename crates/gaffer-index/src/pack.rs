@@ -172,6 +172,9 @@ fn render_skeleton(f: &IndexedFile, lines: &[String], omitted: usize) -> String 
     s
 }
 
+/// `fit` stops once fewer tokens than this are left: no entry is that small.
+pub(crate) const USED_UP_BELOW: usize = 24;
+
 /// Fits `ranked` into `opts.budget` tokens, in rank order: a file goes in full if it fits the
 /// room left for full files (and its own cap), else as a skeleton (cut to its cap). The first
 /// `opts.cut_skeletons` files always keep a little room (`opts.map_reserve` tokens each), so the
@@ -188,7 +191,7 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
     let mut files = Vec::new();
     for (k, r) in ranked.iter().take(opts.max_candidates).enumerate() {
         let remaining = budget.saturating_sub(used);
-        if remaining < 24 {
+        if remaining < USED_UP_BELOW {
             break;
         }
         // Room kept for the top files ranked below this one.

@@ -8,7 +8,7 @@ use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::graph::{is_test_path, EdgeKind, FileGraph};
 use crate::index::{build_index, Index, IndexOptions};
-use crate::pack::{fit, PackOptions, Selection, Tokenizer, TokenizerKind};
+use crate::pack::{fit, PackOptions, Selection, Tokenizer, TokenizerKind, USED_UP_BELOW};
 use crate::rank::{rank, Ranked, Weights};
 
 /// Indexes `repo` (incrementally, through `cache`), ranks its files for `text` and fits them
@@ -24,8 +24,7 @@ pub fn select_context(
     let mut index = build_index(repo, cache, &IndexOptions::default())?;
     let graph = FileGraph::build(&index);
     let ranked = rank(&index, &graph, text, &Weights::default());
-    parse_candidates(&mut index, &ranked, opts, cache)?;
-    Ok(fit(&index, &ranked, opts, &tok))
+    parse_and_fit(&mut index, &ranked, opts, &tok, cache)
 }
 
 /// Indexes `repo` and selects the `changed` files (paths relative to the root) and their
@@ -42,24 +41,7 @@ pub fn select_neighbourhood(
     let mut index = build_index(repo, cache, &IndexOptions::default())?;
     let graph = FileGraph::build(&index);
     let ranked = rank_neighbourhood(&index, &graph, changed);
-    parse_candidates(&mut index, &ranked, opts, cache)?;
-    Ok(fit(&index, &ranked, opts, &tok))
-}
-
-/// The tree-sitter tier for the files `fit` may place (`opts.max_candidates` from the top of
-/// `ranked`): their skeletons get exact signatures and doc comments.
-pub fn parse_candidates(
-    index: &mut Index,
-    ranked: &[Ranked],
-    opts: &PackOptions,
-    cache: &dyn IndexCache,
-) -> Result<usize> {
-    let top: Vec<usize> = ranked
-        .iter()
-        .take(opts.max_candidates)
-        .map(|r| r.file)
-        .collect();
-    index.parse_symbols(&top, cache)
+    parse_and_fit(&mut index, &ranked, opts, &tok, cache)
 }
 
 /// Ranks the `changed` files first (in the given order), then their neighbours by how they are
@@ -137,4 +119,35 @@ pub fn rank_neighbourhood(index: &Index, graph: &FileGraph, changed: &[String]) 
             .then_with(|| index.files[a.file].path.cmp(&index.files[b.file].path))
     });
     out
+}
+
+/// [`fit`] with the tree-sitter tier for the files it reaches, so skeletons show exact
+/// signatures and doc comments: the top candidates are parsed first (a small batch), then more
+/// only while the budget is not used up. The selection is the one `fit` makes with every
+/// candidate parsed; a cold call parses the files the budget reaches, not all
+/// `opts.max_candidates`.
+pub fn parse_and_fit(
+    index: &mut Index,
+    ranked: &[Ranked],
+    opts: &PackOptions,
+    tok: &Tokenizer,
+    cache: &dyn IndexCache,
+) -> Result<Selection> {
+    let last = opts.max_candidates.min(ranked.len());
+    let mut upto = 16.min(last);
+    loop {
+        let top: Vec<usize> = ranked[..upto].iter().map(|r| r.file).collect();
+        index.parse_symbols(&top, cache)?;
+        let batch = PackOptions {
+            max_candidates: upto,
+            ..opts.clone()
+        };
+        let sel = fit(index, ranked, &batch, tok);
+        // Stopping early changes nothing once the budget is used up: `fit` places in rank
+        // order and would not go further.
+        if upto >= last || sel.budget.saturating_sub(sel.used) < USED_UP_BELOW {
+            return Ok(sel);
+        }
+        upto = (upto * 4).min(last);
+    }
 }

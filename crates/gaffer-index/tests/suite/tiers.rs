@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use gaffer_index::{build_index, FileGraph, IndexOptions, MemoryCache};
+use gaffer_index::{
+    build_index, fit, parse_and_fit, rank, FileGraph, IndexOptions, MemoryCache, PackOptions,
+    Tokenizer, TokenizerKind, Weights,
+};
 use pretty_assertions::assert_eq;
 
 use super::support::*;
@@ -223,4 +226,58 @@ fn a_graph_updated_after_a_change_equals_one_built_from_scratch() {
     assert_eq!(report.changed, vec!["pkg/e.py"]);
     graph.update(&index, &report.changed);
     assert_eq!(graph, FileGraph::build(&index));
+}
+
+#[test]
+fn the_fit_parses_only_the_candidates_its_budget_reaches_and_selects_the_same() {
+    let files: Vec<(String, String)> = (0..80)
+        .map(|i| {
+            (
+                format!("pkg/widget_{i}.py"),
+                format!(
+                    "def render_widget_{i}(frame):\n    \"\"\"Render widget {i}.\"\"\"\n    return frame\n\n\nclass Widget{i}:\n    def draw(self):\n        return render_widget_{i}(self)\n"
+                ),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::new(&refs);
+    let tok = Tokenizer::load(TokenizerKind::Cl100k).unwrap();
+    let opts = PackOptions {
+        budget: 700,
+        ..PackOptions::default()
+    };
+    let cache = MemoryCache::new();
+    let mut index = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let graph = FileGraph::build(&index);
+    let ranked = rank(
+        &index,
+        &graph,
+        "render widget draws the frame",
+        &Weights::default(),
+    );
+    assert!(ranked.len() >= 80);
+    let lazy = parse_and_fit(&mut index, &ranked, &opts, &tok, &cache).unwrap();
+    let parsed = index.files.iter().filter(|f| f.facts.parsed).count();
+    assert!(parsed < 80, "parsed {parsed} files for a 700-token budget");
+    assert!(lazy.used <= 700 && !lazy.files.is_empty());
+    // The same selection as parsing every candidate first.
+    let mut eager = build_index(repo.path(), &cache, &IndexOptions::default()).unwrap();
+    let all: Vec<usize> = ranked.iter().map(|r| r.file).collect();
+    eager.parse_symbols(&all, &cache).unwrap();
+    let full = fit(&eager, &ranked, &opts, &tok);
+    let show = |s: &gaffer_index::Selection| {
+        s.files
+            .iter()
+            .map(|e| (e.path.clone(), e.tokens, e.text.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(&lazy), show(&full));
+    assert!(lazy
+        .files
+        .iter()
+        .all(|e| e.text.contains("def ") || e.text.contains("class ")));
 }
