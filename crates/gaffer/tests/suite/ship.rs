@@ -220,3 +220,82 @@ fn run_issue_without_a_forge_is_a_precondition_error_and_stores_nothing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let remote = BareRemote::new().unwrap();
+    let fake = rt
+        .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    // The forge records the create; its answer never comes.
+    fake.hang_next_pr_create();
+    let b = Bench::new();
+    b.home.write_config(&forge_config(&fake, &remote));
+    b.script_all();
+    let mut child = b
+        .gaffer_std()
+        .args(["run", ISSUE_TITLE, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while fake.prs().is_empty() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "gaffer run exited before creating the PR"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the PR create never reached the forge"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL between "create sent" and "response recorded"
+    child.wait().unwrap();
+
+    let list = json_of(
+        &b.gaffer_std()
+            .args(["task", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let out = b
+        .gaffer_std()
+        .args(["task", "resume", &id, "--json"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json_of(&out);
+    assert_eq!(s["state"], "done", "{s}");
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1, "exactly one PR after the crash: {prs:#?}");
+    let task = task_show(&b, &id);
+    let pr = step_receipt(&task, "pr");
+    assert_eq!(pr["number"], prs[0].number);
+    assert_eq!(pr["reconciled"], true, "{pr}");
+    // No approval was needed: the probe found the PR.
+    assert!(
+        task["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["kind"] != "manual"),
+        "{task}"
+    );
+}
