@@ -518,3 +518,43 @@ async fn without_a_forge_the_branch_stays_local_and_the_summary_says_so() {
         "{note}"
     );
 }
+
+#[tokio::test]
+async fn owner_and_repo_come_from_the_remote_url_and_the_token_pushes_over_https() {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    // The forge serves the repository over git's smart HTTP, asking for the token.
+    fake.serve_git(&remote);
+    fake.report_ci_for_every_commit("success");
+    let w = World::build("true", |s| {
+        let mut ship = shipping(ForgeKind::Gitea, &fake.base_url(), "origin", TOKEN);
+        ship.owner = None;
+        ship.repo = None;
+        ship.push_with_token = true;
+        s.shipping.insert("demo".into(), ship);
+    })
+    .await;
+    git(&w.repo, &["remote", "add", "origin", &fake.git_url()]);
+    script_one_subtask(&w);
+    let id = issue_task(&w, None).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let view = w.view(&id).await;
+    let branch = receipt(&view, "worktree")["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1);
+    assert_eq!(prs[0].head, branch);
+    assert_eq!(
+        remote.branch_sha(&branch).as_deref(),
+        receipt(&view, "push/1")["sha"].as_str()
+    );
+    // The token went to git through the environment, never into the remote URL.
+    assert_eq!(
+        git(&w.repo, &["remote", "get-url", "origin"]),
+        fake.git_url()
+    );
+}
