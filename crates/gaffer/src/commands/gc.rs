@@ -7,6 +7,8 @@ use crate::cli::{GcArgs, Global};
 use crate::commands::approvals::{app_error, open_app};
 use crate::error::{Result, EXIT_FAILED};
 use crate::output;
+use gaffer_app::App;
+use gaffer_config::Config;
 use gaffer_engine::Engine;
 use gaffer_forge::Repo;
 use gaffer_store::{TaskFilter, TaskView};
@@ -38,14 +40,16 @@ struct PrunedBranch {
     local: bool,
 }
 
+/// What one collection did (or, with `dry_run`, would do).
 #[derive(Debug, Serialize)]
-struct Report {
+pub struct Report {
     dry_run: bool,
     retention_days: u64,
     worktrees: Vec<RemovedWorktree>,
     branches: Vec<PrunedBranch>,
     bytes_reclaimed: u64,
-    errors: Vec<String>,
+    /// What could not be cleaned, one line per task.
+    pub errors: Vec<String>,
 }
 
 const DAY_MS: i64 = 86_400_000;
@@ -53,6 +57,22 @@ const DAY_MS: i64 = 86_400_000;
 pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
     let engine = crate::commands::run::engine(&config, &app).await?;
+    let report = collect(&config, &app, &engine, args.dry_run).await?;
+    if args.json {
+        output::json(&report)?;
+    } else {
+        print(&report);
+    }
+    Ok(if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    })
+}
+
+/// Remove what the retention and the pull requests allow (nothing with `dry_run`).
+/// Problems with one task are reported in [`Report::errors`]; the rest goes on.
+pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool) -> Result<Report> {
     let projects: HashMap<String, (String, PathBuf)> = app
         .projects()
         .await
@@ -64,7 +84,7 @@ pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
         .map_or(i64::MAX, |d| d.saturating_mul(DAY_MS));
     let cutoff = gaffer_store::now_ms().saturating_sub(retention_ms);
     let mut report = Report {
-        dry_run: args.dry_run,
+        dry_run,
         retention_days: config.worktree_retention_days,
         worktrees: Vec::new(),
         branches: Vec::new(),
@@ -109,7 +129,7 @@ pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
         let mut worktree_gone = !path.exists();
         if finished && row.updated_at <= cutoff && path.exists() {
             let bytes = dir_size(&path);
-            let removed = if args.dry_run {
+            let removed = if dry_run {
                 Ok(())
             } else {
                 repo.remove_worktree(&path)
@@ -129,14 +149,14 @@ pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
         }
         if let Some(number) = receipt(&view, "pr")["number"].as_u64() {
             match prune(
-                &engine,
+                engine,
                 &repo,
                 name,
                 root,
                 &branch,
                 number,
                 worktree_gone,
-                args.dry_run,
+                dry_run,
             )
             .await
             {
@@ -155,16 +175,7 @@ pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
             }
         }
     }
-    if args.json {
-        output::json(&report)?;
-    } else {
-        print(&report);
-    }
-    Ok(if report.errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAILED)
-    })
+    Ok(report)
 }
 
 /// If the branch's pull request was merged or closed: delete the branch on the

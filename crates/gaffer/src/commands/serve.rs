@@ -6,6 +6,10 @@
 //! project); a task waiting for an approval holds its worker until the decision
 //! wakes it. Stopping the server does not
 //! cancel running tasks: the next start recovers and resumes them.
+//!
+//! Cleanup: every hour (and at start) the server does what `gaffer gc` does: the
+//! worktrees of shipped and cancelled tasks past the retention are removed, and task
+//! branches whose pull request was merged or closed are pruned.
 
 use crate::cli::Global;
 use crate::commands::approvals::open_app;
@@ -15,6 +19,9 @@ use gaffer_server::{Server, ServerConfig, ServerError};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
+
+/// How often the server cleans up worktrees and branches.
+const GC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
     let (config, policy, app) = open_app(global).await?;
@@ -45,6 +52,27 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
         workers: config.workers.max(1),
         per_project: config.workers_per_project.max(1),
     };
+    let cleaner = {
+        let (stop, engine, app, config) =
+            (stop.clone(), engine.clone(), app.clone(), config.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(GC_INTERVAL);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = every.tick() => {}
+                }
+                match crate::commands::gc::collect(&config, &app, &engine, false).await {
+                    Ok(r) => {
+                        for e in &r.errors {
+                            tracing::warn!(error = %e, "cleanup");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e.message(), "cleanup failed"),
+                }
+            }
+        })
+    };
     let pool = {
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -66,6 +94,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
     // Stop taking tasks; running ones end with the process and resume on the next start.
     stop.cancel();
     let _ = pool.await;
+    let _ = cleaner.await;
     result?;
     Ok(ExitCode::SUCCESS)
 }

@@ -299,3 +299,53 @@ fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
         "{task}"
     );
 }
+
+#[test]
+fn serve_cleans_up_at_start_the_worktrees_of_done_tasks_past_the_retention() {
+    let b = Bench::new();
+    b.home.write_config("[worktrees]\nretention_days = 0\n");
+    b.script_all();
+    let out = b
+        .gaffer_std()
+        .args(["run", ISSUE_TITLE, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = json_of(&out);
+    let id = s["task_id"].as_str().unwrap().to_owned();
+    let branch = s["branch"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(
+        step_receipt(&task_show(&b, &id), "worktree")["path"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(worktree.exists());
+    let mut serve = b
+        .gaffer_std()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while worktree.exists() {
+        if std::time::Instant::now() > deadline {
+            let _ = serve.kill();
+            panic!("gaffer serve never removed {}", worktree.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    // A branch without a pull request is the user's: never pruned.
+    assert!(git(&b.repo, &["branch", "--list", &branch]).contains(&branch));
+}
