@@ -164,6 +164,9 @@ pub struct ForgeSettings {
     pub ci_timeout_secs: u64,
     /// How many times the owner may fix what CI found before the task fails.
     pub ci_fix_attempts: u32,
+    /// Wait for CI on the pushed commit (false: a repository without CI; the task is
+    /// done once the pull request is open).
+    pub wait_for_ci: bool,
 }
 
 /// One project's task tracker: `[projects.<name>.tracker]` (Vikunja).
@@ -283,6 +286,7 @@ struct RawForge {
     labels: Vec<String>,
     ci_timeout_secs: Option<u64>,
     ci_fix_attempts: Option<u32>,
+    wait_for_ci: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -692,6 +696,7 @@ fn resolve_forge(
         labels: raw.labels,
         ci_timeout_secs,
         ci_fix_attempts: raw.ci_fix_attempts.unwrap_or(2),
+        wait_for_ci: raw.wait_for_ci.unwrap_or(true),
     })
 }
 

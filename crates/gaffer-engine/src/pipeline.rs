@@ -273,7 +273,8 @@ fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
     summary
 }
 
-/// After CI passed: report (tracker, issue) if there is anything to report, else done.
+/// After CI passed (or, without CI, the pull request opened): report (tracker, issue)
+/// if there is anything to report, else done.
 fn after_ci_success(task: &TaskState, last: &Step) -> Next {
     if (has_tracker(task) || task.options.issue.is_some())
         && !task.steps.contains_key(&StepKind::Report.id())
@@ -522,6 +523,12 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             Some(last),
             json!({ "push": StepKind::Push(n).id() }),
         )]),
+        // A repository without CI (`wait_for_ci = false`): the open pull request is the end.
+        StepKind::PullRequest
+            if forge_of(task).and_then(|f| f.get("wait_for_ci")) == Some(&Value::Bool(false)) =>
+        {
+            after_ci_success(task, last)
+        }
         StepKind::PullRequest => {
             let p = count(task, |k| matches!(k, StepKind::Push(_)));
             Next::Record(vec![record(

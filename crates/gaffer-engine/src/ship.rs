@@ -79,6 +79,8 @@ pub struct Shipping {
     pub ci: CiWait,
     /// Owner fixes allowed after CI failures.
     pub ci_fix_attempts: u32,
+    /// Wait for CI after the pull request (false: the repository has no CI).
+    pub wait_for_ci: bool,
 }
 
 /// A project's Vikunja project (its `[projects.<name>.tracker]`).
@@ -131,6 +133,7 @@ impl Engine {
                 "base_url": s.base_url,
                 "remote": gaffer_forge::redact(&s.remote, &[]),
                 "ci_fix_attempts": s.ci_fix_attempts,
+                "wait_for_ci": s.wait_for_ci,
             }),
             None => Value::Null,
         }

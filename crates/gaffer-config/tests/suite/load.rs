@@ -227,6 +227,7 @@ kind = "github"
             labels: vec!["gaffer".into(), "bot".into()],
             ci_timeout_secs: 3600,
             ci_fix_attempts: 2,
+            wait_for_ci: true,
         }
     );
     // GitHub's API URL is the default base; no token_env means git credentials.

@@ -422,3 +422,19 @@ fn a_denied_ship_approval_fails_the_task_and_keeps_the_branch_local() {
         "{reason}"
     );
 }
+
+#[test]
+fn without_ci_the_open_pull_request_ends_the_task() {
+    let mut g = Given::task();
+    let next = g.advance(|s| match StepKind::of(s).unwrap() {
+        StepKind::Ship => {
+            json!({ "forge": { "kind": "github", "ci_fix_attempts": 2, "wait_for_ci": false } })
+        }
+        _ => to_a_forge(2, |_| "failure")(s),
+    });
+    assert_eq!(next, Next::Finished);
+    let t = g.task_state();
+    assert_eq!(t.stage, Stage::Done);
+    assert_eq!(ids(t).last().map(String::as_str), Some("pr"));
+    assert_eq!(t.outcome.clone().unwrap()["ci"]["runs"], 0);
+}

@@ -235,5 +235,6 @@ pub fn shipping(
             no_checks_after: None,
         },
         ci_fix_attempts: 2,
+        wait_for_ci: true,
     }
 }

@@ -86,6 +86,7 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
                     ..CiWait::default()
                 },
                 ci_fix_attempts: f.ci_fix_attempts,
+                wait_for_ci: f.wait_for_ci,
             },
         );
     }
