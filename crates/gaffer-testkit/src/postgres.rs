@@ -4,8 +4,8 @@
 //! server to use. Without it, the first test that needs one runs `initdb` into a
 //! fresh temp dir and starts `postgres` on a free loopback port, as the `postgres`
 //! user when run as root (root cannot run it). A watchdog shell holds the server:
-//! when this test process exits, its stdin closes and the shell stops the server
-//! and removes the directory. Every test gets its own database, so tests run in
+//! when this test process exits (however it dies), its stdin closes and the shell
+//! stops the server and removes the directory. Every test gets its own database, so tests run in
 //! parallel. Without binaries the tests skip (saying why) unless `CI` is set.
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -114,9 +114,14 @@ fn start() -> Result<Server, String> {
         c.args(["-c", WATCHDOG, "sh"]);
         c
     };
+    // A process group of its own: a runner that kills the test's group (a timeout,
+    // Ctrl-C) must not kill the watchdog before it stops the server and removes
+    // its directory; it still sees this process end as the end of its stdin.
+    use std::os::unix::process::CommandExt;
     let mut child = cmd
         .arg(path_arg(&bin))
         .arg(port.to_string())
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
