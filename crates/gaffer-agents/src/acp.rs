@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, AgentProcess, Framing};
+use crate::process::{find_executable, home_dir, AgentProcess, Framing, SpawnSandbox};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -46,6 +46,8 @@ pub struct AcpConfig {
     pub default_bin: String,
     /// Arguments.
     pub args: Vec<String>,
+    /// Where the agent keeps its own state (sessions, settings); writable in the sandbox.
+    pub state_dirs: Vec<PathBuf>,
     /// Redactor.
     pub redactor: Arc<Redactor>,
 }
@@ -59,6 +61,7 @@ impl AcpConfig {
             env_var: "GAFFER_GEMINI_BIN".into(),
             default_bin: "gemini".into(),
             args: vec!["--acp".into()],
+            state_dirs: vec![home_dir().join(".gemini")],
             redactor: Arc::new(Redactor::default()),
         }
     }
@@ -68,6 +71,7 @@ impl AcpConfig {
         AcpConfig {
             env_var: format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_")),
             default_bin: name.clone(),
+            state_dirs: vec![home_dir().join(format!(".{name}"))],
             name,
             bin: Some(bin),
             args,
@@ -100,7 +104,19 @@ impl AcpBackend {
             Some(b) => b.clone(),
             None => find_executable(&self.cfg.env_var, &self.cfg.default_bin)?,
         };
-        let mut p = AgentProcess::spawn(&agent, &bin, &self.cfg.args, &ws, &opts.agent_env())?;
+        let mut p = AgentProcess::spawn(
+            &agent,
+            &bin,
+            &self.cfg.args,
+            &ws,
+            &opts.agent_env(),
+            SpawnSandbox {
+                sandbox: &opts.sandbox,
+                mode: opts.mode,
+                state_dirs: self.cfg.state_dirs.clone(),
+                state_files: Vec::new(),
+            },
+        )?;
         let mut next_id = 0i64;
         let init = p.rpc(Framing::Standard, &mut next_id, "initialize", json!({
             "protocolVersion": PROTOCOL_VERSION,

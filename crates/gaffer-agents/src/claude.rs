@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, AgentProcess};
+use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, set_verified, AgentBackend, AgentSession, ApprovalGate, Command,
@@ -81,7 +81,19 @@ impl ClaudeBackend {
         }
         let args = claude_args(&opts, &session_id, resume, &self.cfg.extra_args);
         let bin = self.bin()?;
-        let mut proc = AgentProcess::spawn(AGENT, &bin, &args, &ws, &env)?;
+        let mut proc = AgentProcess::spawn(
+            AGENT,
+            &bin,
+            &args,
+            &ws,
+            &env,
+            SpawnSandbox {
+                sandbox: &opts.sandbox,
+                mode: opts.mode,
+                state_dirs: vec![claude_config_dir(&env)],
+                state_files: claude_state_files(&env),
+            },
+        )?;
         proc.send_or_exited(&json!({
             "type": "control_request",
             "request_id": format!("req_init_{}", uuid::Uuid::new_v4().simple()),
@@ -160,10 +172,18 @@ pub fn claude_config_dir(env: &BTreeMap<String, String>) -> PathBuf {
             return PathBuf::from(d);
         }
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    home.join(".claude")
+    home_dir().join(".claude")
+}
+
+/// Claude Code also keeps `~/.claude.json` unless `CLAUDE_CONFIG_DIR` moves it.
+fn claude_state_files(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    let moved = env.contains_key("CLAUDE_CONFIG_DIR")
+        || std::env::var_os("CLAUDE_CONFIG_DIR").is_some_and(|d| !d.is_empty());
+    if moved {
+        Vec::new()
+    } else {
+        vec![home_dir().join(".claude.json")]
+    }
 }
 
 /// Where Claude keeps the transcript of `session_id` for a canonical workspace.

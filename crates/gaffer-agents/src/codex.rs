@@ -8,7 +8,7 @@
 //! (`codex exec --json` cannot ask a human, so it is not used here: it would only be a
 //! fallback when the user allows full auto.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, AgentProcess, Framing};
+use crate::process::{find_executable, home_dir, AgentProcess, Framing, SpawnSandbox};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -45,6 +45,17 @@ pub struct CodexConfig {
 #[derive(Debug, Clone, Default)]
 pub struct CodexBackend {
     cfg: CodexConfig,
+}
+
+/// Codex's state dir: `CODEX_HOME` (from the session env, then this process), else
+/// `~/.codex`.
+pub fn codex_home(env: &BTreeMap<String, String>) -> PathBuf {
+    env.get("CODEX_HOME")
+        .cloned()
+        .or_else(|| std::env::var("CODEX_HOME").ok())
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home_dir().join(".codex"))
 }
 
 /// The `thread/start` params gaffer sends.
@@ -85,7 +96,20 @@ impl CodexBackend {
             .args
             .clone()
             .unwrap_or_else(|| vec!["app-server".into()]);
-        let mut p = AgentProcess::spawn(AGENT, &bin, &args, &ws, &opts.agent_env())?;
+        let env = opts.agent_env();
+        let mut p = AgentProcess::spawn(
+            AGENT,
+            &bin,
+            &args,
+            &ws,
+            &env,
+            SpawnSandbox {
+                sandbox: &opts.sandbox,
+                mode: opts.mode,
+                state_dirs: vec![codex_home(&env)],
+                state_files: Vec::new(),
+            },
+        )?;
         let mut next_id: i64 = 0;
         let init = p.rpc(Framing::Bare, &mut next_id,
             "initialize",

@@ -120,6 +120,16 @@ pub enum AgentError {
     /// Persisted counter store failure.
     #[error("counter store: {0}")]
     Counters(String),
+    /// The sandbox cannot confine the agent and the config requires it (`[sandbox]
+    /// mode = "required"`), or its rules could not be built. Not retried: the kernel
+    /// will not change.
+    #[error("{agent} was not started: {reason}")]
+    Sandbox {
+        /// Agent.
+        agent: String,
+        /// Why, and what to change.
+        reason: String,
+    },
     /// IO error talking to the agent.
     #[error("io error talking to {agent}: {source}")]
     Io {

@@ -25,6 +25,7 @@ pub mod patch;
 mod process;
 pub mod ratelimit;
 mod redact;
+pub mod sandbox;
 mod session;
 pub mod toolloop;
 pub mod tools;

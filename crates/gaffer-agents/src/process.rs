@@ -10,6 +10,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::error::{AgentError, Result};
+use crate::sandbox::{self, Confinement, Decision, PrivateTemp, Sandbox};
+use crate::types::Mode;
 
 /// Find an executable: the env var (if set and non-empty) wins, then `PATH`.
 pub fn find_executable(env_var: &str, name: &str) -> Result<PathBuf> {
@@ -46,6 +48,13 @@ pub fn find_executable_in(
     })
 }
 
+/// `$HOME` of this process (empty when unset).
+pub(crate) fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
 const STDERR_TAIL: usize = 4096;
 
 /// A spawned agent process with piped stdio.
@@ -56,6 +65,22 @@ pub(crate) struct AgentProcess {
     pub(crate) lines: Lines<BufReader<ChildStdout>>,
     pub(crate) line_no: u64,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// Where a confined agent may write, said when its stderr shows a refusal.
+    sandbox_note: Option<String>,
+    // Removed when the process handle goes.
+    _temp: Option<PrivateTemp>,
+}
+
+/// How an agent process is confined: the sandbox settings, whether it may write its
+/// worktree, and the agent CLI's own state (session store, config).
+pub(crate) struct SpawnSandbox<'a> {
+    pub(crate) sandbox: &'a Sandbox,
+    pub(crate) mode: Mode,
+    /// Directories the agent keeps its state in; created when missing, so they can be
+    /// allowed.
+    pub(crate) state_dirs: Vec<PathBuf>,
+    /// Files it keeps state in (allowed when they exist).
+    pub(crate) state_files: Vec<PathBuf>,
 }
 
 /// How a JSON-RPC peer frames its messages.
@@ -129,12 +154,40 @@ impl AgentProcess {
         args: &[String],
         cwd: &Path,
         env: &BTreeMap<String, String>,
+        confined: SpawnSandbox<'_>,
     ) -> Result<Self> {
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(cwd)
-            .envs(env)
-            .stdin(Stdio::piped())
+        cmd.args(args).current_dir(cwd).envs(env);
+        let (temp, sandbox_note) = if confined.sandbox.mode == sandbox::SandboxMode::Off {
+            (None, None)
+        } else {
+            let temp = PrivateTemp::new(agent)?;
+            for dir in &confined.state_dirs {
+                // A state dir the agent has not used yet must exist to be allowed.
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let state: Vec<PathBuf> = confined
+                .state_dirs
+                .into_iter()
+                .chain(confined.state_files)
+                .collect();
+            let confinement = Confinement::for_agent(
+                confined.sandbox,
+                cwd,
+                confined.mode == Mode::ReadWrite,
+                temp.path(),
+                &state,
+            );
+            match sandbox::prepare(&confinement, agent)? {
+                Decision::Unconfined => (None, None),
+                decision => {
+                    sandbox::confine(&mut cmd, &decision);
+                    cmd.env("TMPDIR", temp.path());
+                    (Some(temp), Some(confinement.describe()))
+                }
+            }
+        };
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -175,6 +228,8 @@ impl AgentProcess {
             lines: BufReader::with_capacity(64 * 1024, stdout).lines(),
             line_no: 0,
             stderr_tail,
+            sandbox_note,
+            _temp: temp,
         })
     }
 
@@ -211,11 +266,16 @@ impl AgentProcess {
         }
     }
 
-    /// The last bytes the agent wrote to stderr.
+    /// The last bytes the agent wrote to stderr; when it shows the kernel refused an
+    /// access of a confined agent, followed by where the sandbox lets it write.
     pub(crate) fn stderr_tail(&self) -> String {
-        match self.stderr_tail.lock() {
+        let tail = match self.stderr_tail.lock() {
             Ok(t) => String::from_utf8_lossy(&t).trim().to_string(),
             Err(_) => String::new(),
+        };
+        match &self.sandbox_note {
+            Some(note) if sandbox::looks_refused(&tail) => format!("{tail}\n[{note}]"),
+            _ => tail,
         }
     }
 

@@ -20,6 +20,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::error::{AgentError, Result};
 use crate::patch::{apply_file_patch, parse_patch};
+use crate::sandbox::{self, Confinement, Decision, PrivateTemp, Sandbox, SandboxMode};
 use crate::types::Mode;
 
 /// Largest file `read_file` returns without a line range.
@@ -133,6 +134,7 @@ impl ToolOutcome {
 pub struct Worktree {
     root: PathBuf,
     mode: Mode,
+    sandbox: Sandbox,
 }
 
 #[derive(Deserialize)]
@@ -185,7 +187,17 @@ impl Worktree {
             path: root.to_path_buf(),
             reason: e.to_string(),
         })?;
-        Ok(Worktree { root, mode })
+        Ok(Worktree {
+            root,
+            mode,
+            sandbox: Sandbox::default(),
+        })
+    }
+
+    /// Confine the commands `run` starts with this sandbox (default: off).
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// The physical root.
@@ -509,6 +521,7 @@ impl Worktree {
                 cmd.env_remove(&k);
             }
         }
+        let (_temp, sandbox_note) = self.confine_run(&mut cmd)?;
         let mut child = cmd
             .spawn()
             .map_err(|e| ToolOutcome::err(format!("cannot start `{prog}`: {e}")))?;
@@ -534,8 +547,45 @@ impl Worktree {
                 if code == Some(0) {
                     Ok(ToolOutcome::ok(out))
                 } else {
-                    Err(ToolOutcome::err(out))
+                    match sandbox_note {
+                        Some(note) if sandbox::looks_refused(&e) => {
+                            Err(ToolOutcome::err(format!("{out}\n[{note}]")))
+                        }
+                        _ => Err(ToolOutcome::err(out)),
+                    }
                 }
+            }
+        }
+    }
+}
+
+impl Worktree {
+    /// Confine a `run` command: the worktree (owner only) and a private temp dir are
+    /// writable; with the network off it gets no TCP at all (the model's API is called by
+    /// gaffer itself, not by the command). Returns the temp dir (kept until the command
+    /// ends) and the note to add when the kernel refuses something.
+    fn confine_run(
+        &self,
+        cmd: &mut tokio::process::Command,
+    ) -> std::result::Result<(Option<PrivateTemp>, Option<String>), ToolOutcome> {
+        if self.sandbox.mode == SandboxMode::Off {
+            return Ok((None, None));
+        }
+        let temp = PrivateTemp::new("run").map_err(|e| ToolOutcome::err(e.to_string()))?;
+        let mut confinement = Confinement::for_agent(
+            &self.sandbox,
+            &self.root,
+            self.mode == Mode::ReadWrite,
+            temp.path(),
+            &[],
+        );
+        confinement.connect_ports.clear();
+        match sandbox::prepare(&confinement, "run").map_err(|e| ToolOutcome::err(e.to_string()))? {
+            Decision::Unconfined => Ok((None, None)),
+            decision => {
+                sandbox::confine(cmd, &decision);
+                cmd.env("TMPDIR", temp.path());
+                Ok((Some(temp), Some(confinement.describe())))
             }
         }
     }

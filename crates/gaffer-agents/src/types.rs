@@ -64,6 +64,8 @@ pub struct StartOptions {
     pub project: String,
     /// Model override, if any.
     pub model: Option<String>,
+    /// How the agent process (and everything it starts) is confined.
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 impl StartOptions {

@@ -66,6 +66,39 @@ pub enum Durability {
     Normal,
 }
 
+/// Whether agent processes run in the kernel sandbox (Landlock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// Confine when the kernel can; warn and run unconfined when it cannot.
+    #[default]
+    Auto,
+    /// Confine, or refuse to start the agent.
+    Required,
+    /// Never confine.
+    Off,
+}
+
+/// `[sandbox]`: how agent processes are confined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Whether to confine.
+    pub mode: SandboxMode,
+    /// `false` (`network = "off"`): agent commands get no TCP bind/connect.
+    pub network: bool,
+    /// Extra directories every agent may write (build caches).
+    pub writable: Vec<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::Auto,
+            network: true,
+            writable: Vec::new(),
+        }
+    }
+}
+
 /// The agent and model for one role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleConfig {
@@ -138,6 +171,12 @@ pub struct Config {
     pub trackers: std::collections::BTreeMap<String, TrackerSettings>,
     /// Days a shipped or cancelled task's worktree is kept before `gaffer gc` removes it.
     pub worktree_retention_days: u64,
+    /// How agent processes are confined.
+    pub sandbox: SandboxConfig,
+    /// Names of environment variables whose values are secrets: redacted from
+    /// everything gaffer stores, logs or shows (on top of the usual `*_API_KEY`,
+    /// `*_TOKEN`, `*_SECRET`, `*_PASSWORD` variables).
+    pub secret_env: Vec<String>,
 }
 
 /// How one project ships: `[projects.<name>.forge]`.
@@ -201,6 +240,8 @@ impl Config {
             forges: Default::default(),
             trackers: Default::default(),
             worktree_retention_days: 7,
+            sandbox: SandboxConfig::default(),
+            secret_env: Vec::new(),
         }
     }
 
@@ -243,6 +284,24 @@ struct RawConfig {
     worktrees: RawWorktrees,
     #[serde(default)]
     projects: std::collections::BTreeMap<String, RawProject>,
+    #[serde(default)]
+    sandbox: RawSandbox,
+    #[serde(default)]
+    secrets: RawSecrets,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    mode: Option<String>,
+    network: Option<String>,
+    writable: Option<Vec<PathBuf>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecrets {
+    env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -571,6 +630,8 @@ fn resolve(
             )
         })?;
     }
+    config.sandbox = resolve_sandbox(origin, sources, raw.sandbox)?;
+    config.secret_env = raw.secrets.env.unwrap_or_default();
     config.roles = merge_roles(origin, "roles", &Roles::default(), raw.roles)?;
     for (project, p) in raw.projects {
         let roles = merge_roles(
@@ -746,6 +807,63 @@ fn resolve_tracker(
         project_id,
         token_env,
     })
+}
+
+fn resolve_sandbox(
+    origin: &str,
+    sources: &Sources<'_>,
+    raw: RawSandbox,
+) -> Result<SandboxConfig, ConfigError> {
+    let mut sandbox = SandboxConfig::default();
+    let (mode, from) = overlay(sources, "GAFFER_SANDBOX", raw.mode, origin);
+    if let Some(m) = mode {
+        sandbox.mode = match m.as_str() {
+            "auto" => SandboxMode::Auto,
+            "required" => SandboxMode::Required,
+            "off" => SandboxMode::Off,
+            other => {
+                return Err(invalid(
+                    &from,
+                    "sandbox.mode",
+                    format!("is `{other}`; use \"auto\", \"required\" or \"off\""),
+                ))
+            }
+        };
+    }
+    let (network, from) = overlay(sources, "GAFFER_SANDBOX_NETWORK", raw.network, origin);
+    if let Some(n) = network {
+        sandbox.network = match n.as_str() {
+            "on" => true,
+            "off" => false,
+            other => {
+                return Err(invalid(
+                    &from,
+                    "sandbox.network",
+                    format!("is `{other}`; use \"on\" or \"off\""),
+                ))
+            }
+        };
+    }
+    let from_env = (sources.env)("GAFFER_SANDBOX_WRITABLE")
+        .map(|v| std::env::split_paths(&v).collect::<Vec<_>>());
+    let (writable, from) = match from_env {
+        Some(w) => (w, "environment variable GAFFER_SANDBOX_WRITABLE".to_owned()),
+        None => (raw.writable.unwrap_or_default(), origin.to_owned()),
+    };
+    for w in &writable {
+        if !w.is_absolute() {
+            return Err(invalid(
+                &from,
+                "sandbox.writable",
+                format!(
+                    "has `{}`, which is not an absolute path; write the full path",
+                    w.display()
+                ),
+            ));
+        }
+    }
+    sandbox.writable = writable;
+    Ok(sandbox)
 }
 
 /// `raw` over `base`, validating agent names; `prefix` names the table in errors.

@@ -59,6 +59,21 @@ impl CounterStore for JournalCounters {
     }
 }
 
+/// The agents' sandbox as the config says: `[sandbox]` mode, network and extra
+/// writable directories.
+pub fn sandbox_from_config(c: &gaffer_config::SandboxConfig) -> gaffer_agents::sandbox::Sandbox {
+    use gaffer_agents::sandbox::{Sandbox, SandboxMode};
+    Sandbox {
+        mode: match c.mode {
+            gaffer_config::SandboxMode::Auto => SandboxMode::Auto,
+            gaffer_config::SandboxMode::Required => SandboxMode::Required,
+            gaffer_config::SandboxMode::Off => SandboxMode::Off,
+        },
+        network: c.network,
+        writable: c.writable.clone(),
+    }
+}
+
 /// The real backends, with one redactor and one set of rate limiters for all of them.
 pub struct Backends {
     redactor: Arc<Redactor>,

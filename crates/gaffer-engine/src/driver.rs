@@ -54,6 +54,8 @@ pub struct Settings {
     pub shipping: std::collections::BTreeMap<String, crate::Shipping>,
     /// Each project's task tracker, by project name.
     pub trackers: std::collections::BTreeMap<String, crate::Tracker>,
+    /// How agent processes are confined (see `gaffer_agents::sandbox`).
+    pub sandbox: gaffer_agents::sandbox::Sandbox,
 }
 
 impl Settings {
@@ -71,6 +73,7 @@ impl Settings {
             context_budget: 8000,
             shipping: Default::default(),
             trackers: Default::default(),
+            sandbox: Default::default(),
         }
     }
 }
@@ -1119,6 +1122,7 @@ impl Engine {
             task_id: task.id.0.clone(),
             project: project.name.clone(),
             model,
+            sandbox: self.settings.sandbox.clone(),
         };
         let gate = Arc::new(Gate {
             engine: self.clone(),

@@ -15,7 +15,7 @@ pub mod prompts;
 mod ship;
 mod workers;
 
-pub use agents::{AgentFactory, Backends, JournalCounters};
+pub use agents::{sandbox_from_config, AgentFactory, Backends, JournalCounters};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};

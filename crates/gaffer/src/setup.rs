@@ -74,3 +74,16 @@ pub fn durability(config: &Config) -> Durability {
         gaffer_config::Durability::Normal => Durability::Normal,
     }
 }
+
+/// The redactor for everything gaffer stores, logs or shows: the usual credential
+/// variables of this process (`*_API_KEY`, `*_TOKEN`, ...) and the values of the
+/// variables `[secrets] env` names, and `extra` (tokens read for this run).
+pub fn redactor(config: &Config, extra: Vec<String>) -> gaffer_agents::Redactor {
+    gaffer_agents::Redactor::from_env_and(
+        config
+            .secret_env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok())
+            .chain(extra),
+    )
+}

@@ -1,6 +1,7 @@
 mod acp;
 mod claude;
 mod codex;
+mod sandbox;
 mod support;
 mod toolloop;
 mod tools;

@@ -77,6 +77,7 @@ impl Env {
             task_id: "task-42".into(),
             project: "demo".into(),
             model: None,
+            sandbox: Default::default(),
         }
     }
 

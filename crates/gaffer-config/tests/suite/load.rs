@@ -299,3 +299,71 @@ fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
         "{err}"
     );
 }
+
+#[test]
+fn sandbox_settings_from_the_file_and_the_environment() {
+    let c = load_text(
+        "[sandbox]\nmode = \"required\"\nnetwork = \"off\"\nwritable = [\"/home/me/.cargo\"]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        c.sandbox,
+        SandboxConfig {
+            mode: SandboxMode::Required,
+            network: false,
+            writable: vec![PathBuf::from("/home/me/.cargo")],
+        }
+    );
+    let c = load_text(
+        "[sandbox]\nmode = \"required\"\n",
+        &[
+            ("GAFFER_SANDBOX", "off"),
+            ("GAFFER_SANDBOX_WRITABLE", "/a:/b"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.sandbox.mode, SandboxMode::Off);
+    assert_eq!(
+        c.sandbox.writable,
+        vec![PathBuf::from("/a"), PathBuf::from("/b")]
+    );
+    assert_eq!(
+        Config::defaults(PathBuf::from("/d")).sandbox.mode,
+        SandboxMode::Auto
+    );
+}
+
+#[test]
+fn bad_sandbox_values_name_the_field_and_the_choices() {
+    let err = load_text("[sandbox]\nmode = \"strict\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sandbox.mode") && err.contains("\"required\""),
+        "{err}"
+    );
+    let err = load_text("", &[("GAFFER_SANDBOX_NETWORK", "no")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("GAFFER_SANDBOX_NETWORK") && err.contains("\"off\""),
+        "{err}"
+    );
+    let err = load_text("[sandbox]\nwritable = [\"cache\"]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sandbox.writable") && err.contains("absolute"),
+        "{err}"
+    );
+}
+
+#[test]
+fn secret_variables_are_listed_by_name() {
+    let c = load_text("[secrets]\nenv = [\"DB_PASS\", \"SMTP_KEY\"]\n", &[]).unwrap();
+    assert_eq!(
+        c.secret_env,
+        vec!["DB_PASS".to_string(), "SMTP_KEY".to_string()]
+    );
+}

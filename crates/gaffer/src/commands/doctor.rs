@@ -161,6 +161,52 @@ async fn database_check(journal: &dyn Journal) -> Check {
     )
 }
 
+/// What the kernel's Landlock offers against what `[sandbox]` asks.
+fn sandbox_check(
+    config: &gaffer_config::SandboxConfig,
+    support: gaffer_agents::sandbox::Support,
+) -> Check {
+    use gaffer_config::SandboxMode;
+    let mode = match config.mode {
+        SandboxMode::Auto => "auto",
+        SandboxMode::Required => "required",
+        SandboxMode::Off => "off",
+    };
+    let detail = format!("mode {mode}: {}", support.describe());
+    let decision = gaffer_agents::sandbox::decide(
+        gaffer_engine::sandbox_from_config(config).mode,
+        config.network,
+        support,
+    );
+    match decision {
+        Err(why) => check(
+            "sandbox",
+            Status::Fail,
+            why,
+            Some("agents will not be started; boot a kernel with Landlock (lsm=landlock) or set [sandbox] mode = \"auto\""),
+        ),
+        Ok(false) if config.mode == SandboxMode::Auto => check(
+            "sandbox",
+            Status::Warn,
+            detail,
+            Some("agents run unconfined; boot a kernel with Landlock (lsm=landlock), or set [sandbox] mode = \"required\" to refuse"),
+        ),
+        Ok(false) => check(
+            "sandbox",
+            Status::Warn,
+            detail,
+            Some("agents run unconfined: [sandbox] mode = \"off\""),
+        ),
+        Ok(true) if !config.network && !support.network() => check(
+            "sandbox",
+            Status::Warn,
+            detail,
+            Some("network = \"off\" cannot be enforced by this kernel"),
+        ),
+        Ok(true) => check("sandbox", Status::Ok, detail, None),
+    }
+}
+
 pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let (file, _) = config_file(global);
@@ -175,6 +221,10 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                     Some("`gaffer init` writes a commented config file"),
                 ),
             });
+            checks.push(sandbox_check(
+                &config.sandbox,
+                gaffer_agents::sandbox::support(),
+            ));
             checks.push(check(
                 "data dir",
                 Status::Ok,

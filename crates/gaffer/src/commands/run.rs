@@ -8,7 +8,6 @@ use crate::error::{CliError, Result, EXIT_FAILED};
 use crate::output;
 use crate::setup::cli_actor;
 use gaffer_agents::ratelimit::RateLimits;
-use gaffer_agents::Redactor;
 use gaffer_app::{AddProject, App, NewTask, Scope};
 use gaffer_config::Config;
 use gaffer_core::{Decision, Event, Stage, TaskId};
@@ -31,7 +30,9 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     settings.limits.review_rounds = config.review_rounds;
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let tokens = shipping(config, &mut settings)?;
-    let redactor = Arc::new(Redactor::from_env_and(tokens));
+    settings.sandbox = gaffer_engine::sandbox_from_config(&config.sandbox);
+    warn_if_unconfined(&settings.sandbox);
+    let redactor = Arc::new(crate::setup::redactor(config, tokens));
     settings.redactor = redactor.clone();
     settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(
         app.journal().clone(),
@@ -130,6 +131,18 @@ async fn read_issue(
         issue.url
     };
     Ok((request.trim().to_owned(), url))
+}
+
+/// Say at start, not at the first agent, that agents will run unconfined.
+fn warn_if_unconfined(sandbox: &gaffer_agents::sandbox::Sandbox) {
+    use gaffer_agents::sandbox::{support, SandboxMode};
+    let s = support();
+    if sandbox.mode == SandboxMode::Auto && !s.filesystem() {
+        eprintln!(
+            "gaffer: warning: {}; agents run unconfined. Set [sandbox] mode = \"required\" to refuse instead.",
+            s.describe()
+        );
+    }
 }
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {

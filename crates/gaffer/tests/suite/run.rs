@@ -86,7 +86,8 @@ impl Bench {
         .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
         .env("GAFFER_FAKE_LOG", self.log())
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
-        .env("USER", "tester");
+        .env("USER", "tester")
+        .env("GAFFER_SANDBOX_WRITABLE", fake_writable(d));
     }
 
     fn owner_spawns(&self) -> usize {
@@ -96,6 +97,19 @@ impl Bench {
             .filter(|l| l.contains("spawn role=owner"))
             .count()
     }
+}
+
+/// What the fake agents write besides the worktree (scenario cursors, their state,
+/// the effect log), so they keep working inside gaffer's sandbox.
+pub fn fake_writable(d: &Path) -> std::ffi::OsString {
+    for dir in ["scenarios", "fake-state"] {
+        std::fs::create_dir_all(d.join(dir)).unwrap();
+    }
+    let log = d.join("effects.log");
+    if !log.exists() {
+        std::fs::write(&log, "").unwrap();
+    }
+    std::env::join_paths([d.join("scenarios"), d.join("fake-state"), log]).unwrap()
 }
 
 pub fn json_of(out: &std::process::Output) -> Value {

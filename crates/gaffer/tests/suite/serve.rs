@@ -83,6 +83,7 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
         .env("GAFFER_FAKE_LOG", d.join("effects.log"))
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
         .env("USER", "tester")
+        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
