@@ -74,6 +74,7 @@
 #![deny(missing_docs)]
 
 mod approvals;
+pub mod audit;
 mod convert;
 mod error;
 pub mod policy;
@@ -81,6 +82,7 @@ mod projects;
 mod tasks;
 
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
+pub use audit::AuditEntry;
 pub use error::{AppError, Result};
 pub use policy::{Policy, Subject};
 pub use projects::{detect_check_command, AddProject};

@@ -107,12 +107,17 @@ pub struct TokenConfig {
     pub name: String,
     /// `viewer`, `approver` or `admin`.
     pub role: String,
-    /// The secret itself, or…
+    /// The hex SHA-256 of the secret (`gaffer token new` prints it): the file never
+    /// holds the secret itself. Or…
     #[serde(default)]
-    pub secret: Option<String>,
-    /// …the environment variable that holds it.
+    pub secret_sha256: Option<String>,
+    /// …the environment variable that holds the secret.
     #[serde(default)]
     pub secret_env: Option<String>,
+    /// A plaintext secret: refused when the server starts, with the `secret_sha256`
+    /// line to write instead (kept in the format so the refusal can say that).
+    #[serde(default)]
+    pub secret: Option<String>,
 }
 
 /// What a call asks to do, for the auto-approve rules.

@@ -8,6 +8,8 @@
 //!   compared with `subtle`).
 //! - Roles: `viewer` reads; `approver` also decides approvals and creates,
 //!   cancels and retries tasks; `admin` also adds projects and flips auto-approve.
+//!   The middleware checks the role of every request ([`required_role`]) before
+//!   routing, so a new route is protected without a line of its own.
 //! - CSRF: a state-changing request authenticated by something the browser sends
 //!   on its own (the cookie, or being on loopback) must carry `X-CSRF-Token` with
 //!   the server's token, which only the server's own page knows, whenever it comes
@@ -74,6 +76,23 @@ impl Token {
             digest: digest(secret),
         }
     }
+
+    /// A token known only by the hex SHA-256 of its secret; `None` unless `sha256` is 64
+    /// hex digits.
+    pub fn from_sha256(name: &str, role: Role, sha256: &str) -> Option<Self> {
+        let mut digest = [0u8; 32];
+        hex::decode_to_slice(sha256.trim(), &mut digest).ok()?;
+        Some(Self {
+            name: name.to_owned(),
+            role,
+            digest,
+        })
+    }
+}
+
+/// The hex SHA-256 of a token secret, as `secret_sha256` in policy.toml holds it.
+pub fn token_sha256(secret: &str) -> String {
+    hex::encode(digest(secret))
 }
 
 impl std::fmt::Debug for Token {
@@ -251,6 +270,21 @@ pub async fn middleware(
             ));
         }
     }
+    caller.require(required_role(req.method(), req.uri().path()))?;
     req.extensions_mut().insert(caller);
     Ok(next.run(req).await)
+}
+
+/// The role a request needs, decided before any handler or body parsing runs, so no
+/// route can forget it: reading needs `viewer`; registering a project and flipping
+/// auto-approve need `admin`; every other change needs `approver`.
+pub fn required_role(method: &Method, path: &str) -> Role {
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Role::Viewer;
+    }
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["", "api", "projects"] | ["", "api", "projects", _, "auto"] => Role::Admin,
+        _ => Role::Approver,
+    }
 }

@@ -68,7 +68,8 @@ impl ServerConfig {
         }
     }
 
-    /// Tokens from the policy file's `[[tokens]]`, with `secret_env` read through `env`.
+    /// Tokens from the policy file's `[[tokens]]`: `secret_sha256`, or `secret_env` read
+    /// through `env`. A plaintext `secret` is refused.
     pub fn with_policy_tokens(
         mut self,
         policy: &Policy,
@@ -78,28 +79,43 @@ impl ServerConfig {
             let role = Role::parse(&t.role).ok_or_else(|| {
                 ServerError::Config(format!("token `{}`: unknown role `{}`", t.name, t.role))
             })?;
-            let secret = match (&t.secret, &t.secret_env) {
-                (Some(s), _) => s.clone(),
-                (None, Some(var)) => env(var).ok_or_else(|| {
+            let token = match (&t.secret_sha256, &t.secret_env, &t.secret) {
+                (Some(hash), None, None) => Token::from_sha256(&t.name, role, hash).ok_or_else(|| {
                     ServerError::Config(format!(
-                        "token `{}`: environment variable {var} is not set",
+                        "token `{}`: secret_sha256 must be 64 hex digits (the SHA-256 that `gaffer token new` prints)",
                         t.name
                     ))
                 })?,
-                (None, None) => {
+                (None, Some(var), None) => {
+                    let secret = env(var).ok_or_else(|| {
+                        ServerError::Config(format!(
+                            "token `{}`: environment variable {var} is not set",
+                            t.name
+                        ))
+                    })?;
+                    if secret.len() < 16 {
+                        return Err(ServerError::Config(format!(
+                            "token `{}` is shorter than 16 characters; use a long random secret (`gaffer token new`)",
+                            t.name
+                        )));
+                    }
+                    Token::new(&t.name, role, &secret)
+                }
+                (None, None, Some(secret)) => {
                     return Err(ServerError::Config(format!(
-                        "token `{}` needs `secret` or `secret_env`",
+                        "token `{}`: a plaintext `secret` in policy.toml is refused (the file would hold a live credential); replace it with secret_sha256 = \"{}\", or keep the secret in an environment variable named by secret_env",
+                        t.name,
+                        auth::token_sha256(secret)
+                    )))
+                }
+                _ => {
+                    return Err(ServerError::Config(format!(
+                        "token `{}` needs exactly one of secret_sha256 (from `gaffer token new`) or secret_env",
                         t.name
                     )))
                 }
             };
-            if secret.len() < 16 {
-                return Err(ServerError::Config(format!(
-                    "token `{}` is shorter than 16 characters; use a long random secret",
-                    t.name
-                )));
-            }
-            self.tokens.push(Token::new(&t.name, role, &secret));
+            self.tokens.push(token);
         }
         Ok(self)
     }

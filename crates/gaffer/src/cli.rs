@@ -86,6 +86,14 @@ pub enum Command {
     /// "branches":[{"task","branch","pull_request","pr_state","remote","local"}],
     /// "bytes_reclaimed","errors"}. Exits 1 if anything could not be cleaned.
     Gc(GcArgs),
+    /// Print who decided what, and from where: task creations and cancellations,
+    /// approval decisions, auto-approve toggles (from the journal, oldest first).
+    ///
+    /// `--json` prints [{"pos","at","stream_id","action","subject","by":{"kind","name","via"},"note"}].
+    Audit(AuditArgs),
+    /// Make API tokens for `gaffer serve` (only their SHA-256 is stored).
+    #[command(subcommand)]
+    Token(TokenCommand),
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +104,45 @@ pub struct GcArgs {
     /// Print JSON for scripts instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this task's trail (`t-…`).
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Generate a random token: prints the secret once (give it to its holder) and the
+    /// `[[tokens]]` entry for policy.toml, which keeps only its SHA-256.
+    New(TokenNewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenNewArgs {
+    /// Who holds it; recorded as the person behind every decision made with it.
+    pub name: String,
+    /// What it may do.
+    #[arg(long, value_enum, default_value = "viewer")]
+    pub role: TokenRole,
+    /// Print {"name","role","secret","secret_sha256"} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TokenRole {
+    /// Reads everything.
+    Viewer,
+    /// Also decides approvals and creates, cancels and retries tasks.
+    Approver,
+    /// Also registers projects and flips auto-approve.
+    Admin,
 }
 
 #[derive(Debug, Args)]

@@ -23,6 +23,12 @@ pub fn age(at_ms: i64, now_ms: i64) -> String {
     }
 }
 
+/// `2026-01-31T12:00:00Z` from a timestamp in ms.
+pub fn utc(at_ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 /// Cut `text` to `max` characters on one line, marking the cut.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -1,4 +1,5 @@
 mod approvals;
+mod audit;
 mod projects;
 mod seed000;
 mod support;

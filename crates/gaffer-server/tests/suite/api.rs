@@ -664,17 +664,29 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
 }
 
 #[test]
-fn tokens_come_from_policy_toml_and_weak_ones_are_refused() {
+fn tokens_come_from_policy_toml_hashed_and_plaintext_or_weak_ones_are_refused() {
     use gaffer_app::Policy;
+    use gaffer_server::auth::{find_token_pub, token_sha256};
     use gaffer_server::ServerConfig;
     let base = ServerConfig::new("127.0.0.1:0".parse().unwrap());
-    let policy = Policy::parse(
-        "[[tokens]]\nname = \"phone\"\nrole = \"approver\"\nsecret_env = \"PHONE_TOKEN\"\n\n[[tokens]]\nname = \"ci\"\nrole = \"viewer\"\nsecret = \"0123456789abcdef-ci\"\n",
-    )
+    let ci_secret = "0123456789abcdef-ci";
+    let policy = Policy::parse(&format!(
+        "[[tokens]]\nname = \"phone\"\nrole = \"approver\"\nsecret_env = \"PHONE_TOKEN\"\n\n[[tokens]]\nname = \"ci\"\nrole = \"viewer\"\nsecret_sha256 = \"{}\"\n",
+        token_sha256(ci_secret)
+    ))
     .unwrap();
     let env = |k: &str| (k == "PHONE_TOKEN").then(|| "a-long-random-phone-secret".to_owned());
     let c = base.clone().with_policy_tokens(&policy, &env).unwrap();
     assert_eq!(c.tokens.len(), 2);
+    // The hashed token authenticates with its secret, and only with it.
+    assert_eq!(find_token_pub(&c.tokens, ci_secret).unwrap().name, "ci");
+    assert!(find_token_pub(&c.tokens, &token_sha256(ci_secret)).is_none());
+    assert_eq!(
+        find_token_pub(&c.tokens, "a-long-random-phone-secret")
+            .unwrap()
+            .name,
+        "phone"
+    );
     assert!(
         !format!("{:?}", c.tokens).contains("a-long-random"),
         "secrets must not be printed"
@@ -682,11 +694,109 @@ fn tokens_come_from_policy_toml_and_weak_ones_are_refused() {
     let none = |_: &str| None;
     let err = base.clone().with_policy_tokens(&policy, &none).unwrap_err();
     assert!(err.to_string().contains("PHONE_TOKEN"), "{err}");
+    // A plaintext secret in the file is refused, and the error gives the line to write.
+    let plain = Policy::parse(&format!(
+        "[[tokens]]\nname = \"w\"\nrole = \"admin\"\nsecret = \"{ci_secret}\"\n"
+    ))
+    .unwrap();
+    let err = base
+        .clone()
+        .with_policy_tokens(&plain, &none)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("plaintext"), "{err}");
+    assert!(err.contains(&token_sha256(ci_secret)), "{err}");
     let weak =
-        Policy::parse("[[tokens]]\nname = \"w\"\nrole = \"admin\"\nsecret = \"short\"\n").unwrap();
-    assert!(base.clone().with_policy_tokens(&weak, &none).is_err());
-    assert!(Policy::parse(
-        "[[tokens]]\nname = \"x\"\nrole = \"root\"\nsecret = \"0123456789abcdef\"\n"
-    )
-    .is_err());
+        Policy::parse("[[tokens]]\nname = \"w\"\nrole = \"admin\"\nsecret_env = \"W\"\n").unwrap();
+    let short = |_: &str| Some("short".to_owned());
+    assert!(base.clone().with_policy_tokens(&weak, &short).is_err());
+    let bad_hash =
+        Policy::parse("[[tokens]]\nname = \"h\"\nrole = \"admin\"\nsecret_sha256 = \"abc\"\n")
+            .unwrap();
+    let err = base
+        .clone()
+        .with_policy_tokens(&bad_hash, &none)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("64 hex digits"), "{err}");
+    assert!(
+        Policy::parse("[[tokens]]\nname = \"x\"\nrole = \"root\"\nsecret_env = \"X\"\n").is_err()
+    );
+}
+
+/// Every operation the OpenAPI document lists is checked against each role, with a
+/// body the handler could not even parse: the role is enforced before anything else,
+/// so a viewer never learns more than 403, and a new route cannot forget its role.
+#[tokio::test]
+async fn every_route_in_the_spec_enforces_its_role_before_reading_the_body() {
+    let h = start(true).await;
+    let spec: Value = h
+        .http
+        .get(h.url("/api/openapi.json"))
+        .bearer_auth(VIEWER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let admin_only = [
+        ("post", "/api/projects"),
+        ("post", "/api/projects/{id}/auto"),
+    ];
+    let mut changes = 0;
+    for (path, ops) in spec["paths"].as_object().unwrap() {
+        for method in ops.as_object().unwrap().keys() {
+            let url = h.url(&path.replace("{id}", "no-such-id"));
+            let status = |token: &'static str| {
+                let req = match method.as_str() {
+                    "get" => h.http.get(&url),
+                    "post" => h.http.post(&url),
+                    "put" => h.http.put(&url),
+                    "delete" => h.http.delete(&url),
+                    other => panic!("unexpected method {other} in the spec"),
+                };
+                let req = req
+                    .bearer_auth(token)
+                    .header("content-type", "application/json")
+                    .body("{not json");
+                async move { req.send().await.unwrap().status() }
+            };
+            let is_admin_only = admin_only.contains(&(method.as_str(), path.as_str()));
+            if method == "get" {
+                if path.ends_with("/events") {
+                    continue; // a stream that never ends; auth is checked in the SSE tests
+                }
+                for token in [VIEWER, APPROVER, ADMIN] {
+                    let s = status(token).await;
+                    assert!(
+                        s != StatusCode::FORBIDDEN && s != StatusCode::UNAUTHORIZED,
+                        "GET {path}: {s}"
+                    );
+                }
+                continue;
+            }
+            changes += 1;
+            assert_eq!(
+                status(VIEWER).await,
+                StatusCode::FORBIDDEN,
+                "viewer {method} {path}"
+            );
+            let approver = status(APPROVER).await;
+            if is_admin_only {
+                assert_eq!(approver, StatusCode::FORBIDDEN, "approver {method} {path}");
+            } else {
+                assert_ne!(approver, StatusCode::FORBIDDEN, "approver {method} {path}");
+            }
+            assert_ne!(
+                status(ADMIN).await,
+                StatusCode::FORBIDDEN,
+                "admin {method} {path}"
+            );
+        }
+    }
+    assert!(
+        changes >= 6,
+        "the spec lists the state-changing routes: {changes}"
+    );
 }

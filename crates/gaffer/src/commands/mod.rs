@@ -1,6 +1,7 @@
 //! One module per command; each takes its parsed arguments and returns an exit code.
 
 mod approvals;
+mod audit;
 mod db;
 mod doctor;
 mod gc;
@@ -12,7 +13,9 @@ mod run;
 mod serve;
 mod task;
 
-use crate::cli::{Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand};
+use crate::cli::{
+    Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand, TokenCommand,
+};
 use crate::error::Result;
 use std::process::ExitCode;
 
@@ -70,5 +73,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve(args) => serve::run(&cli.global, args.listen).await,
         Command::Gc(args) => gc::run(&cli.global, &args).await,
+        Command::Audit(args) => audit::run(&cli.global, &args).await,
+        Command::Token(TokenCommand::New(args)) => audit::new_token(&args),
     }
 }

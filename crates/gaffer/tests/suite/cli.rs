@@ -270,3 +270,130 @@ fn doctor_exits_78_when_the_config_is_broken() {
         .code(78)
         .stdout(predicate::str::contains("FAIL").and(predicate::str::contains("config.toml:1:")));
 }
+
+#[test]
+fn doctor_reports_the_kernels_landlock_against_the_sandbox_mode() {
+    let support = gaffer_agents::sandbox::support();
+    let home = Home::new();
+    for (config, expected) in [
+        ("[sandbox]\nmode = \"off\"\n", "warn"),
+        (
+            "[sandbox]\nmode = \"required\"\n",
+            if support.filesystem() { "ok" } else { "fail" },
+        ),
+        (
+            "[sandbox]\nmode = \"auto\"\n",
+            if support.filesystem() { "ok" } else { "warn" },
+        ),
+    ] {
+        home.write_config(config);
+        let out = home.gaffer().args(["doctor", "--json"]).output().unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let sandbox = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "sandbox")
+            .cloned()
+            .unwrap();
+        assert_eq!(sandbox["status"], expected, "{config}: {sandbox}");
+        let detail = sandbox["detail"].as_str().unwrap();
+        assert!(detail.contains("Landlock"), "{detail}");
+        if let Some(abi) = support.abi {
+            if expected != "fail" {
+                assert!(detail.contains(&format!("ABI {abi}")), "{detail}");
+            }
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(if expected == "fail" { 78 } else { 0 }),
+            "{config}"
+        );
+    }
+}
+
+#[test]
+fn audit_prints_who_decided_what_and_from_where() {
+    let home = Home::new();
+    home.seed();
+    home.gaffer()
+        .env("USER", "zoe")
+        .args(["task", "cancel", "t-two"])
+        .assert()
+        .success();
+    let out = home
+        .gaffer()
+        .args(["audit", "--task", "t-two", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trail: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seen: Vec<(&str, &str, &str)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap(),
+                e["by"]["name"].as_str().unwrap(),
+                e["by"]["via"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("task_created", "ana", "cli"),
+            ("task_cancelled", "zoe", "cli")
+        ]
+    );
+    // Text: one line per decision; the whole journal also has t-one's creation.
+    home.gaffer().arg("audit").assert().success().stdout(
+        predicate::str::contains("zoe via cli")
+            .and(predicate::str::contains("t-one"))
+            .and(predicate::str::contains("task_cancelled")),
+    );
+    home.gaffer()
+        .args(["audit", "--task", "t-nope"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("t-nope"));
+}
+
+#[test]
+fn token_new_prints_the_secret_once_and_only_its_hash_for_the_policy() {
+    let home = Home::new();
+    let out = home
+        .gaffer()
+        .args(["token", "new", "phone", "--role", "approver", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secret = t["secret"].as_str().unwrap();
+    assert!(secret.len() >= 32, "{secret}");
+    assert_eq!(
+        t["secret_sha256"].as_str().unwrap(),
+        gaffer_server::auth::token_sha256(secret)
+    );
+    // The printed entry is what the server accepts, and the secret logs in with it.
+    let text = home.gaffer().args(["token", "new", "ci"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let entry = &text[text.find("[[tokens]]").unwrap()..];
+    let policy = gaffer_app::Policy::parse(entry).unwrap();
+    assert!(!entry.contains("secret ="), "{entry}");
+    let config = gaffer_server::ServerConfig::new("127.0.0.1:0".parse().unwrap())
+        .with_policy_tokens(&policy, &|_| None)
+        .unwrap();
+    let secret = text.lines().nth(1).unwrap().trim();
+    let found = gaffer_server::auth::find_token_pub(&config.tokens, secret).unwrap();
+    assert_eq!(
+        (found.name.as_str(), found.role),
+        ("ci", gaffer_server::auth::Role::Viewer)
+    );
+}
