@@ -252,16 +252,10 @@ impl Engine {
             intent: Some(Intent::NonIdempotent),
             ..Subject::default()
         };
+        // Always attempt 1: after a crash the step asks again and gets the same
+        // approval back (pending or decided), never a second one.
         let resolution = self
-            .ask(
-                task,
-                step,
-                step.attempt,
-                ApprovalKind::Ship,
-                summary,
-                details,
-                subject,
-            )
+            .ask(task, step, 1, ApprovalKind::Ship, summary, details, subject)
             .await?;
         if resolution.approved() {
             Ok(

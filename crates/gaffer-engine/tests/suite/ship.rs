@@ -558,3 +558,77 @@ async fn owner_and_repo_come_from_the_remote_url_and_the_token_pushes_over_https
         fake.git_url()
     );
 }
+
+#[tokio::test]
+async fn a_crash_while_waiting_for_the_ship_approval_asks_the_same_approval_again() {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let w = World::build("true", |s| {
+        s.shipping.insert(
+            "demo".into(),
+            shipping(ForgeKind::Gitea, &fake.base_url(), &remote.url(), TOKEN),
+        );
+    })
+    .await;
+    script_one_subtask(&w);
+    // Without --yes: the plan and the ship each wait for a person.
+    let id = w.task(REQUEST, false).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let asked = |kind: ApprovalKind| {
+        move |e: &Event| match e {
+            Event::ApprovalRequested {
+                approval_id,
+                kind: k,
+                ..
+            } if *k == kind => Some(approval_id.0.clone()),
+            _ => None,
+        }
+    };
+    let plan = next_event(&mut events, &id, asked(ApprovalKind::Plan)).await;
+    w.app
+        .decide(
+            &plan,
+            Decision::Approve,
+            Actor::user("ana", "test"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    let ship = next_event(&mut events, &id, asked(ApprovalKind::Ship)).await;
+    // gaffer dies while the question is open.
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+    assert!(w.engine.recover_task(&id).await.unwrap());
+    let run = w.spawn(&id);
+    // The restarted step finds the same, still pending, approval; a person answers it.
+    let pending = w.app.approvals(Some("pending")).await.unwrap();
+    assert_eq!(
+        pending.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+        [ship.as_str()]
+    );
+    w.app
+        .decide(
+            &ship,
+            Decision::Approve,
+            Actor::user("ana", "test"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    // A second approval would leave the run waiting for it.
+    let stage = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run waits for a second ship approval");
+    assert_eq!(stage.unwrap().unwrap(), Stage::Done);
+    let view = w.view(&id).await;
+    let ships: Vec<_> = view.approvals.iter().filter(|a| a.kind == "ship").collect();
+    assert_eq!(ships.len(), 1, "one ship approval, never a second");
+    assert_eq!(fake.prs().len(), 1);
+}

@@ -207,6 +207,52 @@ fn sandbox_check(
     }
 }
 
+/// Each project's forge and tracker: where it ships and whether its token is there
+/// (only presence is shown; nothing is sent to the forge).
+fn shipping_checks(config: &gaffer_config::Config) -> Vec<Check> {
+    let present = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
+    let mut checks = Vec::new();
+    for (name, f) in &config.forges {
+        let name = format!("forge {name}");
+        let at = format!("{} at {}, pushing to `{}`", f.kind, f.base_url, f.remote);
+        checks.push(match &f.token_env {
+            Some(var) if present(var) => check(&name, Status::Ok, format!("{at}; token in {var}"), None),
+            Some(var) => Check {
+                name,
+                status: Status::Warn,
+                detail: format!("{at}; {var} is not set"),
+                hint: Some(format!("put an API token in {var} before shipping (Gitea: write:repository, write:issue; GitHub: contents, pull requests, issues write)")),
+            },
+            None => check(
+                &name,
+                Status::Ok,
+                format!("{at}; token from your git credential helper"),
+                None,
+            ),
+        });
+    }
+    for (name, t) in &config.trackers {
+        let name = format!("tracker {name}");
+        let at = format!("vikunja at {}, project {}", t.base_url, t.project_id);
+        checks.push(if present(&t.token_env) {
+            check(
+                &name,
+                Status::Ok,
+                format!("{at}; token in {}", t.token_env),
+                None,
+            )
+        } else {
+            Check {
+                name,
+                status: Status::Warn,
+                detail: format!("{at}; {} is not set", t.token_env),
+                hint: Some(format!("put a Vikunja API token in {}", t.token_env)),
+            }
+        });
+    }
+    checks
+}
+
 pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let (file, _) = config_file(global);
@@ -231,6 +277,7 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                 config.data_dir.display().to_string(),
                 None,
             ));
+            checks.extend(shipping_checks(&config));
             match open_journal(&config).await {
                 Ok(journal) => {
                     checks.push(database_check(journal.as_ref()).await);

@@ -349,3 +349,48 @@ fn serve_cleans_up_at_start_the_worktrees_of_done_tasks_past_the_retention() {
     // A branch without a pull request is the user's: never pruned.
     assert!(git(&b.repo, &["branch", "--list", &branch]).contains(&branch));
 }
+
+#[test]
+fn doctor_shows_each_forge_and_tracker_and_whether_its_token_is_there() {
+    let b = Bench::new();
+    b.home.write_config(
+        "[projects.demo.forge]\nkind = \"github\"\ntoken_env = \"DEMO_GH_TOKEN\"\n\n[projects.web.forge]\nkind = \"gitea\"\nbase_url = \"https://git.example.com\"\n\n[projects.demo.tracker]\nkind = \"vikunja\"\nbase_url = \"https://tasks.example.com\"\nproject_id = 7\ntoken_env = \"DEMO_VIKUNJA_TOKEN\"\n",
+    );
+    let out = b
+        .gaffer_std()
+        .args(["doctor", "--json"])
+        .env("DEMO_VIKUNJA_TOKEN", "vikunja-secret-123")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        !text.contains("vikunja-secret-123"),
+        "doctor printed a token"
+    );
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let by_name = |n: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no check {n}: {report}"))
+    };
+    let demo = by_name("forge demo");
+    assert_eq!(demo["status"], "warn");
+    assert!(demo["detail"]
+        .as_str()
+        .unwrap()
+        .contains("github at https://api.github.com"));
+    assert!(demo["hint"].as_str().unwrap().contains("DEMO_GH_TOKEN"));
+    let web = by_name("forge web");
+    assert_eq!(web["status"], "ok");
+    assert!(web["detail"]
+        .as_str()
+        .unwrap()
+        .contains("git credential helper"));
+    let tracker = by_name("tracker demo");
+    assert_eq!(tracker["status"], "ok");
+    assert!(tracker["detail"].as_str().unwrap().contains("project 7"));
+}
