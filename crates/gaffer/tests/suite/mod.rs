@@ -3,6 +3,7 @@ mod cli;
 mod context;
 mod db;
 mod run;
+mod secrets;
 mod serve;
 mod ship;
 mod support;

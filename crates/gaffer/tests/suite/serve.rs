@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Served(Child);
+pub struct Served(pub Child);
 
 impl Drop for Served {
     fn drop(&mut self) {
@@ -18,7 +18,7 @@ impl Drop for Served {
     }
 }
 
-async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+pub async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(v) = f().await {
