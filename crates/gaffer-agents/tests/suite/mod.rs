@@ -1,6 +1,7 @@
 mod acp;
 mod claude;
 mod codex;
+mod hostile;
 mod sandbox;
 mod support;
 mod toolloop;

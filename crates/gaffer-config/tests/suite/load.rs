@@ -367,3 +367,24 @@ fn secret_variables_are_listed_by_name() {
         vec!["DB_PASS".to_string(), "SMTP_KEY".to_string()]
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Any file is either a configuration or an error that names the file: never a panic.
+    #[test]
+    fn any_file_loads_or_names_itself_in_the_error(
+        text in "(\\[[a-z_.]{0,12}\\]\n|[a-z_]{1,10} = (\"[^\"\n]{0,12}\"|[0-9]{1,6}|\\[\\]|true)\n|.{0,30}\n){0,12}"
+    ) {
+        match load_text(&text, &[]) {
+            Ok(_) => {}
+            Err(e) => {
+                let msg = e.to_string();
+                proptest::prop_assert!(
+                    msg.contains("config.toml") || matches!(e, ConfigError::Invalid { .. }),
+                    "{msg}"
+                );
+            }
+        }
+    }
+}
