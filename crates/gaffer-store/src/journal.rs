@@ -119,6 +119,24 @@ pub struct VerifyReport {
     pub broken: Option<Broken>,
 }
 
+/// What the Discord adapter posted for one gaffer record: `kind` says which
+/// (`thread`, `status`, `approval`, …), `gaffer_id` which record (a task or
+/// approval id). Kept so a restarted adapter edits the same message instead of
+/// posting another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiscordMessage {
+    /// What the message is for.
+    pub kind: String,
+    /// The task or approval id.
+    pub gaffer_id: String,
+    /// The channel (or thread) it is in.
+    pub channel_id: String,
+    /// The message (for a thread: the thread's own id).
+    pub message_id: String,
+    /// A digest of what it shows now; empty when unknown.
+    pub rendered: String,
+}
+
 /// The journal. Appends are the only writes; everything else is derived.
 #[async_trait::async_trait]
 pub trait Journal: Send + Sync {
@@ -183,6 +201,13 @@ pub trait Journal: Send + Sync {
 
     /// Add `by` to a persisted counter atomically, across processes; the new value.
     async fn counter_add(&self, key: &str, day: &str, by: u64) -> Result<u64>;
+
+    /// The Discord message recorded for `(kind, gaffer_id)`, if any.
+    async fn discord_message(&self, kind: &str, gaffer_id: &str) -> Result<Option<DiscordMessage>>;
+
+    /// Record a Discord message for `(m.kind, m.gaffer_id)`, replacing what was
+    /// recorded for that key.
+    async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()>;
 
     /// Deliver events that other processes (or other machines) append to this
     /// process's subscribers too, once each. Needs a running tokio runtime.

@@ -22,8 +22,8 @@ pub use copy::{copy_journal, Copied};
 pub use error::{Result, StoreError};
 pub use hash::{event_hash, GENESIS_HASH};
 pub use journal::{
-    now_ms, Appended, ApprovalFilter, Broken, Journal, NewEvent, RecordedEvent, TaskFilter,
-    TaskView, VerifyReport,
+    now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
+    TaskFilter, TaskView, VerifyReport,
 };
 pub use open::{open, Location};
 pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};

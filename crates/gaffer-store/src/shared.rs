@@ -140,8 +140,8 @@ macro_rules! journal_backend {
     ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
         use $crate::hash::{event_hash, GENESIS_HASH};
         use $crate::journal::{
-            ApprovalFilter, Appended, Broken, Journal, NewEvent, RecordedEvent, TaskFilter, TaskView,
-            VerifyReport,
+            ApprovalFilter, Appended, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
+            TaskFilter, TaskView, VerifyReport,
         };
         use $crate::projection::{
             approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
@@ -619,6 +619,52 @@ macro_rules! journal_backend {
                 .await?;
                 Ok(count.max(0) as u64)
             }
+
+            /// See [`Journal::discord_message`].
+            pub async fn discord_message(
+                &self,
+                kind: &str,
+                gaffer_id: &str,
+            ) -> Result<Option<DiscordMessage>> {
+                let row: Option<(String, String, String)> = sqlx::query_as(
+                    "SELECT channel_id, message_id, rendered FROM discord_messages
+                     WHERE kind = $1 AND gaffer_id = $2",
+                )
+                .bind(kind)
+                .bind(gaffer_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(channel_id, message_id, rendered)| DiscordMessage {
+                    kind: kind.to_owned(),
+                    gaffer_id: gaffer_id.to_owned(),
+                    channel_id,
+                    message_id,
+                    rendered,
+                }))
+            }
+
+            /// See [`Journal::discord_message_put`].
+            pub async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
+                let mut tx = begin_write(&self.pool).await?;
+                sqlx::query(
+                    "INSERT INTO discord_messages
+                       (kind, gaffer_id, channel_id, message_id, rendered, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (kind, gaffer_id) DO UPDATE SET
+                       channel_id = excluded.channel_id, message_id = excluded.message_id,
+                       rendered = excluded.rendered, updated_at = excluded.updated_at",
+                )
+                .bind(&m.kind)
+                .bind(&m.gaffer_id)
+                .bind(&m.channel_id)
+                .bind(&m.message_id)
+                .bind(&m.rendered)
+                .bind($crate::journal::now_ms())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
         }
 
         #[async_trait::async_trait]
@@ -916,6 +962,18 @@ macro_rules! journal_backend {
 
             async fn counter_add(&self, key: &str, day: &str, by: u64) -> Result<u64> {
                 <$J>::counter_add(self, key, day, by).await
+            }
+
+            async fn discord_message(
+                &self,
+                kind: &str,
+                gaffer_id: &str,
+            ) -> Result<Option<DiscordMessage>> {
+                <$J>::discord_message(self, kind, gaffer_id).await
+            }
+
+            async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
+                <$J>::discord_message_put(self, m).await
             }
 
             async fn follow_other_processes(&self) -> Result<()> {

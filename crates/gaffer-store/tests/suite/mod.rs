@@ -1,6 +1,7 @@
 mod copy;
 mod counters;
 mod crash;
+mod discord;
 mod journal;
 mod schema;
 mod support;
