@@ -177,6 +177,48 @@ pub struct Config {
     /// everything gaffer stores, logs or shows (on top of the usual `*_API_KEY`,
     /// `*_TOKEN`, `*_SECRET`, `*_PASSWORD` variables).
     pub secret_env: Vec<String>,
+    /// The Discord adapter.
+    pub discord: DiscordConfig,
+}
+
+/// Default environment variable holding the Discord bot token.
+pub const DISCORD_TOKEN_ENV: &str = "GAFFER_DISCORD_TOKEN";
+/// Discord's REST API.
+pub const DISCORD_API_URL: &str = "https://discord.com/api/v10";
+
+/// The Discord adapter's settings. The bot token itself is never part of the
+/// configuration: it is read from the environment variable `token_env` names
+/// when `gaffer serve` starts, so it cannot end up in a file, a log or `doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscordConfig {
+    /// The environment variable that holds the bot token.
+    pub token_env: String,
+    /// The application (bot) id, for registering slash commands.
+    pub application_id: Option<String>,
+    /// REST API base URL.
+    pub api_url: String,
+    /// Gateway websocket URL; `None`: ask the API (`GET /gateway/bot`).
+    pub gateway_url: Option<String>,
+    /// Discord user ids that may decide approvals.
+    pub approver_users: Vec<String>,
+    /// Discord role ids whose members may decide approvals.
+    pub approver_roles: Vec<String>,
+    /// Channel id → project name: where requests for a project are made.
+    pub rooms: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            token_env: DISCORD_TOKEN_ENV.into(),
+            application_id: None,
+            api_url: DISCORD_API_URL.into(),
+            gateway_url: None,
+            approver_users: Vec::new(),
+            approver_roles: Vec::new(),
+            rooms: Default::default(),
+        }
+    }
 }
 
 /// How one project ships: `[projects.<name>.forge]`.
@@ -242,6 +284,7 @@ impl Config {
             worktree_retention_days: 7,
             sandbox: SandboxConfig::default(),
             secret_env: Vec::new(),
+            discord: DiscordConfig::default(),
         }
     }
 
@@ -288,6 +331,23 @@ struct RawConfig {
     sandbox: RawSandbox,
     #[serde(default)]
     secrets: RawSecrets,
+    #[serde(default)]
+    discord: RawDiscord,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDiscord {
+    token_env: Option<String>,
+    application_id: Option<String>,
+    api_url: Option<String>,
+    gateway_url: Option<String>,
+    #[serde(default)]
+    approver_users: Vec<String>,
+    #[serde(default)]
+    approver_roles: Vec<String>,
+    #[serde(default)]
+    rooms: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -650,7 +710,93 @@ fn resolve(
         }
         config.project_roles.insert(project, roles);
     }
+    config.discord = resolve_discord(origin, sources, raw.discord)?;
     Ok(config)
+}
+
+/// A Discord snowflake: the decimal digits Discord gives every id.
+fn is_snowflake(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn resolve_discord(
+    origin: &str,
+    sources: &Sources<'_>,
+    raw: RawDiscord,
+) -> Result<DiscordConfig, ConfigError> {
+    let mut d = DiscordConfig::default();
+    if let Some(var) = raw.token_env {
+        if var.is_empty() || var.contains('=') || var.bytes().any(|b| b.is_ascii_whitespace()) {
+            return Err(invalid(
+                origin,
+                "discord.token_env",
+                format!("is `{var}`; name the environment variable that holds the bot token, like \"{DISCORD_TOKEN_ENV}\" (the token itself never goes in this file)"),
+            ));
+        }
+        d.token_env = var;
+    }
+    let snowflake = |field: &str, id: &str| {
+        if is_snowflake(id) {
+            Ok(())
+        } else {
+            Err(invalid(
+                origin,
+                field,
+                format!("has `{id}`, which is not a Discord id; copy the number with Discord's \"Copy ID\" (developer mode)"),
+            ))
+        }
+    };
+    d.application_id = raw.application_id.filter(|a| !a.is_empty());
+    if let Some(a) = &d.application_id {
+        snowflake("discord.application_id", a)?;
+    }
+    let (api_url, from) = overlay(sources, "GAFFER_DISCORD_API_URL", raw.api_url, origin);
+    if let Some(url) = api_url {
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(invalid(
+                &from,
+                "discord.api_url",
+                format!("is `{url}`; write an http(s) URL like \"{DISCORD_API_URL}\""),
+            ));
+        }
+        d.api_url = url.trim_end_matches('/').to_owned();
+    }
+    let (gateway, from) = overlay(
+        sources,
+        "GAFFER_DISCORD_GATEWAY_URL",
+        raw.gateway_url,
+        origin,
+    );
+    d.gateway_url = gateway.filter(|g| !g.is_empty());
+    if let Some(url) = &d.gateway_url {
+        if !(url.starts_with("wss://") || url.starts_with("ws://")) {
+            return Err(invalid(
+                &from,
+                "discord.gateway_url",
+                format!("is `{url}`; write a ws(s) URL, or leave it empty to ask the API"),
+            ));
+        }
+    }
+    for u in &raw.approver_users {
+        snowflake("discord.approver_users", u)?;
+    }
+    for r in &raw.approver_roles {
+        snowflake("discord.approver_roles", r)?;
+    }
+    for (channel, project) in &raw.rooms {
+        snowflake("discord.rooms", channel)?;
+        if project.trim().is_empty() {
+            return Err(invalid(
+                origin,
+                &format!("discord.rooms.{channel}"),
+                "is empty; name the project (as `gaffer project list` shows it) this channel runs tasks in",
+            ));
+        }
+    }
+    d.approver_users = raw.approver_users;
+    d.approver_roles = raw.approver_roles;
+    d.rooms = raw.rooms;
+    Ok(d)
 }
 
 /// `GAFFER_PROJECT_<NAME>_<KEY>`: the project name upper-cased, anything but letters

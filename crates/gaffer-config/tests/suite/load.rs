@@ -388,3 +388,34 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn discord_rooms_approvers_and_urls_are_read_and_checked() {
+    let c = load_text(
+        "[discord]\napplication_id = \"42\"\napprover_users = [\"7\"]\napprover_roles = [\"8\"]\n[discord.rooms]\n\"100\" = \"demo\"\n",
+        &[("GAFFER_DISCORD_API_URL", "http://127.0.0.1:9/api/v10/")],
+    )
+    .unwrap();
+    assert_eq!(c.discord.application_id.as_deref(), Some("42"));
+    assert_eq!(c.discord.approver_users, ["7"]);
+    assert_eq!(c.discord.approver_roles, ["8"]);
+    assert_eq!(c.discord.rooms.get("100").map(String::as_str), Some("demo"));
+    assert_eq!(c.discord.api_url, "http://127.0.0.1:9/api/v10");
+    assert_eq!(c.discord.token_env, DISCORD_TOKEN_ENV);
+    assert_eq!(c.discord.gateway_url, None);
+
+    let err = load_text("[discord.rooms]\n\"#general\" = \"demo\"\n", &[]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("discord.rooms") && msg.contains("#general") && msg.contains("Copy ID"),
+        "{msg}"
+    );
+    let err = load_text("[discord]\ntoken_env = \"Bot abc\"\n", &[]).unwrap_err();
+    assert!(err.to_string().contains("discord.token_env"), "{err}");
+    let err = load_text("[discord]\n", &[("GAFFER_DISCORD_GATEWAY_URL", "http://x")]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("GAFFER_DISCORD_GATEWAY_URL") && msg.contains("discord.gateway_url"),
+        "{msg}"
+    );
+}
