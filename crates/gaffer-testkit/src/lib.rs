@@ -8,11 +8,13 @@
 //!   server on loopback, driven by the same scenario format.
 //! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
 //! * [`postgres`]: a throwaway PostgreSQL server and a fresh database per test.
+//! * [`discord::FakeDiscord`]: Discord's REST API and gateway websocket on loopback.
 //!
 //! Never shipped in the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod bins;
+pub mod discord;
 pub mod fakes;
 pub mod forge;
 pub mod git;

@@ -1,5 +1,9 @@
 //! `gaffer serve`: workers, the HTTP API, SSE and the web page on one port.
 //!
+//! Discord: when the environment variable `discord.token_env` names holds a bot
+//! token, the Discord adapter runs beside the server (see `gaffer-discord`); a
+//! room naming an unregistered project is refused at start (exit 78).
+//!
 //! Workers: at start every unfinished task is recovered (its interrupted steps
 //! marked) and queued; afterwards each `task_created` event queues the new task.
 //! At most `workers.count` tasks run at once (`workers.per_project` in one
@@ -81,6 +85,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
             }
         })
     };
+    let discord = start_discord(&config, &app, &stop).await?;
     println!(
         "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json, {} worker{})",
         config.workers.max(1),
@@ -95,6 +100,57 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
     stop.cancel();
     let _ = pool.await;
     let _ = cleaner.await;
+    if let Some(d) = discord {
+        let _ = d.await;
+    }
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Start the Discord adapter if a bot token is in the environment.
+async fn start_discord(
+    config: &gaffer_config::Config,
+    app: &gaffer_app::App,
+    stop: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    let d = &config.discord;
+    let Some(token) = std::env::var(&d.token_env)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    else {
+        if !d.rooms.is_empty() {
+            eprintln!(
+                "gaffer: discord.rooms is set but ${} holds no bot token; Discord is off",
+                d.token_env
+            );
+        }
+        return Ok(None);
+    };
+    for (channel, project) in &d.rooms {
+        app.project(project).await.map_err(|_| {
+            CliError::config(format!(
+                "discord.rooms.{channel} names project `{project}`, which is not registered; `gaffer project add PATH --name {project}` or fix the room"
+            ))
+        })?;
+    }
+    let settings = gaffer_discord::Settings {
+        token: token.trim().to_owned(),
+        application_id: d.application_id.clone(),
+        api_url: d.api_url.clone(),
+        gateway_url: d.gateway_url.clone(),
+        approver_users: d.approver_users.clone(),
+        approver_roles: d.approver_roles.clone(),
+        rooms: d.rooms.clone(),
+    };
+    let (app, stop) = (app.clone(), stop.clone());
+    println!(
+        "Discord: {} room{}",
+        d.rooms.len(),
+        if d.rooms.len() == 1 { "" } else { "s" }
+    );
+    Ok(Some(tokio::spawn(async move {
+        if let Err(e) = gaffer_discord::run(app, settings, stop).await {
+            eprintln!("gaffer: the Discord adapter stopped: {e}");
+        }
+    })))
 }

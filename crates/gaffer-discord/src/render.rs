@@ -1,0 +1,426 @@
+//! What the adapter shows, as Discord message bodies: pure functions of the
+//! app's wire types, so every message can be recomputed from the journal at any
+//! time and compared with what was last sent (see [`digest`]).
+
+use crate::rest::Attachment;
+use gaffer_protocol::api;
+use serde_json::{json, Value};
+
+/// Discord's limit for a message's content, in characters.
+pub const MAX_CONTENT: usize = 2000;
+/// Text longer than this goes into an attached file instead.
+const INLINE_LIMIT: usize = 1500;
+
+/// `custom_id` prefix of an approval's Allow button.
+pub const ALLOW: &str = "gaffer:allow:";
+/// `custom_id` prefix of an approval's Deny button.
+pub const DENY: &str = "gaffer:deny:";
+
+/// At most `max` characters of `s`, with `…` when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// A short digest of a message body: equal bodies, equal digests.
+pub fn digest(body: &Value) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(body.to_string().as_bytes())[..12])
+}
+
+fn stage_mark(stage: &str) -> &'static str {
+    match stage {
+        "done" => "✅",
+        "failed" | "blocked" => "❌",
+        "cancelled" => "⏹️",
+        "queued" => "🕓",
+        _ => "⏳",
+    }
+}
+
+/// Body with nobody pinged, whatever the text holds (`@everyone` in a request).
+fn body(content: String) -> Value {
+    json!({ "content": clip(&content, MAX_CONTENT), "allowed_mentions": { "parse": [] } })
+}
+
+/// The thread's name: id and request, within Discord's 100 characters.
+pub fn thread_name(task: &api::Task) -> String {
+    let first = task.request.lines().next().unwrap_or("").trim();
+    clip(&format!("{} {first}", task.id), 100)
+}
+
+/// The message in the room that the task's thread hangs from; edited as the stage moves.
+pub fn header(task: &api::Task) -> Value {
+    body(format!(
+        "{} **{}** · `{}` in **{}** · {}\n> {}\nasked by {}",
+        stage_mark(&task.stage),
+        task.stage,
+        task.id,
+        task.project,
+        cost(task),
+        clip(&task.request.replace('\n', "\n> "), 800),
+        task.created_by,
+    ))
+}
+
+fn cost(task: &api::Task) -> String {
+    format!("{} tokens, ${:.2}", task.tokens, task.cost_usd)
+}
+
+fn step_mark(state: &str) -> &'static str {
+    match state {
+        "completed" => "✅",
+        "failed" | "manual_required" | "effect_unknown" => "❌",
+        "started" | "reconciling" => "⏳",
+        _ => "▫️",
+    }
+}
+
+/// The pull request's address, if shipping made one (the ship step's receipt or
+/// the final summary: `pr_url`, or `pr.url` / `pr.html_url`).
+pub fn pr_url(detail: &api::TaskDetail) -> Option<String> {
+    let from = |v: &Value| {
+        v["pr_url"]
+            .as_str()
+            .or_else(|| v["pr"]["url"].as_str())
+            .or_else(|| v["pr"]["html_url"].as_str())
+            .map(str::to_owned)
+    };
+    detail.task.outcome.as_ref().and_then(from).or_else(|| {
+        detail
+            .steps
+            .iter()
+            .filter_map(|s| s.receipt.as_ref())
+            .find_map(from)
+    })
+}
+
+/// The status message at the top of the thread, edited in place: stage, steps,
+/// cost, pull request, outcome.
+pub fn status(detail: &api::TaskDetail) -> Value {
+    let t = &detail.task;
+    let mut out = format!("{} **{}** · {}\n", stage_mark(&t.stage), t.stage, cost(t));
+    // The newest steps when there are many: the message must stay one message.
+    let skip = detail.steps.len().saturating_sub(20);
+    if skip > 0 {
+        out.push_str(&format!("… {skip} earlier steps\n"));
+    }
+    for s in &detail.steps[skip..] {
+        out.push_str(&format!("{} `{}` {}\n", step_mark(&s.state), s.id, s.name));
+    }
+    if let Some(url) = pr_url(detail) {
+        out.push_str(&format!("🔗 Pull request: {url}\n"));
+    }
+    if let Some(o) = &t.outcome {
+        if let Some(branch) = o["branch"].as_str() {
+            out.push_str(&format!("🌿 Branch `{branch}`\n"));
+        }
+        if let Some(reason) = o["reason"].as_str().or_else(|| o.as_str()) {
+            out.push_str(&format!("Reason: {}\n", clip(reason, 500)));
+        }
+    }
+    body(out)
+}
+
+/// A message posted once into the thread for something worth reading there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    /// Unique within the task (the step id and attempt, or `final`).
+    pub key: String,
+    /// The message.
+    pub body: Value,
+    /// Long output, attached as a file.
+    pub attachment: Option<(String, String)>,
+    /// When it happened (orders notes and approvals in the thread).
+    pub at: i64,
+}
+
+impl Note {
+    /// The attachment as the REST client sends it.
+    pub fn files(&self) -> Vec<Attachment> {
+        self.attachment
+            .iter()
+            .map(|(name, text)| Attachment {
+                filename: name.clone(),
+                bytes: text.as_bytes().to_vec(),
+            })
+            .collect()
+    }
+}
+
+/// `text` inline when short; otherwise its head inline and the whole as a file.
+fn with_output(title: String, text: &str, filename: &str, key: String, at: i64) -> Note {
+    let text = text.trim_end();
+    if text.is_empty() {
+        return Note {
+            key,
+            body: body(title),
+            attachment: None,
+            at,
+        };
+    }
+    if text.chars().count() <= INLINE_LIMIT {
+        return Note {
+            key,
+            body: body(format!(
+                "{title}\n```\n{}\n```",
+                text.replace("```", "`\u{200b}``")
+            )),
+            attachment: None,
+            at,
+        };
+    }
+    Note {
+        key,
+        body: body(format!("{title}\n(full output attached: `{filename}`)")),
+        attachment: Some((filename.to_owned(), text.to_owned())),
+        at,
+    }
+}
+
+/// The notes a task has earned so far: plan, review verdicts, check results,
+/// ship, and how it ended. Each is keyed so it is posted once.
+pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
+    let mut out = Vec::new();
+    for s in &detail.steps {
+        let key = format!("{}#{}", s.id, s.attempt);
+        let at = s.updated_at;
+        let Some(r) = s.receipt.as_ref().filter(|_| s.state == "completed") else {
+            if s.state == "failed" {
+                let err = s.error.clone().unwrap_or_default();
+                out.push(with_output(
+                    format!("❌ `{}` failed", s.id),
+                    &err,
+                    "error.txt",
+                    key,
+                    at,
+                ));
+            }
+            continue;
+        };
+        if s.id == "plan" {
+            let mut text = String::new();
+            for (n, st) in r["plan"]["subtasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                text.push_str(&format!(
+                    "{}. {} — {}\n",
+                    n + 1,
+                    st["title"].as_str().unwrap_or(""),
+                    st["description"].as_str().unwrap_or("")
+                ));
+            }
+            out.push(with_output(
+                "📝 **Plan**".into(),
+                &text,
+                "plan.txt",
+                key,
+                at,
+            ));
+        } else if s.id.starts_with("review/") {
+            let v = &r["verdict"];
+            let verdict = v["verdict"].as_str().unwrap_or("?");
+            // `feedback` for changes requested, `reason` for blocked (the verdict contract).
+            let text = v["feedback"]
+                .as_str()
+                .or_else(|| v["reason"].as_str())
+                .unwrap_or("");
+            out.push(with_output(
+                format!("🔍 Review: **{verdict}**"),
+                text,
+                "review.txt",
+                key,
+                at,
+            ));
+        } else if s.id.starts_with("check/") {
+            let passed = r["passed"].as_bool() == Some(true);
+            let cmd = r["command"].as_str().unwrap_or("(none)");
+            let title = format!(
+                "{} Check `{}` {}",
+                if passed { "✅" } else { "❌" },
+                clip(cmd, 200),
+                if passed { "passed" } else { "failed" }
+            );
+            let output = if passed {
+                ""
+            } else {
+                r["output_tail"].as_str().unwrap_or("")
+            };
+            out.push(with_output(title, output, "check-output.txt", key, at));
+        } else if s.id == "ship" {
+            let mut text = format!(
+                "🚀 Shipped on branch `{}`",
+                r["branch"].as_str().unwrap_or("?")
+            );
+            if let Some(url) = pr_url(detail) {
+                text.push_str(&format!("\n🔗 {url}"));
+            }
+            out.push(Note {
+                key,
+                body: body(text),
+                attachment: None,
+                at,
+            });
+        }
+    }
+    let t = &detail.task;
+    if matches!(
+        t.stage.as_str(),
+        "done" | "failed" | "cancelled" | "blocked"
+    ) {
+        let reason = t.outcome.as_ref().and_then(|o| {
+            o["reason"]
+                .as_str()
+                .or_else(|| o.as_str())
+                .map(str::to_owned)
+        });
+        let text = match (t.stage.as_str(), reason) {
+            ("done", _) => format!("✅ Done · {}", cost(t)),
+            (stage, Some(r)) => format!("{} {stage}: {}", stage_mark(stage), clip(&r, 1500)),
+            (stage, None) => format!("{} {stage}", stage_mark(stage)),
+        };
+        out.push(Note {
+            key: "final".into(),
+            body: body(text),
+            attachment: None,
+            at: t.updated_at,
+        });
+    }
+    out
+}
+
+/// Who settled an approval, in words.
+pub fn decided_by(a: &api::Approval) -> String {
+    match (&a.decided_by, a.state.as_str()) {
+        (Some(d), state) => format!("{state} by {} (via {})", d.name, d.via),
+        (None, "expired") => "expired: nobody decided in time".into(),
+        (None, "withdrawn") => "withdrawn: the task no longer waits for it".into(),
+        (None, state) => state.to_owned(),
+    }
+}
+
+/// One approval: the question with Allow / Deny while pending; who decided (and
+/// no buttons) once settled.
+pub fn approval(a: &api::Approval) -> Value {
+    let mut text = format!(
+        "🙋 **Approval** `{}` · {} · task `{}`\n{}\n",
+        a.id,
+        a.kind,
+        a.task_id,
+        clip(&a.summary, 600)
+    );
+    let d = &a.details;
+    if let Some(cmd) = d["input"]["command"]
+        .as_str()
+        .or_else(|| d["command"].as_str())
+    {
+        text.push_str(&format!("```\n{}\n```\n", clip(cmd, 400)));
+    } else if let Some(plan) = d["text"].as_str() {
+        text.push_str(&format!("```\n{}\n```\n", clip(plan, 900)));
+    }
+    let components = if a.state == "pending" {
+        json!([{ "type": 1, "components": [
+            { "type": 2, "style": 3, "label": "Allow", "custom_id": format!("{ALLOW}{}", a.id) },
+            { "type": 2, "style": 4, "label": "Deny", "custom_id": format!("{DENY}{}", a.id) },
+        ]}])
+    } else {
+        let mark = if a.state == "approved" { "✅" } else { "🚫" };
+        text.push_str(&format!("{mark} **{}**", decided_by(a)));
+        if let Some(note) = a.note.as_deref().filter(|_| a.decided_by.is_some()) {
+            text.push_str(&format!(": {}", clip(note, 300)));
+        }
+        json!([])
+    };
+    let mut b = body(text);
+    b["components"] = components;
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn approval_of(state: &str, by: Option<(&str, &str)>) -> api::Approval {
+        api::Approval {
+            id: "ap-1".into(),
+            task_id: "t-1".into(),
+            project_id: "p-1".into(),
+            project: "demo".into(),
+            step_id: "plan-approval".into(),
+            attempt: 1,
+            kind: "plan".into(),
+            state: state.into(),
+            summary: "Approve the plan?".into(),
+            details: json!({ "text": "1. add a section" }),
+            decided_by: by.map(|(name, via)| api::DecidedBy {
+                kind: "user".into(),
+                name: name.into(),
+                via: via.into(),
+            }),
+            note: None,
+            requested_at: 1,
+            decided_at: None,
+            expires_at: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_approval_has_allow_and_deny_and_a_settled_one_names_the_decider_without_buttons() {
+        let pending = approval(&approval_of("pending", None));
+        let ids: Vec<&str> = pending["components"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["custom_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["gaffer:allow:ap-1", "gaffer:deny:ap-1"]);
+        let settled = approval(&approval_of("denied", Some(("ana", "web"))));
+        assert_eq!(settled["components"], json!([]));
+        assert!(settled["content"]
+            .as_str()
+            .unwrap()
+            .contains("denied by ana (via web)"));
+        assert_ne!(digest(&pending), digest(&settled));
+    }
+
+    #[test]
+    fn long_output_is_attached_and_short_output_inline() {
+        let short = with_output("t".into(), "one line", "o.txt", "k".into(), 0);
+        assert!(short.attachment.is_none());
+        assert!(short.body["content"].as_str().unwrap().contains("one line"));
+        let long_text = "x".repeat(5000);
+        let long = with_output("t".into(), &long_text, "o.txt", "k".into(), 0);
+        assert_eq!(long.attachment, Some(("o.txt".into(), long_text)));
+        assert!(long.body["content"].as_str().unwrap().chars().count() <= MAX_CONTENT);
+    }
+
+    #[test]
+    fn mentions_in_a_request_ping_nobody_and_content_stays_within_the_limit() {
+        let task = api::Task {
+            id: "t-1".into(),
+            project_id: "p-1".into(),
+            project: "demo".into(),
+            request: format!("@everyone {}", "y".repeat(5000)),
+            stage: "queued".into(),
+            created_by: "ana via discord".into(),
+            agent: None,
+            outcome: None,
+            tokens: 0,
+            cost_usd: 0.0,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let h = header(&task);
+        assert_eq!(h["allowed_mentions"], json!({ "parse": [] }));
+        assert!(h["content"].as_str().unwrap().chars().count() <= MAX_CONTENT);
+        assert!(thread_name(&task).chars().count() <= 100);
+    }
+}

@@ -1,0 +1,244 @@
+use gaffer_app::{AddProject, App, ApprovalRequest, NewTask, Policy, Subject};
+use gaffer_core::{Actor, ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
+use gaffer_discord::Settings;
+use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
+use gaffer_testkit::discord::{FakeDiscord, FakeMessage, FakeUser};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub const TOKEN: &str = "bot-token-for-tests";
+pub const APP_ID: &str = "4242";
+/// The room of project `demo`.
+pub const ROOM: &str = "100";
+/// Generous: the machine running the tests may be busy.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// An approver by user id.
+pub fn ana() -> FakeUser {
+    FakeUser::new("7", "ana", &[])
+}
+/// An approver by role.
+pub fn bob() -> FakeUser {
+    FakeUser::new("9", "bob", &["8"])
+}
+/// Not an approver.
+pub fn eve() -> FakeUser {
+    FakeUser::new("6", "eve", &["5"])
+}
+
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A journal with project `demo`, a fake Discord, and the adapter running against it.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub journal: Arc<SqliteJournal>,
+    pub app: App,
+    pub discord: FakeDiscord,
+    adapter: Option<(
+        CancellationToken,
+        tokio::task::JoinHandle<gaffer_discord::Result<()>>,
+    )>,
+}
+
+impl World {
+    pub async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("demo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "# demo\n\nA demo project.\n").unwrap();
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        let journal = Arc::new(
+            SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
+                .await
+                .unwrap(),
+        );
+        let app = App::new(journal.clone() as Arc<dyn Journal>, Policy::default());
+        app.add_project(
+            AddProject {
+                path: repo.display().to_string(),
+                name: Some("demo".into()),
+                check: Some("grep -q '^## Installation' README.md".into()),
+            },
+            Actor::user("test", "test"),
+        )
+        .await
+        .unwrap();
+        let discord = FakeDiscord::start(TOKEN, APP_ID, Duration::from_millis(800)).await;
+        let mut w = Self {
+            dir,
+            journal,
+            app,
+            discord,
+            adapter: None,
+        };
+        w.start_adapter().await;
+        w
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings {
+            token: TOKEN.into(),
+            application_id: Some(APP_ID.into()),
+            api_url: self.discord.api_url(),
+            gateway_url: None,
+            approver_users: vec!["7".into()],
+            approver_roles: vec!["8".into()],
+            rooms: [(ROOM.to_owned(), "demo".to_owned())].into_iter().collect(),
+        }
+    }
+
+    /// Start the adapter and wait until it is logged in to the gateway.
+    pub async fn start_adapter(&mut self) {
+        let stop = CancellationToken::new();
+        let handle = tokio::spawn(gaffer_discord::run(
+            self.app.clone(),
+            self.settings(),
+            stop.clone(),
+        ));
+        let login = self.discord.wait_for("the adapter to log in", WAIT, |d| {
+            d.connected().then_some(())
+        });
+        tokio::pin!(login);
+        let mut handle = handle;
+        tokio::select! {
+            () = &mut login => {}
+            ended = &mut handle => panic!("the adapter stopped before logging in: {ended:?}"),
+        }
+        self.adapter = Some((stop, handle));
+    }
+
+    /// Stop the adapter as a shutdown would.
+    pub async fn stop_adapter(&mut self) {
+        if let Some((stop, handle)) = self.adapter.take() {
+            stop.cancel();
+            handle.await.unwrap().unwrap();
+        }
+        self.discord
+            .wait_for("the adapter to disconnect", WAIT, |d| {
+                (!d.connected()).then_some(())
+            })
+            .await;
+    }
+
+    pub async fn task(&self, request: &str) -> String {
+        self.app
+            .create_task(
+                NewTask {
+                    project: "demo".into(),
+                    request: request.into(),
+                    ..NewTask::default()
+                },
+                Actor::user("cli-user", "cli"),
+            )
+            .await
+            .unwrap()
+            .id
+    }
+
+    /// A pending tool approval for `task` (its step recorded first, as the engine does).
+    pub async fn approval(
+        &self,
+        task: &str,
+        step: &str,
+        attempt: u32,
+    ) -> gaffer_protocol::api::Approval {
+        let stream = StreamId(task.into());
+        if self
+            .app
+            .task(task)
+            .await
+            .unwrap()
+            .steps
+            .iter()
+            .all(|s| s.id != step)
+        {
+            let head = self.journal.head(&stream).await.unwrap();
+            self.journal
+                .append(
+                    &stream,
+                    head,
+                    vec![NewEvent::now(Event::StepIntentRecorded {
+                        step_id: StepId(step.into()),
+                        name: step.into(),
+                        intent: Intent::NonIdempotent,
+                        depends_on: vec![],
+                        input: Value::Null,
+                    })],
+                )
+                .await
+                .unwrap();
+        }
+        self.app
+            .request_approval(ApprovalRequest {
+                task_id: TaskId(task.into()),
+                step_id: StepId(step.into()),
+                attempt,
+                kind: ApprovalKind::Tool,
+                summary: format!("Run `cargo publish` for {step}?"),
+                details: json!({ "tool": "Bash", "input": { "command": "cargo publish" } }),
+                subject: Subject {
+                    tool: Some("Bash".into()),
+                    command: Some("cargo publish".into()),
+                    ..Subject::default()
+                },
+            })
+            .await
+            .unwrap()
+    }
+
+    /// The thread of the one task started in the room.
+    pub async fn thread_of(&self, task: &str) -> String {
+        let task = task.to_owned();
+        self.discord
+            .wait_for("the task's thread", WAIT, |d| {
+                let header = d
+                    .messages(ROOM)
+                    .into_iter()
+                    .find(|m| m.content.contains(&task))?;
+                d.threads().contains_key(&header.id).then_some(header.id)
+            })
+            .await
+    }
+
+    /// The message of approval `id` once it shows in `thread`.
+    pub async fn approval_message(&self, thread: &str, id: &str) -> FakeMessage {
+        let (thread, id) = (thread.to_owned(), id.to_owned());
+        self.discord
+            .wait_for("the approval's message", WAIT, |d| {
+                d.messages(&thread)
+                    .into_iter()
+                    .find(|m| m.content.contains(&id))
+            })
+            .await
+    }
+
+    /// Every message in `channel` whose text contains `needle`.
+    pub fn count(&self, channel: &str, needle: &str) -> usize {
+        self.discord
+            .messages(channel)
+            .iter()
+            .filter(|m| m.content.contains(needle))
+            .count()
+    }
+}
