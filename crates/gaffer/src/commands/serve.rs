@@ -91,6 +91,13 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
         config.workers.max(1),
         if config.workers.max(1) == 1 { "" } else { "s" }
     );
+    if discord.is_some() {
+        let rooms = config.discord.rooms.len();
+        println!(
+            "Discord: on, {rooms} room{}",
+            if rooms == 1 { "" } else { "s" }
+        );
+    }
     let result = server
         .run(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -143,11 +150,6 @@ async fn start_discord(
         rooms: d.rooms.clone(),
     };
     let (app, stop) = (app.clone(), stop.clone());
-    println!(
-        "Discord: {} room{}",
-        d.rooms.len(),
-        if d.rooms.len() == 1 { "" } else { "s" }
-    );
     Ok(Some(tokio::spawn(async move {
         if let Err(e) = gaffer_discord::run(app, settings, stop).await {
             eprintln!("gaffer: the Discord adapter stopped: {e}");

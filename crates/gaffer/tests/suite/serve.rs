@@ -178,3 +178,60 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
     );
     assert!(git(&repo, &["show", &format!("{branch}:README.md")]).contains("## Installation"));
 }
+
+#[test]
+fn serve_refuses_a_discord_room_naming_an_unregistered_project() {
+    let home = Home::new();
+    home.write_config("[discord.rooms]\n\"100\" = \"nowhere\"\n");
+    let out = home
+        .gaffer()
+        .env("GAFFER_DISCORD_TOKEN", "tok")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("discord.rooms.100") && err.contains("`nowhere`"),
+        "{err}"
+    );
+    assert!(!err.contains("tok\n") && !err.contains("\"tok\""), "{err}");
+}
+
+#[tokio::test]
+async fn serve_starts_the_discord_adapter_when_a_token_is_set() {
+    let discord = gaffer_testkit::discord::FakeDiscord::start(
+        "the-bot-token",
+        "4242",
+        Duration::from_secs(30),
+    )
+    .await;
+    let home = Home::new();
+    home.write_config("[discord]\napplication_id = \"4242\"\n");
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.dir.path())
+        .env("GAFFER_CONFIG", home.config())
+        .env("GAFFER_DATA_DIR", home.data())
+        .env("GAFFER_DISCORD_TOKEN", "the-bot-token")
+        .env("GAFFER_DISCORD_API_URL", discord.api_url())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let _served = Served(child);
+    let (mut first, mut second) = (String::new(), String::new());
+    out.read_line(&mut first).unwrap();
+    out.read_line(&mut second).unwrap();
+    assert!(first.starts_with("gaffer is serving on"), "{first}");
+    assert_eq!(second.trim(), "Discord: on, 0 rooms");
+    discord
+        .wait_for("the bot to log in", Duration::from_secs(60), |d| {
+            d.connected().then_some(())
+        })
+        .await;
+    assert_eq!(discord.gateway_logins(), (1, 0));
+    assert_eq!(discord.commands().as_array().map(Vec::len), Some(8));
+}
