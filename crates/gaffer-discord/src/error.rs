@@ -26,7 +26,7 @@ pub enum DiscordError {
         code: u64,
         /// Discord's message.
         message: String,
-        /// Method and path (ids included, no token).
+        /// Method and route (the channel id kept, other ids and tokens hidden).
         route: String,
     },
     /// Still rate limited after every retry.

@@ -169,7 +169,6 @@ impl Rest {
             .or_default()
             .clone();
         let _turn = queue.lock().await;
-        let shown = format!("{method} {path}");
         for _ in 0..MAX_TRIES {
             if let Some(until) = self.wait_before(&route, &major) {
                 tokio::time::sleep_until(until).await;
@@ -221,7 +220,7 @@ impl Rest {
                     .unwrap_or(1.0);
                 let wait = Duration::from_secs_f64(retry_after.max(0.0));
                 if wait > MAX_RETRY_AFTER {
-                    return Err(DiscordError::RateLimited(shown));
+                    return Err(DiscordError::RateLimited(route.clone()));
                 }
                 let until = Instant::now() + wait;
                 let global = json["global"].as_bool().unwrap_or(false)
@@ -252,12 +251,12 @@ impl Rest {
                     status: status.as_u16(),
                     code: json["code"].as_u64().unwrap_or(0),
                     message: json["message"].as_str().unwrap_or(&text).to_owned(),
-                    route: shown,
+                    route: route.clone(),
                 });
             }
             return Ok(json);
         }
-        Err(DiscordError::RateLimited(shown))
+        Err(DiscordError::RateLimited(route.clone()))
     }
 
     /// `GET /gateway/bot`: the gateway URL to connect to.

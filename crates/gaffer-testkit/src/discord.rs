@@ -169,6 +169,7 @@ struct Inner {
     current: Option<String>,
     identifies: usize,
     resumes: usize,
+    heartbeats: Vec<Value>,
     buckets: HashMap<String, Bucket>,
     message_limit: Option<(u32, Duration)>,
     fail_posts: Vec<f64>,
@@ -473,6 +474,21 @@ impl FakeDiscord {
         }
     }
 
+    /// End the bot's session (op 9 Invalid Session, `d: false`): it cannot be
+    /// resumed, the bot must identify afresh.
+    pub fn invalidate_session(&self) {
+        let mut i = self.inner();
+        let Some(sid) = i.current.take() else { return };
+        if let Some(conn) = i.sessions.remove(&sid).and_then(|s| s.conn) {
+            let _ = conn.send(Control::Send(json!({ "op": 9, "d": false })));
+        }
+    }
+
+    /// The `d` (last sequence number) of every heartbeat the bot sent.
+    pub fn heartbeats(&self) -> Vec<Value> {
+        self.inner().heartbeats.clone()
+    }
+
     /// Whether the bot has a live gateway connection that has logged in.
     pub fn connected(&self) -> bool {
         let i = self.inner();
@@ -644,6 +660,8 @@ async fn connection(s: Arc<Shared>, mut socket: WebSocket) {
                     let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
                     match v["op"].as_u64() {
                         Some(1) => {
+                            s.inner.lock().unwrap().heartbeats.push(v["d"].clone());
+                            s.changed.notify_waiters();
                             let ack = json!({ "op": 11, "d": null });
                             if socket.send(WsMessage::Text(ack.to_string().into())).await.is_err() {
                                 break;

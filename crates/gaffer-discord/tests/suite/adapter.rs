@@ -124,13 +124,8 @@ async fn a_request_in_a_room_runs_to_done_with_its_thread_updated() {
     );
     w.discord
         .say(ROOM, &eve(), "Add an installation section to README");
-    let task = loop {
-        let tasks = w.app.tasks(&Default::default()).await.unwrap();
-        if let Some(t) = tasks.first() {
-            break t.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    w.header_with("Add an installation section to README").await;
+    let task = w.app.tasks(&Default::default()).await.unwrap()[0].clone();
     assert_eq!(task.request, "Add an installation section to README");
     assert_eq!(task.created_by, "eve via discord");
     let thread = w.thread_of(&task.id).await;
@@ -470,13 +465,8 @@ async fn a_dropped_gateway_connection_resumes_and_replays_what_was_missed() {
             (d.gateway_logins() == (1, 1) && d.connected()).then_some(())
         })
         .await;
-    let tasks = loop {
-        let t = w.app.tasks(&Default::default()).await.unwrap();
-        if !t.is_empty() {
-            break t;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    w.header_with("Write a changelog").await;
+    let tasks = w.app.tasks(&Default::default()).await.unwrap();
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].request, "Write a changelog");
 
@@ -502,6 +492,33 @@ async fn a_dropped_gateway_connection_resumes_and_replays_what_was_missed() {
         1,
         "nothing handled twice"
     );
+
+    // Heartbeats carry the last sequence number seen (READY, the message, RESUMED, …).
+    let beats = w
+        .discord
+        .wait_for("heartbeats after the resumes", WAIT, |d| {
+            let h = d.heartbeats();
+            h.iter()
+                .any(|b| b.as_u64().is_some_and(|s| s >= 3))
+                .then_some(h)
+        })
+        .await;
+    assert!(
+        beats.iter().all(|b| b.as_u64().is_some_and(|s| s >= 1)),
+        "{beats:?}"
+    );
+
+    // op 9 Invalid Session: the session cannot be resumed; a fresh Identify, and
+    // messages are handled again (the new task's header shows in the room).
+    w.discord.invalidate_session();
+    w.discord
+        .wait_for("a fresh identify", WAIT, |d| {
+            (d.gateway_logins() == (2, 2) && d.connected()).then_some(())
+        })
+        .await;
+    w.discord.say(ROOM, &ana(), "Write a second changelog");
+    w.header_with("Write a second changelog").await;
+    assert_eq!(w.app.tasks(&Default::default()).await.unwrap().len(), 2);
 }
 
 #[tokio::test]

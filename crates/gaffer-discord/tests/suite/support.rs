@@ -3,8 +3,8 @@ use gaffer_core::{Actor, ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
 use gaffer_discord::Settings;
 use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
 use gaffer_testkit::discord::{FakeDiscord, FakeMessage, FakeUser};
+use gaffer_testkit::git::git;
 use serde_json::{json, Value};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -27,24 +27,6 @@ pub fn bob() -> FakeUser {
 /// Not an approver.
 pub fn eve() -> FakeUser {
     FakeUser::new("6", "eve", &["5"])
-}
-
-pub fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A journal with project `demo`, a fake Discord, and the adapter running against it.
@@ -217,6 +199,18 @@ impl World {
                     .into_iter()
                     .find(|m| m.content.contains(&task))?;
                 d.threads().contains_key(&header.id).then_some(header.id)
+            })
+            .await
+    }
+
+    /// The room message of the task asked with `request`, once the adapter posted it.
+    pub async fn header_with(&self, request: &str) -> FakeMessage {
+        let request = request.to_owned();
+        self.discord
+            .wait_for("the task's header in the room", WAIT, |d| {
+                d.messages(ROOM)
+                    .into_iter()
+                    .find(|m| m.content.contains(&request))
             })
             .await
     }
