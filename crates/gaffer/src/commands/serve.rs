@@ -29,6 +29,9 @@ const GC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
     let (config, policy, app) = open_app(global).await?;
+    let stop = CancellationToken::new();
+    // Before anything runs: a room naming an unknown project is refused here.
+    let discord = start_discord(&config, &app, &stop).await?;
     let addr: SocketAddr = match listen {
         Some(l) => l.parse().map_err(|e| {
             CliError::config(format!(
@@ -51,7 +54,6 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
         })?;
     let bound = server.local_addr()?;
     let engine = crate::commands::run::engine(&config, &app).await?;
-    let stop = CancellationToken::new();
     let limits = Concurrency {
         workers: config.workers.max(1),
         per_project: config.workers_per_project.max(1),
@@ -85,7 +87,6 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
             }
         })
     };
-    let discord = start_discord(&config, &app, &stop).await?;
     println!(
         "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json, {} worker{})",
         config.workers.max(1),
