@@ -120,6 +120,13 @@ impl App {
         }
     }
 
+    /// The same service over another journal: a worker hands it a
+    /// `gaffer_store::FencedJournal`, so every append it makes for its leased task
+    /// (approval requests included) carries the lease.
+    pub fn with_journal(&self, journal: Arc<dyn Journal>) -> Self {
+        Self::new(journal, self.inner.policy.clone())
+    }
+
     /// The journal, for event streams (`subscribe`, `events_after`).
     pub fn journal(&self) -> &Arc<dyn Journal> {
         &self.inner.journal

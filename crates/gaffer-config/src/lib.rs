@@ -152,6 +152,9 @@ pub struct Config {
     pub workers: usize,
     /// Concurrent tasks in one project.
     pub workers_per_project: usize,
+    /// How long a worker's lease on a task lasts without a heartbeat, in seconds:
+    /// after a worker dies, another takes its tasks over this much later.
+    pub lease_secs: u64,
     /// Longest a check command may run, in seconds.
     pub check_timeout_secs: u64,
     /// Review rounds that may request changes before the arbiter is called.
@@ -273,6 +276,7 @@ impl Config {
             log_level: "warn".into(),
             workers: 2,
             workers_per_project: 1,
+            lease_secs: 30,
             check_timeout_secs: 1200,
             review_rounds: 3,
             requests_per_minute: 120,
@@ -441,6 +445,7 @@ struct RawLog {
 struct RawWorkers {
     count: Option<usize>,
     per_project: Option<usize>,
+    lease_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -662,6 +667,20 @@ fn resolve(
             return Err(invalid(origin, "workers.per_project", "must be at least 1"));
         }
         config.workers_per_project = n;
+    }
+    let lease = raw.workers.lease_secs.map(|n| n.to_string());
+    let (lease, from) = overlay(sources, "GAFFER_WORKERS_LEASE_SECS", lease, origin);
+    if let Some(l) = lease {
+        config.lease_secs = match l.parse::<u64>() {
+            Ok(n) if (2..=3600).contains(&n) => n,
+            _ => {
+                return Err(invalid(
+                    &from,
+                    "workers.lease_secs",
+                    format!("is `{l}`; use a whole number of seconds from 2 to 3600"),
+                ))
+            }
+        };
     }
     if let Some(t) = raw.checks.timeout_secs {
         if t == 0 {

@@ -138,6 +138,14 @@ pub enum Event {
         /// Why, if they said.
         reason: Option<String>,
     },
+    /// A worker took the task: it alone may append to the task while its lease
+    /// (this generation) holds. Recorded by the worker, fenced by that lease.
+    TaskLeased {
+        /// The worker (`host/pid/random`), as in `gaffer workers`.
+        worker_id: String,
+        /// The lease generation: 1 for the first lease of the task, +1 per takeover.
+        generation: i64,
+    },
     /// The task cannot go on.
     TaskBlocked {
         /// Why.
@@ -327,6 +335,7 @@ impl Event {
             Event::TaskFailed { .. } => "task_failed",
             Event::TaskCancelled { .. } => "task_cancelled",
             Event::TaskBlocked { .. } => "task_blocked",
+            Event::TaskLeased { .. } => "task_leased",
             Event::StepIntentRecorded { .. } => "step_intent_recorded",
             Event::StepStarted { .. } => "step_started",
             Event::AgentActivity { .. } => "agent_activity",
@@ -365,6 +374,7 @@ impl Event {
             | Event::ProjectAutoApproveSet { .. } => Touched::Project,
             Event::TaskCreated { .. }
             | Event::TaskStageEntered { .. }
+            | Event::TaskLeased { .. }
             | Event::AgentActivity { .. }
             | Event::CiStatusChanged { .. } => Touched::Task,
             Event::TaskDone { .. }

@@ -111,6 +111,14 @@ pub enum Rejected {
     /// The session has ended.
     #[error("session `{0}` has ended")]
     SessionEnded(SessionId),
+    /// A lease generation at or below one already recorded: a stale worker.
+    #[error("lease generation {got} is not newer than generation {current} already recorded")]
+    StaleLease {
+        /// The generation offered.
+        got: i64,
+        /// The newest generation recorded.
+        current: i64,
+    },
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

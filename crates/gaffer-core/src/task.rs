@@ -29,6 +29,13 @@ pub struct TaskState {
     pub approvals: BTreeMap<ApprovalId, Approval>,
     /// Its agent sessions, by id.
     pub sessions: BTreeMap<SessionId, Session>,
+    /// The worker that holds (or last held) the task's lease, and that lease's
+    /// generation (0: never leased).
+    #[serde(default)]
+    pub worker: Option<String>,
+    /// The newest lease generation recorded (`task_leased`).
+    #[serde(default)]
+    pub lease_generation: i64,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -66,6 +73,8 @@ impl TaskState {
                     steps: BTreeMap::new(),
                     approvals: BTreeMap::new(),
                     sessions: BTreeMap::new(),
+                    worker: None,
+                    lease_generation: 0,
                     created_at: at,
                     updated_at: at,
                 })
@@ -183,6 +192,22 @@ impl TaskState {
                     });
                 }
                 self.set_step(at, step_id, |s| s.state = StepState::Started);
+            }
+            Event::TaskLeased {
+                worker_id,
+                generation,
+            } => {
+                if worker_id.trim().is_empty() {
+                    return Err(Rejected::Empty("worker_id"));
+                }
+                if *generation <= self.lease_generation {
+                    return Err(Rejected::StaleLease {
+                        got: *generation,
+                        current: self.lease_generation,
+                    });
+                }
+                self.worker = Some(worker_id.clone());
+                self.lease_generation = *generation;
             }
             Event::AgentActivity { step_id, .. } | Event::CiStatusChanged { step_id, .. } => {
                 self.step_in(step_id, &[StepState::Started], event)?;

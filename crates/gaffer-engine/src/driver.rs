@@ -102,6 +102,15 @@ impl Engine {
         self.agents.backend(agent, None, None).map(|_| ())
     }
 
+    /// The same engine over another app service (a fenced journal, say).
+    pub(crate) fn with_app(&self, app: App) -> Self {
+        Self {
+            app,
+            agents: self.agents.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+
     /// The app service it uses.
     pub fn app(&self) -> &App {
         &self.app
@@ -111,29 +120,10 @@ impl Engine {
         self.app.journal()
     }
 
-    /// After a crash: every step that was running in an unfinished task is marked
-    /// interrupted (the reducer then re-queues reads and idempotent steps and turns
-    /// non-idempotent ones into `effect_unknown`). Returns the unfinished tasks.
-    pub async fn recover(&self) -> Result<Vec<TaskId>> {
-        let tasks = self
-            .journal()
-            .tasks(&gaffer_store::TaskFilter {
-                limit: Some(i64::MAX),
-                ..Default::default()
-            })
-            .await?;
-        let mut unfinished = Vec::new();
-        for row in tasks {
-            let id = TaskId(row.id.clone());
-            if self.recover_task(&id).await? {
-                unfinished.push(id);
-            }
-        }
-        Ok(unfinished)
-    }
-
-    /// Recovery for one task: its running steps are marked interrupted. Returns
-    /// whether the task is unfinished. Call it only when no other process runs the task.
+    /// Recovery for one task: its running steps are marked interrupted (the reducer
+    /// then re-queues reads and idempotent steps and turns non-idempotent ones into
+    /// `effect_unknown`). Returns whether the task is unfinished. Call it only while
+    /// holding the task's lease: then no other process runs it.
     pub async fn recover_task(&self, id: &TaskId) -> Result<bool> {
         let Some((task, _)) = self.load(id).await? else {
             return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
@@ -244,7 +234,7 @@ impl Engine {
     }
 
     /// The task's state and head, replayed from its events.
-    async fn load(&self, id: &TaskId) -> Result<Option<(TaskState, i64)>> {
+    pub(crate) async fn load(&self, id: &TaskId) -> Result<Option<(TaskState, i64)>> {
         let events = self.journal().stream_events(&StreamId::from(id), 0).await?;
         let head = events.last().map_or(0, |e| e.seq);
         let state =

@@ -4,8 +4,10 @@
 //! [`pipeline::decide`] is the pure part: from a task's state it says what happens
 //! next. [`Engine::run_task`] does it: it records each step's intent, runs the
 //! effect (an agent turn, a commit, the check), records the receipt, and asks
-//! again. [`Engine::recover`] marks steps that were running when the process died,
-//! so the reducer can decide which run again and which need a probe or a human.
+//! again. [`Engine::recover_task`] marks steps that were running when their worker
+//! died, so the reducer can decide which run again and which need a probe or a
+//! human. [`Engine::work`] is a worker: it leases tasks from the journal, so many
+//! processes on many machines share the work and never run one task twice at once.
 
 pub mod agents;
 mod driver;
@@ -20,4 +22,4 @@ pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};
 pub use ship::{Credential, Shipping, Tracker};
-pub use workers::Concurrency;
+pub use workers::{this_process, Concurrency};

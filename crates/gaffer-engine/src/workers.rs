@@ -1,103 +1,262 @@
-//! Workers: run every unfinished task, and each new one as soon as it is queued,
-//! with a limit on how many run at once overall and per project.
+//! Workers: many processes, on many machines, run the tasks of one journal.
+//!
+//! A worker claims an unfinished task whose lease is free or expired
+//! ([`gaffer_store::Journal::claim_task`]), records `task_leased`, marks the steps a
+//! previous holder left running as interrupted (the recovery rules then re-run
+//! reads and idempotent steps and turn non-idempotent ones into `effect_unknown`),
+//! and runs it. Every append it makes for the task goes through a
+//! [`FencedJournal`], so once another worker has taken the task over, the next
+//! append is refused in the store; the heartbeat notices the loss too and drops the
+//! task's run at once, which kills its agent processes. New tasks wake the workers
+//! through the journal's events; expired leases of dead workers are found at each
+//! heartbeat (a third of the lease length).
 
 use crate::driver::Engine;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use gaffer_core::{Event, Stage, TaskId};
-use gaffer_store::TaskFilter;
-use std::collections::{HashMap, VecDeque};
+use gaffer_store::{FencedJournal, Lease, LeaseEnd, WorkerInfo};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 /// How many tasks run at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Concurrency {
-    /// In all.
+    /// In all, in this process.
     pub workers: usize,
     /// In one project (two owners in one repository rarely help each other).
     pub per_project: usize,
 }
 
+/// This process as a worker: `host/pid/random`, unique across restarts.
+pub fn this_process(lease: Duration) -> WorkerInfo {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let pid = std::process::id();
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    WorkerInfo {
+        id: format!("{host}/{pid}/{}", &nonce[..6]),
+        host,
+        pid: i64::from(pid),
+        lease_ms: i64::try_from(lease.as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// How often a worker renews its leases: a third of their length, so two
+/// heartbeats may be late before a lease lapses.
+fn heartbeat_every(me: &WorkerInfo) -> Duration {
+    Duration::from_millis((me.lease_ms / 3).max(1) as u64)
+}
+
+/// How a run ended, for the worker's counters.
+fn lease_end(result: &Result<Stage>) -> LeaseEnd {
+    match result {
+        Ok(Stage::Done | Stage::Cancelled) => LeaseEnd::Finished,
+        _ => LeaseEnd::Failed,
+    }
+}
+
 impl Engine {
-    /// Run tasks until `shutdown`: first every unfinished task (recovered from the
-    /// journal), then each task as it is created, woken by the journal's events.
-    /// On shutdown running tasks are dropped, not cancelled: their steps are found
-    /// interrupted at the next start and resume by the recovery rules.
-    pub async fn work(&self, limits: Concurrency, shutdown: CancellationToken) -> Result<()> {
-        let mut events = self.app().journal().subscribe();
-        let mut queue: VecDeque<(TaskId, String)> = VecDeque::new();
-        for id in self.recover().await? {
-            if let Some(project) = self.project_of(&id).await? {
-                queue.push_back((id, project));
-            }
+    /// This engine with every append for `lease.task_id` fenced by `lease`: the
+    /// driver's and the app service's (approval requests) alike.
+    pub fn fenced(&self, lease: Lease) -> Engine {
+        let journal = Arc::new(FencedJournal::new(self.app().journal().clone(), lease));
+        self.with_app(self.app().with_journal(journal))
+    }
+
+    /// Start a leased task: record the lease, then mark what a previous holder left
+    /// running as interrupted. False if the task has ended meanwhile.
+    async fn take_over(&self, lease: &Lease) -> Result<bool> {
+        let id = TaskId(lease.task_id.clone());
+        match self
+            .append(
+                &id,
+                vec![Event::TaskLeased {
+                    worker_id: lease.worker_id.clone(),
+                    generation: lease.generation,
+                }],
+            )
+            .await
+        {
+            Ok(()) => {}
+            Err(EngineError::Finished(_)) => return Ok(false),
+            Err(e) => return Err(e),
         }
-        let mut running: HashMap<TaskId, String> = HashMap::new();
-        let mut set: JoinSet<TaskId> = JoinSet::new();
+        self.recover_task(&id).await
+    }
+
+    /// Run one leased task to its end, fenced by its lease.
+    async fn run_leased(&self, lease: Lease, cancel: CancellationToken) -> Result<Stage> {
+        let fenced = self.fenced(lease.clone());
+        if !fenced.take_over(&lease).await? {
+            return Err(EngineError::Finished(lease.task_id));
+        }
+        fenced.run_task(&TaskId(lease.task_id), cancel).await
+    }
+
+    /// Run the task `id` here (`gaffer run`, `gaffer task resume`) as worker `me`,
+    /// holding its lease while it runs; a task that has ended returns its stage.
+    /// `Ok(None)`: another live worker holds it.
+    /// A lost lease stops the run at once with [`gaffer_store::StoreError::LeaseLost`].
+    pub async fn run_one(
+        &self,
+        id: &TaskId,
+        me: &WorkerInfo,
+        cancel: CancellationToken,
+    ) -> Result<Option<Stage>> {
+        let journal = self.app().journal().clone();
+        journal.register_worker(me).await?;
+        let Some(lease) = journal.claim_task(me, &[], Some(id.as_str())).await? else {
+            journal.stop_worker(&me.id).await?;
+            // Not claimable: it has ended (say how), or another worker holds it.
+            return match self.load(id).await? {
+                Some((task, _)) if task.stage.is_final() => Ok(Some(task.stage)),
+                Some(_) => Ok(None),
+                None => Err(EngineError::Invalid(format!("task `{id}` does not exist"))),
+            };
+        };
+        let run = self.run_leased(lease.clone(), cancel);
+        tokio::pin!(run);
+        let mut beat = tokio::time::interval(heartbeat_every(me));
+        let result = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                _ = beat.tick() => {
+                    if !journal.heartbeat(me, std::slice::from_ref(&lease)).await?.is_empty() {
+                        break Err(lease_lost(&lease));
+                    }
+                }
+            }
+        };
+        journal.release_lease(&lease, lease_end(&result)).await?;
+        journal.stop_worker(&me.id).await?;
+        result.map(Some)
+    }
+
+    /// Run tasks as worker `me` until `shutdown`: claim what the limits allow, run
+    /// each fenced by its lease, renew the leases by heartbeat, and drop at once a
+    /// task whose lease was lost. On shutdown running tasks are dropped, not
+    /// cancelled, and their leases released: another worker (or the next start)
+    /// takes them over and resumes them by the recovery rules.
+    pub async fn work(
+        &self,
+        me: &WorkerInfo,
+        limits: Concurrency,
+        shutdown: CancellationToken,
+    ) -> Result<()> {
+        let journal = self.app().journal().clone();
+        let mut events = journal.subscribe();
+        journal.register_worker(me).await?;
         let workers = limits.workers.max(1);
         let per_project = limits.per_project.max(1);
+        // tokio task id → the lease it runs under, and how to drop the run.
+        let mut running: HashMap<tokio::task::Id, (Lease, AbortHandle)> = HashMap::new();
+        let mut set: JoinSet<Result<Stage>> = JoinSet::new();
+        let mut beat = tokio::time::interval(heartbeat_every(me));
+        let mut look = true;
         loop {
-            // Start what the limits allow, oldest first.
-            let mut i = 0;
-            while running.len() < workers && i < queue.len() {
-                let busy = running.values().filter(|p| **p == queue[i].1).count();
-                if busy >= per_project {
-                    i += 1;
-                    continue;
+            // Claim what the limits allow, oldest first.
+            while look && running.len() < workers {
+                let mut per: HashMap<&str, usize> = HashMap::new();
+                for (l, _) in running.values() {
+                    *per.entry(l.project_id.as_str()).or_default() += 1;
                 }
-                let Some((id, project)) = queue.remove(i) else {
+                let busy: Vec<String> = per
+                    .into_iter()
+                    .filter(|(_, n)| *n >= per_project)
+                    .map(|(p, _)| p.to_owned())
+                    .collect();
+                let Some(lease) = journal.claim_task(me, &busy, None).await? else {
                     break;
                 };
-                running.insert(id.clone(), project);
+                tracing::info!(task = %lease.task_id, generation = lease.generation, "leased");
                 let engine = self.clone();
                 let token = shutdown.child_token();
-                set.spawn(async move {
-                    match engine.run_task(&id, token).await {
-                        Ok(stage) => tracing::info!(task = %id, %stage, "task ended"),
-                        Err(e) => tracing::warn!(task = %id, "task stopped: {e}"),
-                    }
-                    id
+                let handle = set.spawn({
+                    let lease = lease.clone();
+                    async move { engine.run_leased(lease, token).await }
                 });
+                running.insert(handle.id(), (lease, handle));
             }
+            look = false;
             tokio::select! {
                 () = shutdown.cancelled() => {
                     set.abort_all();
+                    // Runs that ended before the abort are counted as they ended.
+                    while let Some(done) = set.join_next_with_id().await {
+                        if let Ok((tid, result)) = done {
+                            if let Some((lease, _)) = running.remove(&tid) {
+                                journal.release_lease(&lease, lease_end(&result)).await?;
+                            }
+                        }
+                    }
+                    journal.stop_worker(&me.id).await?;
                     return Ok(());
                 }
-                Some(done) = set.join_next() => {
-                    if let Ok(id) = done {
-                        running.remove(&id);
+                Some(done) = set.join_next_with_id() => {
+                    let (tid, result) = match done {
+                        Ok((tid, r)) => (tid, r),
+                        // Aborted: its lease was lost and it is already accounted for.
+                        Err(e) => { running.remove(&e.id()); look = true; continue; }
+                    };
+                    if let Some((lease, _)) = running.remove(&tid) {
+                        match &result {
+                            Ok(stage) => tracing::info!(task = %lease.task_id, %stage, "task ended"),
+                            Err(e) => tracing::warn!(task = %lease.task_id, "task stopped: {e}"),
+                        }
+                        journal.release_lease(&lease, lease_end(&result)).await?;
                     }
+                    look = true;
+                }
+                _ = beat.tick() => {
+                    let held: Vec<Lease> = running.values().map(|(l, _)| l.clone()).collect();
+                    let lost = journal.heartbeat(me, &held).await?;
+                    // Another worker took these over: stop them now (dropping a run kills
+                    // its agent processes); their appends would be refused anyway.
+                    let mut dropped = Vec::new();
+                    running.retain(|_, (lease, run)| {
+                        if lost.contains(&lease.task_id) {
+                            tracing::warn!("{}", lease_lost(lease));
+                            run.abort();
+                            dropped.push(lease.clone());
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                    for lease in dropped {
+                        // Counted as a failure of this worker; the new holder's lease stays.
+                        journal.release_lease(&lease, LeaseEnd::Failed).await?;
+                    }
+                    // Leases of dead workers expire without an event: look at each beat.
+                    look = true;
                 }
                 got = events.recv() => match got {
                     Ok(e) => {
-                        if let Event::TaskCreated { task_id, project_id, .. } = e.event {
-                            if !running.contains_key(&task_id) && !queue.iter().any(|(q, _)| *q == task_id) {
-                                queue.push_back((task_id, project_id.0));
-                            }
+                        if matches!(e.event, Event::TaskCreated { .. }) {
+                            look = true;
                         }
                     }
-                    // Missed events: look at the journal itself for queued tasks.
-                    Err(RecvError::Lagged(_)) => {
-                        for row in self.app().journal().tasks(&TaskFilter { stage: Some(Stage::Queued.as_str().into()), limit: Some(i64::MAX), ..Default::default() }).await? {
-                            let id = TaskId(row.id);
-                            if !running.contains_key(&id) && !queue.iter().any(|(q, _)| *q == id) {
-                                queue.push_back((id, row.project_id));
-                            }
-                        }
-                    }
+                    Err(RecvError::Lagged(_)) => look = true,
                     Err(RecvError::Closed) => return Ok(()),
                 },
             }
         }
     }
+}
 
-    async fn project_of(&self, id: &TaskId) -> Result<Option<String>> {
-        Ok(self
-            .app()
-            .journal()
-            .task(id.as_str())
-            .await?
-            .map(|v| v.task.project_id))
-    }
+fn lease_lost(lease: &Lease) -> EngineError {
+    EngineError::Store(gaffer_store::StoreError::LeaseLost {
+        task: lease.task_id.clone(),
+        worker: lease.worker_id.clone(),
+        generation: lease.generation,
+        holder: None,
+    })
 }

@@ -14,6 +14,20 @@ pub enum StoreError {
         /// The head in the journal.
         actual: i64,
     },
+    /// A worker appended for a task whose lease it no longer holds (it expired and
+    /// another worker took the task over). Nothing was written; the worker must stop
+    /// working on the task at once. Never retried.
+    #[error("task `{task}`: the lease of worker `{worker}` (generation {generation}) is no longer held{}; this worker stops the task", holder.as_ref().map(|(w, g)| format!(" (worker `{w}` holds generation {g})")).unwrap_or_default())]
+    LeaseLost {
+        /// The task.
+        task: String,
+        /// The worker that appended.
+        worker: String,
+        /// The generation it appended under.
+        generation: i64,
+        /// Who holds the lease now, and its generation.
+        holder: Option<(String, i64)>,
+    },
     /// The reducer refused an event; nothing was written.
     #[error("event {index} for `{stream}` refused: {reason}")]
     Rejected {

@@ -1,6 +1,7 @@
 //! The journal trait: what the engine, server and CLI may ask of a store.
 //! Backends (SQLite now, PostgreSQL later) implement it with the same meaning.
 
+use crate::lease::{EventWriter, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
 use crate::projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
 use crate::Result;
 use gaffer_core::{Event, StreamId, StreamState, Timestamp};
@@ -95,6 +96,8 @@ pub struct TaskView {
     pub sessions: Vec<SessionRow>,
     /// Head seq of its stream.
     pub head_seq: i64,
+    /// Its newest lease (which worker runs it, or ran it last), if a worker ever took it.
+    pub lease: Option<LeaseRow>,
 }
 
 /// The first broken link found by [`Journal::verify`].
@@ -148,6 +151,18 @@ pub trait Journal: Send + Sync {
         stream: &StreamId,
         expected_head: i64,
         events: Vec<NewEvent>,
+    ) -> Result<Appended>;
+
+    /// [`Journal::append`] for a worker holding `lease` on the task `stream`: in the
+    /// same transaction, refused with [`crate::StoreError::LeaseLost`] unless the
+    /// task's lease still has that worker and generation. The events are recorded
+    /// as written under that lease ([`Journal::event_writers`]).
+    async fn append_fenced(
+        &self,
+        stream: &StreamId,
+        expected_head: i64,
+        events: Vec<NewEvent>,
+        lease: &Lease,
     ) -> Result<Appended>;
 
     /// The head seq of a stream (0 if it does not exist).
@@ -208,6 +223,42 @@ pub trait Journal: Send + Sync {
     /// Record a Discord message for `(m.kind, m.gaffer_id)`, replacing what was
     /// recorded for that key.
     async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()>;
+
+    /// Record a worker process as started (and heartbeating now).
+    async fn register_worker(&self, worker: &WorkerInfo) -> Result<()>;
+
+    /// Take the oldest unfinished task (or only `only_task`) that has no lease or
+    /// whose lease expired, skipping tasks of `skip_projects` and tasks another
+    /// worker is claiming right now. The lease lasts `worker.lease_ms` unless
+    /// renewed. `None`: nothing to take.
+    async fn claim_task(
+        &self,
+        worker: &WorkerInfo,
+        skip_projects: &[String],
+        only_task: Option<&str>,
+    ) -> Result<Option<Lease>>;
+
+    /// Renew `held` for another `worker.lease_ms` and record the heartbeat. Returns
+    /// the tasks of `held` whose lease was lost (another worker took it over): the
+    /// worker must stop them at once.
+    async fn heartbeat(&self, worker: &WorkerInfo, held: &[Lease]) -> Result<Vec<String>>;
+
+    /// Give a lease up (the task ended, or the worker stops) and count the run in
+    /// the worker's metrics. A lease already taken over stays with its new holder;
+    /// only the counts change.
+    async fn release_lease(&self, lease: &Lease, end: LeaseEnd) -> Result<()>;
+
+    /// A worker shut down cleanly: mark it stopped and release every lease it holds.
+    async fn stop_worker(&self, worker_id: &str) -> Result<()>;
+
+    /// Every registered worker, oldest first, with its unexpired leases.
+    async fn workers(&self) -> Result<Vec<WorkerRow>>;
+
+    /// A task's newest lease.
+    async fn lease(&self, task_id: &str) -> Result<Option<LeaseRow>>;
+
+    /// Under which lease each event of `stream` was appended, in seq order.
+    async fn event_writers(&self, stream: &StreamId) -> Result<Vec<EventWriter>>;
 
     /// Deliver events that other processes (or other machines) append to this
     /// process's subscribers too, once each. Needs a running tokio runtime.

@@ -12,6 +12,7 @@ mod copy;
 mod error;
 mod hash;
 mod journal;
+mod lease;
 mod open;
 mod postgres;
 mod projection;
@@ -25,6 +26,7 @@ pub use journal::{
     now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
     TaskFilter, TaskView, VerifyReport,
 };
+pub use lease::{EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
 pub use open::{open, Location};
 pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};
 pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};

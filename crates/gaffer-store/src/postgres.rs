@@ -250,6 +250,24 @@ async fn begin_read(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
         .await?)
 }
 
+/// Lease bookkeeping takes row locks only, not the writer lock: claims by many
+/// workers pass each other (`SKIP LOCKED`) and do not queue behind appends.
+async fn begin_lease(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
+    Ok(pool.begin().await?)
+}
+
+/// The database server's clock: every machine judges lease expiry by the same one.
+async fn db_now(conn: &mut PgConnection) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT")
+            .fetch_one(&mut *conn)
+            .await?,
+    )
+}
+
+/// A task another worker is claiming this instant is skipped, not waited for.
+const CLAIM_LOCK: &str = " FOR UPDATE OF t SKIP LOCKED";
+
 /// Wake other processes' followers; PostgreSQL delivers it only if the append commits.
 async fn announce(tx: &mut PgConnection, written: &[RecordedEvent]) -> Result<()> {
     if let Some(last) = written.last() {

@@ -135,6 +135,12 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 /// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
 /// - `async fn announce(tx, written: &[RecordedEvent]) -> Result<()>`: called before an
 ///   append commits (PostgreSQL notifies other nodes; SQLite does nothing);
+/// - `async fn begin_lease(pool) -> Result<Transaction<'static, $DB>>`: a transaction for
+///   lease bookkeeping (SQLite: the writer lock; PostgreSQL: row locks only);
+/// - `async fn db_now(conn) -> Result<i64>`: the clock leases expire by (ms), one for
+///   every process sharing the database;
+/// - `const CLAIM_LOCK: &str`: appended to the claim's candidate query (PostgreSQL:
+///   `FOR UPDATE OF t SKIP LOCKED`);
 /// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`.
 macro_rules! journal_backend {
     ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
@@ -147,6 +153,7 @@ macro_rules! journal_backend {
             approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
             Projections, SessionRow, StepRow, TaskRow,
         };
+        use $crate::lease::{EventWriter, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
         use $crate::shared::{constraint, corrupt, Cached, CACHE_LIMIT};
         use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
         use sqlx::Row as _;
@@ -161,6 +168,26 @@ macro_rules! journal_backend {
             .fetch_optional(&mut *conn)
             .await?;
             Ok(head.unwrap_or((0, GENESIS_HASH.to_owned())))
+        }
+
+        /// Refuse an append under `lease` unless the task's lease still has its worker
+        /// and generation. Read in the append's transaction, after the writer lock.
+        async fn check_lease(conn: &mut $Conn, stream: &StreamId, lease: &Lease) -> Result<()> {
+            let holder: Option<(String, i64)> = sqlx::query_as(
+                "SELECT worker_id, generation FROM task_leases WHERE task_id = $1",
+            )
+            .bind(stream.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
+            match holder {
+                Some((w, g)) if w == lease.worker_id && g == lease.generation => Ok(()),
+                holder => Err(StoreError::LeaseLost {
+                    task: stream.0.clone(),
+                    worker: lease.worker_id.clone(),
+                    generation: lease.generation,
+                    holder,
+                }),
+            }
         }
 
         async fn load_state(conn: &mut $Conn, stream: &str) -> Result<Option<StreamState>> {
@@ -665,18 +692,20 @@ macro_rules! journal_backend {
                 tx.commit().await?;
                 Ok(())
             }
-        }
 
-        #[async_trait::async_trait]
-        impl Journal for $J {
-            async fn append(
+            /// Append, fenced by `lease` when one is given (see [`Journal::append_fenced`]).
+            async fn append_as(
                 &self,
                 stream: &StreamId,
                 expected_head: i64,
                 events: Vec<NewEvent>,
+                lease: Option<&Lease>,
             ) -> Result<Appended> {
                 let mut cache = self.writer.lock().await;
                 let mut tx = begin_write(&self.pool).await?;
+                if let Some(lease) = lease {
+                    check_lease(&mut tx, stream, lease).await?;
+                }
                 // A cached state at the expected head saves reading the head: if another
                 // process appended meanwhile, the (stream_id, seq) key refuses our insert.
                 let cached = cache
@@ -722,8 +751,9 @@ macro_rules! journal_backend {
                         .map_err(|e| corrupt(stream.as_str(), seq, e))?;
                     let hash = event_hash(&prev, stream.as_str(), seq, new.at, &payload);
                     let pos: i64 = sqlx::query_scalar(
-                        "INSERT INTO events (stream_id, seq, at, type, payload, prev_hash, hash)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING pos",
+                        "INSERT INTO events (stream_id, seq, at, type, payload, prev_hash, hash,
+                           worker_id, lease_generation)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING pos",
                     )
                     .bind(stream.as_str())
                     .bind(seq)
@@ -732,6 +762,8 @@ macro_rules! journal_backend {
                     .bind(&payload)
                     .bind(&prev)
                     .bind(&hash)
+                    .bind(lease.map(|l| l.worker_id.as_str()))
+                    .bind(lease.map(|l| l.generation))
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|e| match &e {
@@ -801,6 +833,227 @@ macro_rules! journal_backend {
                     head_hash: prev,
                 })
             }
+        }
+
+        #[async_trait::async_trait]
+        impl Journal for $J {
+            async fn append(
+                &self,
+                stream: &StreamId,
+                expected_head: i64,
+                events: Vec<NewEvent>,
+            ) -> Result<Appended> {
+                self.append_as(stream, expected_head, events, None).await
+            }
+
+            async fn append_fenced(
+                &self,
+                stream: &StreamId,
+                expected_head: i64,
+                events: Vec<NewEvent>,
+                lease: &Lease,
+            ) -> Result<Appended> {
+                self.append_as(stream, expected_head, events, Some(lease)).await
+            }
+
+            async fn register_worker(&self, worker: &WorkerInfo) -> Result<()> {
+                let mut tx = begin_lease(&self.pool).await?;
+                let now = db_now(&mut tx).await?;
+                sqlx::query(
+                    "INSERT INTO workers (id, host, pid, lease_ms, started_at, heartbeat_at)
+                     VALUES ($1, $2, $3, $4, $5, $5)",
+                )
+                .bind(&worker.id)
+                .bind(&worker.host)
+                .bind(worker.pid)
+                .bind(worker.lease_ms)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| constraint(e, &format!("worker `{}`", worker.id)))?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn claim_task(
+                &self,
+                worker: &WorkerInfo,
+                skip_projects: &[String],
+                only_task: Option<&str>,
+            ) -> Result<Option<Lease>> {
+                let mut tx = begin_lease(&self.pool).await?;
+                let now = db_now(&mut tx).await?;
+                let mut q = sqlx::QueryBuilder::<$DB>::new(
+                    "SELECT t.id, t.project_id, COALESCE(l.generation, 0) FROM tasks t
+                     LEFT JOIN task_leases l ON l.task_id = t.id
+                     WHERE t.stage NOT IN ('done', 'failed', 'cancelled', 'blocked')
+                     AND (l.task_id IS NULL OR l.expires_at < ",
+                );
+                q.push_bind(now).push(")");
+                if !skip_projects.is_empty() {
+                    q.push(" AND t.project_id NOT IN (");
+                    let mut list = q.separated(", ");
+                    for p in skip_projects {
+                        list.push_bind(p.clone());
+                    }
+                    q.push(")");
+                }
+                if let Some(task) = only_task {
+                    q.push(" AND t.id = ").push_bind(task.to_owned());
+                }
+                q.push(" ORDER BY t.created_at, t.id LIMIT 8");
+                q.push(CLAIM_LOCK);
+                let candidates: Vec<(String, String, i64)> =
+                    q.build_query_as().fetch_all(&mut *tx).await?;
+                for (task_id, project_id, seen) in candidates {
+                    // Taken only if the lease is still the expired one we saw: the
+                    // upsert re-reads the newest row, so two claimers never both win.
+                    let taken = sqlx::query(
+                        "INSERT INTO task_leases (task_id, worker_id, generation, acquired_at, expires_at)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (task_id) DO UPDATE SET worker_id = excluded.worker_id,
+                           generation = excluded.generation, acquired_at = excluded.acquired_at,
+                           expires_at = excluded.expires_at
+                         WHERE task_leases.generation = $6 AND task_leases.expires_at < $4",
+                    )
+                    .bind(&task_id)
+                    .bind(&worker.id)
+                    .bind(seen + 1)
+                    .bind(now)
+                    .bind(now + worker.lease_ms)
+                    .bind(seen)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if taken == 1 {
+                        tx.commit().await?;
+                        return Ok(Some(Lease {
+                            task_id,
+                            project_id,
+                            worker_id: worker.id.clone(),
+                            generation: seen + 1,
+                        }));
+                    }
+                }
+                tx.rollback().await.ok();
+                Ok(None)
+            }
+
+            async fn heartbeat(&self, worker: &WorkerInfo, held: &[Lease]) -> Result<Vec<String>> {
+                let mut tx = begin_lease(&self.pool).await?;
+                let now = db_now(&mut tx).await?;
+                sqlx::query("UPDATE workers SET heartbeat_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(&worker.id)
+                    .execute(&mut *tx)
+                    .await?;
+                let mut lost = Vec::new();
+                for lease in held {
+                    // Renewed while nobody took it over, even if it lapsed meanwhile:
+                    // the generation, not the clock, is the fence.
+                    let renewed = sqlx::query(
+                        "UPDATE task_leases SET expires_at = $1
+                         WHERE task_id = $2 AND worker_id = $3 AND generation = $4",
+                    )
+                    .bind(now + worker.lease_ms)
+                    .bind(&lease.task_id)
+                    .bind(&lease.worker_id)
+                    .bind(lease.generation)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if renewed == 0 {
+                        lost.push(lease.task_id.clone());
+                    }
+                }
+                tx.commit().await?;
+                Ok(lost)
+            }
+
+            async fn release_lease(&self, lease: &Lease, end: LeaseEnd) -> Result<()> {
+                let mut tx = begin_lease(&self.pool).await?;
+                sqlx::query(
+                    "UPDATE task_leases SET expires_at = 0
+                     WHERE task_id = $1 AND worker_id = $2 AND generation = $3",
+                )
+                .bind(&lease.task_id)
+                .bind(&lease.worker_id)
+                .bind(lease.generation)
+                .execute(&mut *tx)
+                .await?;
+                let (run, failed) = match end {
+                    LeaseEnd::Finished => (1i64, 0i64),
+                    LeaseEnd::Failed => (1, 1),
+                    LeaseEnd::Handed => (0, 0),
+                };
+                sqlx::query(
+                    "UPDATE workers SET tasks_run = tasks_run + $1, failures = failures + $2 WHERE id = $3",
+                )
+                .bind(run)
+                .bind(failed)
+                .bind(&lease.worker_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn stop_worker(&self, worker_id: &str) -> Result<()> {
+                let mut tx = begin_lease(&self.pool).await?;
+                let now = db_now(&mut tx).await?;
+                sqlx::query("UPDATE workers SET stopped_at = $1 WHERE id = $2")
+                    .bind(now)
+                    .bind(worker_id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("UPDATE task_leases SET expires_at = 0 WHERE worker_id = $1")
+                    .bind(worker_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn workers(&self) -> Result<Vec<WorkerRow>> {
+                let mut conn = self.pool.acquire().await?;
+                let now = db_now(&mut conn).await?;
+                let mut workers: Vec<WorkerRow> = sqlx::query_as(
+                    "SELECT id, host, pid, lease_ms, started_at, heartbeat_at, stopped_at, tasks_run,
+                       failures, (stopped_at IS NULL AND heartbeat_at + lease_ms >= $1) AS alive
+                     FROM workers ORDER BY started_at, id",
+                )
+                .bind(now)
+                .fetch_all(&mut *conn)
+                .await?;
+                let leases: Vec<LeaseRow> = sqlx::query_as(
+                    "SELECT * FROM task_leases WHERE expires_at >= $1 ORDER BY acquired_at, task_id",
+                )
+                .bind(now)
+                .fetch_all(&mut *conn)
+                .await?;
+                for lease in leases {
+                    if let Some(w) = workers.iter_mut().find(|w| w.id == lease.worker_id) {
+                        w.leases.push(lease);
+                    }
+                }
+                Ok(workers)
+            }
+
+            async fn lease(&self, task_id: &str) -> Result<Option<LeaseRow>> {
+                Ok(sqlx::query_as("SELECT * FROM task_leases WHERE task_id = $1")
+                    .bind(task_id)
+                    .fetch_optional(&self.pool)
+                    .await?)
+            }
+
+            async fn event_writers(&self, stream: &StreamId) -> Result<Vec<EventWriter>> {
+                Ok(sqlx::query_as(
+                    "SELECT seq, worker_id, lease_generation FROM events WHERE stream_id = $1 ORDER BY seq",
+                )
+                .bind(stream.as_str())
+                .fetch_all(&self.pool)
+                .await?)
+            }
 
             async fn head(&self, stream: &StreamId) -> Result<i64> {
                 let mut conn = self.pool.acquire().await?;
@@ -862,12 +1115,17 @@ macro_rules! journal_backend {
                 .fetch_all(&mut *conn)
                 .await?;
                 let (head_seq, _) = read_head(&mut conn, id).await?;
+                let lease = sqlx::query_as("SELECT * FROM task_leases WHERE task_id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
                 Ok(Some(TaskView {
                     task,
                     steps,
                     approvals,
                     sessions,
                     head_seq,
+                    lease,
                 }))
             }
 

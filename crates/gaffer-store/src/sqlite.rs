@@ -249,6 +249,18 @@ async fn begin_read(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
     Ok(pool.begin().await?)
 }
 
+async fn begin_lease(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
+    begin_write(pool).await
+}
+
+/// One machine shares a SQLite file: its clock is everyone's.
+async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
+    Ok(crate::now_ms())
+}
+
+/// The claim runs in the writer's `BEGIN IMMEDIATE`: one claimer at a time.
+const CLAIM_LOCK: &str = "";
+
 /// Nothing to announce: other processes on this file follow it by file-system notifications.
 async fn announce(_tx: &mut SqliteConnection, _written: &[RecordedEvent]) -> Result<()> {
     Ok(())

@@ -76,7 +76,8 @@ pub enum Command {
     Deny(DecideArgs),
     /// Turn a project's auto-approve toggle on or off.
     Auto(AutoArgs),
-    /// Serve the HTTP API, live event streams and the web page on one port.
+    /// Serve the HTTP API, live event streams and the web page on one port
+    /// (with workers, like `gaffer worker`).
     Serve(ServeArgs),
     /// Remove worktrees of shipped and cancelled tasks older than the retention
     /// (`[worktrees] retention_days`), prune task branches whose pull request was
@@ -94,6 +95,16 @@ pub enum Command {
     /// Make API tokens for `gaffer serve` (only their SHA-256 is stored).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Run tasks without HTTP. Start as many as you like, on as many machines as
+    /// share the database: each leases tasks, and takes over a dead worker's tasks
+    /// once their leases expire (workers.lease_secs).
+    Worker(WorkerArgs),
+    /// List live workers, the tasks they hold and their last heartbeats.
+    ///
+    /// `--json` prints [{"id","host","pid","lease_ms","started_at","heartbeat_at",
+    /// "stopped_at","tasks_run","failures","alive","leases":[{"task_id","worker_id",
+    /// "generation","acquired_at","expires_at"}]}].
+    Workers(WorkersArgs),
 }
 
 #[derive(Debug, Args)]
@@ -111,6 +122,26 @@ pub struct AuditArgs {
     /// Only this task's trail (`t-…`).
     #[arg(long, value_name = "ID")]
     pub task: Option<String>,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Tasks this process runs at once [default: workers.count].
+    #[arg(long, value_name = "N")]
+    pub count: Option<usize>,
+    /// Tasks of one project this process runs at once [default: workers.per_project].
+    #[arg(long, value_name = "N")]
+    pub per_project: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    /// Stopped and lost workers too, not only live ones.
+    #[arg(long)]
+    pub all: bool,
     /// Print JSON for scripts instead of text.
     #[arg(long)]
     pub json: bool,

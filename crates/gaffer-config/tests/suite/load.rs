@@ -419,3 +419,24 @@ fn discord_rooms_approvers_and_urls_are_read_and_checked() {
         "{msg}"
     );
 }
+
+#[test]
+fn the_lease_length_comes_from_file_or_env_and_is_bounded() {
+    assert_eq!(load_text("", &[]).unwrap().lease_secs, 30);
+    let c = load_text("[workers]\nlease_secs = 5\n", &[]).unwrap();
+    assert_eq!(c.lease_secs, 5);
+    let c = load_text(
+        "[workers]\nlease_secs = 5\n",
+        &[("GAFFER_WORKERS_LEASE_SECS", "3")],
+    )
+    .unwrap();
+    assert_eq!(c.lease_secs, 3);
+    let err = load_text("[workers]\nlease_secs = 1\n", &[]).unwrap_err();
+    assert!(err.to_string().contains("workers.lease_secs"), "{err}");
+    assert!(err.to_string().contains("from 2 to 3600"), "{err}");
+    let err = load_text("", &[("GAFFER_WORKERS_LEASE_SECS", "soon")]).unwrap_err();
+    assert!(
+        err.to_string().contains("GAFFER_WORKERS_LEASE_SECS"),
+        "{err}"
+    );
+}

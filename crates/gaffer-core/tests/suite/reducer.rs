@@ -632,3 +632,35 @@ fn shipping_goes_back_to_coding_for_a_ci_fix_and_returns() {
     ]);
     assert_eq!(given(&events).stage, Stage::Shipping);
 }
+
+fn leased(worker: &str, generation: i64) -> Event {
+    Event::TaskLeased {
+        worker_id: worker.into(),
+        generation,
+    }
+}
+
+#[test]
+fn each_lease_generation_is_newer_than_the_last_and_names_its_worker() {
+    let t = given(&[created(), leased("host/1/a", 1), leased("host/2/b", 2)]);
+    assert_eq!(t.worker.as_deref(), Some("host/2/b"));
+    assert_eq!(t.lease_generation, 2);
+    // A worker still holding generation 2 (or older) cannot record itself again:
+    // two workers never hold one generation.
+    for stale in [1, 2] {
+        assert_eq!(
+            rejects(&t, leased("host/1/a", stale)),
+            Rejected::StaleLease {
+                got: stale,
+                current: 2
+            }
+        );
+    }
+    assert_eq!(rejects(&t, leased(" ", 3)), Rejected::Empty("worker_id"));
+    // A finished task takes no lease.
+    let done = given(&[created(), Event::TaskFailed { reason: "x".into() }]);
+    assert!(matches!(
+        rejects(&done, leased("host/1/a", 1)),
+        Rejected::TaskFinished { .. }
+    ));
+}

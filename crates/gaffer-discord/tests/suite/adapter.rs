@@ -99,6 +99,7 @@ async fn a_request_in_a_room_runs_to_done_with_its_thread_updated() {
         tokio::spawn(async move {
             engine
                 .work(
+                    &gaffer_engine::this_process(std::time::Duration::from_secs(30)),
                     gaffer_engine::Concurrency {
                         workers: 1,
                         per_project: 1,

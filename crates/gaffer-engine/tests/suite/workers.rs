@@ -31,9 +31,12 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
     let shutdown = CancellationToken::new();
     let engine = w.engine.clone();
     let token = shutdown.clone();
+    let me = gaffer_engine::this_process(std::time::Duration::from_secs(30));
+    let worker = me.clone();
     let work = tokio::spawn(async move {
         engine
             .work(
+                &worker,
                 Concurrency {
                     workers: 2,
                     per_project: 1,
@@ -58,6 +61,12 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
             "{:?}",
             e.event
         );
+    }
+    // The worker counts a run once it returns, just after its last event.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w.journal.workers().await.unwrap()[0].tasks_run < 3 {
+        assert!(std::time::Instant::now() < deadline, "runs not counted");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     shutdown.cancel();
     work.await.unwrap().unwrap();
@@ -87,4 +96,47 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
             "two tasks of one project overlapped: {spans:?}"
         );
     }
+    // Each task was leased once by this worker, and every event after its creation
+    // was appended under that lease (fenced).
+    for id in [&first, &second, &third] {
+        let writers = w
+            .journal
+            .event_writers(&id.0.as_str().into())
+            .await
+            .unwrap();
+        assert_eq!(
+            writers[0].worker_id, None,
+            "created by the requester, not a worker"
+        );
+        assert!(writers.len() > 5);
+        for wr in &writers[1..] {
+            assert_eq!(
+                (wr.worker_id.as_deref(), wr.lease_generation),
+                (Some(me.id.as_str()), Some(1)),
+                "event {} of {id}",
+                wr.seq
+            );
+        }
+        let leased: Vec<Event> = w
+            .journal
+            .stream_events(&id.0.as_str().into(), 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .filter(|e| matches!(e, Event::TaskLeased { .. }))
+            .collect();
+        assert_eq!(
+            leased,
+            vec![Event::TaskLeased {
+                worker_id: me.id.clone(),
+                generation: 1
+            }]
+        );
+    }
+    // The worker stopped cleanly: not live, its leases released, its runs counted.
+    let ws = w.journal.workers().await.unwrap();
+    assert_eq!(ws.len(), 1);
+    assert!(!ws[0].alive && ws[0].leases.is_empty());
+    assert_eq!((ws[0].tasks_run, ws[0].failures), (3, 0));
 }

@@ -3,6 +3,7 @@ mod counters;
 mod crash;
 mod discord;
 mod journal;
+mod leases;
 mod schema;
 mod support;
 mod workload;

@@ -12,6 +12,7 @@ mod project;
 mod run;
 mod serve;
 mod task;
+mod worker;
 
 use crate::cli::{
     Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand, TokenCommand,
@@ -74,6 +75,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve(args) => serve::run(&cli.global, args.listen).await,
         Command::Gc(args) => gc::run(&cli.global, &args).await,
         Command::Audit(args) => audit::run(&cli.global, &args).await,
+        Command::Worker(args) => worker::worker(&cli.global, &args).await,
+        Command::Workers(args) => worker::workers(&cli.global, &args).await,
         Command::Token(TokenCommand::New(args)) => audit::new_token(&args),
     }
 }

@@ -258,15 +258,17 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
 pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
     let id = TaskId(args.id.clone());
-    let engine = engine(&config, &app).await?;
-    match engine.recover_task(&id).await {
-        // Already over (it finished just before the crash): show how it ended.
-        Ok(false) => {
-            eprintln!("task {id} has already ended; `gaffer task retry {id}` queues it again")
-        }
-        Ok(true) => {}
-        Err(e) => return Err(CliError::failed(e.to_string())),
+    let view = app.journal().task(id.as_str()).await?.ok_or_else(|| {
+        CliError::failed(format!(
+            "task `{id}` does not exist; `gaffer task list` shows the tasks"
+        ))
+    })?;
+    // Already over (it finished just before the crash): show how it ended.
+    let stage = serde_json::from_value::<Stage>(Value::String(view.task.stage.clone()));
+    if stage.is_ok_and(Stage::is_final) {
+        eprintln!("task {id} has already ended; `gaffer task retry {id}` queues it again")
     }
+    // Taking the lease marks what a crashed run left running as interrupted.
     drive(&config, &app, &id, args.json).await
 }
 
@@ -316,10 +318,26 @@ async fn drive(config: &Config, app: &App, id: &TaskId, json_out: bool) -> Resul
         })
     };
     let renderer = tokio::spawn(render(app.clone(), id.clone(), !json_out));
-    let outcome = engine.run_task(id, cancel).await;
+    // This process is a worker for this one task: it holds the task's lease while
+    // it runs, so no other worker runs it at the same time.
+    let outcome = engine
+        .run_one(id, &crate::commands::worker::me(config), cancel)
+        .await;
     ctrl_c.abort();
     renderer.abort();
-    let stage = outcome.map_err(|e| CliError::failed(e.to_string()))?;
+    let stage = match outcome {
+        Ok(Some(stage)) => stage,
+        Ok(None) => {
+            let holder = app.journal().lease(id.as_str()).await?.map_or_else(
+                || "another worker".to_owned(),
+                |l| format!("worker {}", l.worker_id),
+            );
+            return Err(CliError::failed(format!(
+                "task `{id}` is being run by {holder}; `gaffer workers` lists the workers, `gaffer task show {id}` shows its progress"
+            )));
+        }
+        Err(e) => return Err(CliError::failed(e.to_string())),
+    };
     let view = app
         .journal()
         .task(id.as_str())

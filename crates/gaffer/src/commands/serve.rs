@@ -4,12 +4,12 @@
 //! token, the Discord adapter runs beside the server (see `gaffer-discord`); a
 //! room naming an unregistered project is refused at start (exit 78).
 //!
-//! Workers: at start every unfinished task is recovered (its interrupted steps
-//! marked) and queued; afterwards each `task_created` event queues the new task.
-//! At most `workers.count` tasks run at once (`workers.per_project` in one
-//! project); a task waiting for an approval holds its worker until the decision
-//! wakes it. Stopping the server does not
-//! cancel running tasks: the next start recovers and resumes them.
+//! Workers, as `gaffer worker` runs them: tasks are leased from the journal, so
+//! servers and workers on other machines share the work. At most `workers.count`
+//! tasks run at once here (`workers.per_project` in one project); a task waiting
+//! for an approval holds its lease until the decision wakes it. Stopping the
+//! server does not cancel running tasks: their leases are released and another
+//! worker (or the next start) resumes them.
 //!
 //! Cleanup: every hour (and at start) the server does what `gaffer gc` does: the
 //! worktrees of shipped and cancelled tasks past the retention are removed, and task
@@ -17,8 +17,8 @@
 
 use crate::cli::Global;
 use crate::commands::approvals::open_app;
+use crate::commands::worker;
 use crate::error::{CliError, Result};
-use gaffer_engine::Concurrency;
 use gaffer_server::{Server, ServerConfig, ServerError};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -54,10 +54,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
         })?;
     let bound = server.local_addr()?;
     let engine = crate::commands::run::engine(&config, &app).await?;
-    let limits = Concurrency {
-        workers: config.workers.max(1),
-        per_project: config.workers_per_project.max(1),
-    };
+    let limits = worker::limits(&config, None, None);
     let cleaner = {
         let (stop, engine, app, config) =
             (stop.clone(), engine.clone(), app.clone(), config.clone());
@@ -79,14 +76,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
             }
         })
     };
-    let pool = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if let Err(e) = engine.work(limits, stop).await {
-                tracing::error!(error = %e, "workers stopped");
-            }
-        })
-    };
+    let pool = worker::spawn_workers(engine, worker::me(&config), limits, stop.clone());
     println!(
         "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json, {} worker{})",
         config.workers.max(1),
@@ -99,11 +89,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
             if rooms == 1 { "" } else { "s" }
         );
     }
-    let result = server
-        .run(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
+    let result = server.run(worker::stop_signal()).await;
     // Stop taking tasks; running ones end with the process and resume on the next start.
     stop.cancel();
     let _ = pool.await;
