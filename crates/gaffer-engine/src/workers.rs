@@ -14,8 +14,9 @@
 use crate::driver::Engine;
 use crate::error::{EngineError, Result};
 use gaffer_core::{Event, Stage, TaskId};
-use gaffer_store::{FencedJournal, Lease, LeaseEnd, WorkerInfo};
+use gaffer_store::{FencedJournal, Journal, Lease, LeaseEnd, WorkerInfo};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -113,6 +114,7 @@ impl Engine {
     ) -> Result<Option<Stage>> {
         let journal = self.app().journal().clone();
         journal.register_worker(me).await?;
+        self.reap_dead_neighbours(me).await?;
         let Some(lease) = journal.claim_task(me, &[], Some(id.as_str())).await? else {
             journal.stop_worker(&me.id).await?;
             // Not claimable: it has ended (say how), or another worker holds it.
@@ -128,16 +130,39 @@ impl Engine {
         let result = loop {
             tokio::select! {
                 r = &mut run => break r,
-                _ = beat.tick() => {
-                    if !journal.heartbeat(me, std::slice::from_ref(&lease)).await?.is_empty() {
-                        break Err(lease_lost(&lease));
-                    }
+                _ = beat.tick() => match journal.heartbeat(me, std::slice::from_ref(&lease)).await {
+                    Ok(lost) if !lost.is_empty() => break Err(lease_lost(&lease)),
+                    Ok(_) => {}
+                    // The next beat tries again; should the lease lapse meanwhile, the
+                    // fence still keeps a second worker's run and ours apart.
+                    Err(e) => tracing::warn!("heartbeat: {e}"),
                 }
             }
         };
-        journal.release_lease(&lease, lease_end(&result)).await?;
-        journal.stop_worker(&me.id).await?;
+        release(&*journal, &lease, lease_end(&result)).await;
+        if let Err(e) = journal.stop_worker(&me.id).await {
+            tracing::warn!("recording this worker's stop: {e}");
+        }
         result.map(Some)
+    }
+
+    /// Release at once the leases of workers on this host whose process is gone (a
+    /// crashed `gaffer run`, say), so resuming here needs no wait for their expiry.
+    /// Only a liveness shortcut: were such a worker alive after all, its next append
+    /// would be refused by the fence.
+    async fn reap_dead_neighbours(&self, me: &WorkerInfo) -> Result<()> {
+        let journal = self.app().journal();
+        for w in journal.workers().await? {
+            if w.stopped_at.is_none()
+                && w.host == me.host
+                && w.pid != me.pid
+                && !process_alive(w.pid)
+            {
+                tracing::info!(worker = %w.id, "its process is gone: releasing its leases");
+                journal.stop_worker(&w.id).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Run tasks as worker `me` until `shutdown`: claim what the limits allow, run
@@ -173,8 +198,14 @@ impl Engine {
                     .filter(|(_, n)| *n >= per_project)
                     .map(|(p, _)| p.to_owned())
                     .collect();
-                let Some(lease) = journal.claim_task(me, &busy, None).await? else {
-                    break;
+                let lease = match journal.claim_task(me, &busy, None).await {
+                    Ok(Some(lease)) => lease,
+                    Ok(None) => break,
+                    // Tried again at the next beat or event.
+                    Err(e) => {
+                        tracing::warn!("claiming a task: {e}");
+                        break;
+                    }
                 };
                 tracing::info!(task = %lease.task_id, generation = lease.generation, "leased");
                 let engine = self.clone();
@@ -193,7 +224,7 @@ impl Engine {
                     while let Some(done) = set.join_next_with_id().await {
                         if let Ok((tid, result)) = done {
                             if let Some((lease, _)) = running.remove(&tid) {
-                                journal.release_lease(&lease, lease_end(&result)).await?;
+                                release(&*journal, &lease, lease_end(&result)).await;
                             }
                         }
                     }
@@ -211,13 +242,20 @@ impl Engine {
                             Ok(stage) => tracing::info!(task = %lease.task_id, %stage, "task ended"),
                             Err(e) => tracing::warn!(task = %lease.task_id, "task stopped: {e}"),
                         }
-                        journal.release_lease(&lease, lease_end(&result)).await?;
+                        release(&*journal, &lease, lease_end(&result)).await;
                     }
                     look = true;
                 }
                 _ = beat.tick() => {
                     let held: Vec<Lease> = running.values().map(|(l, _)| l.clone()).collect();
-                    let lost = journal.heartbeat(me, &held).await?;
+                    let lost = match journal.heartbeat(me, &held).await {
+                        Ok(lost) => lost,
+                        // The next beat tries again; the fence covers a lapse meanwhile.
+                        Err(e) => {
+                            tracing::warn!("heartbeat: {e}");
+                            Vec::new()
+                        }
+                    };
                     // Another worker took these over: stop them now (dropping a run kills
                     // its agent processes); their appends would be refused anyway.
                     let mut dropped = Vec::new();
@@ -233,7 +271,7 @@ impl Engine {
                     });
                     for lease in dropped {
                         // Counted as a failure of this worker; the new holder's lease stays.
-                        journal.release_lease(&lease, LeaseEnd::Failed).await?;
+                        release(&*journal, &lease, LeaseEnd::Failed).await;
                     }
                     // Leases of dead workers expire without an event: look at each beat.
                     look = true;
@@ -250,6 +288,19 @@ impl Engine {
             }
         }
     }
+}
+
+/// Give a lease up; a failure only delays another worker's takeover until expiry.
+async fn release(journal: &dyn Journal, lease: &Lease, end: LeaseEnd) {
+    if let Err(e) = journal.release_lease(lease, end).await {
+        tracing::warn!(task = %lease.task_id, "releasing the lease: {e}; it expires by itself");
+    }
+}
+
+/// Whether process `pid` of this host runs. Without `/proc`, every process is
+/// assumed to run (its leases then expire by themselves).
+fn process_alive(pid: i64) -> bool {
+    !Path::new("/proc/self").exists() || Path::new(&format!("/proc/{pid}")).exists()
 }
 
 fn lease_lost(lease: &Lease) -> EngineError {

@@ -22,6 +22,7 @@
 //! A pipeline test uses one scenario per role: the planner `say`s a fenced ```` ```json ````
 //! plan block, the owner `write_file`s or calls tools that `write`, the reviewer `say`s its
 //! verdict block; `GAFFER_FAKE_LOG` then counts the effects (`<fake> write <path>`,
+//! followed by ` task=<id>` when an engine started the fake,
 //! `<fake> tool|exec ...`; `spawn` and `turn` lines are informational). The LLM server uses
 //! `llm`: `[{"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]},
 //! {"status": 429, "retry_after": 1}, {"text": "done"}]`.
@@ -57,6 +58,10 @@ pub struct Scenario {
     /// LLM server: responses in order (see [`LlmReply`]).
     #[serde(default)]
     pub llm: Vec<LlmReply>,
+    /// Role scenario: after the last turn, play the first again (one script for
+    /// any number of tasks, as in the failover test and the benches).
+    #[serde(default)]
+    pub cycle: bool,
 }
 
 /// One turn of a fake agent.
@@ -233,6 +238,10 @@ impl Scenario {
             }
             None => played_in_session,
         };
+        let index = match self.turns.len() {
+            n if self.cycle && n > 0 => index % n,
+            _ => index,
+        };
         self.turns.get(index).cloned().unwrap_or_default()
     }
     /// Load a scenario file.
@@ -289,6 +298,10 @@ pub fn do_write(who: &str, w: &FileWrite) -> std::io::Result<()> {
         }
     }
     std::fs::write(p, &w.content)?;
-    log_effect(&format!("{who} write {}", w.path));
+    // The task (when an engine started the agent) attributes effects in shared logs.
+    match std::env::var("GAFFER_TASK_ID") {
+        Ok(task) if !task.is_empty() => log_effect(&format!("{who} write {} task={task}", w.path)),
+        _ => log_effect(&format!("{who} write {}", w.path)),
+    }
     Ok(())
 }

@@ -397,3 +397,24 @@ fn token_new_prints_the_secret_once_and_only_its_hash_for_the_policy() {
         ("ci", gaffer_server::auth::Role::Viewer)
     );
 }
+
+#[test]
+fn a_worker_with_no_slots_exits_78_and_workers_lists_none_on_a_fresh_journal() {
+    let home = Home::new();
+    home.seed();
+    home.gaffer()
+        .args(["worker", "--count", "0"])
+        .assert()
+        .code(78)
+        .stderr(predicate::str::contains("--count"));
+    home.gaffer()
+        .args(["workers"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no live workers"));
+    home.gaffer()
+        .args(["workers", "--json"])
+        .assert()
+        .success()
+        .stdout("[]\n");
+}

@@ -2,6 +2,7 @@ mod approvals_cli;
 mod cli;
 mod context;
 mod db;
+mod failover;
 mod run;
 mod secrets;
 mod serve;
