@@ -430,6 +430,7 @@ async fn a_worker_paused_past_its_lease_writes_nothing_more_for_its_task() {
                 agent: None,
                 base: None,
                 auto_approve: false,
+                issue: None,
             },
             gaffer_core::Actor::user("tester", "test"),
         )
