@@ -115,6 +115,7 @@ impl Cluster {
             .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
             .env("GAFFER_FAKE_LOG", self.effects())
             .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
+            .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(d))
             .env("USER", "tester")
             .args(args);
         cmd
