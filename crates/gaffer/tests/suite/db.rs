@@ -1,17 +1,9 @@
 //! The journal on another database: `--db`, PostgreSQL URLs, `gaffer db copy`.
 
+use super::run::success_json;
 use super::support::Home;
 use gaffer_testkit::postgres;
 use serde_json::Value;
-
-fn json_of(out: &std::process::Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn task_ids(home: &Home, db: &str) -> Vec<String> {
     let out = home
@@ -19,7 +11,7 @@ fn task_ids(home: &Home, db: &str) -> Vec<String> {
         .args(["--db", db, "task", "list", "--json"])
         .output()
         .unwrap();
-    let mut ids: Vec<String> = json_of(&out)
+    let mut ids: Vec<String> = success_json(&out)
         .as_array()
         .unwrap()
         .iter()
@@ -41,7 +33,7 @@ fn db_copy_moves_a_journal_and_refuses_a_non_empty_target() {
         .args(["--to", &target, "--json"])
         .output()
         .unwrap();
-    let copied = json_of(&out);
+    let copied = success_json(&out);
     assert_eq!(copied["streams"], 3, "{copied}");
     let events = copied["events"].as_u64().unwrap();
     assert!(events >= 3, "{copied}");
@@ -63,7 +55,7 @@ fn db_copy_moves_a_journal_and_refuses_a_non_empty_target() {
         .args(["--db", &target, "journal", "verify", "--json"])
         .output()
         .unwrap();
-    assert_eq!(json_of(&verify)["events"].as_u64(), Some(events));
+    assert_eq!(success_json(&verify)["events"].as_u64(), Some(events));
 }
 
 #[test]
@@ -141,7 +133,7 @@ fn the_cli_runs_on_postgresql_after_a_copy() {
         .args(["--to", &url, "--json"])
         .output()
         .unwrap();
-    json_of(&out);
+    success_json(&out);
     assert_eq!(task_ids(&home, &url), ["t-one", "t-two"]);
     // The environment variable names it just as well, and every command works on it.
     let show = home
@@ -151,7 +143,7 @@ fn the_cli_runs_on_postgresql_after_a_copy() {
         .output()
         .unwrap();
     assert_eq!(
-        json_of(&show)["task"]["request"],
+        success_json(&show)["task"]["request"],
         "add an installation section to README"
     );
     let verify = home

@@ -112,6 +112,17 @@ pub fn fake_writable(d: &Path) -> std::ffi::OsString {
     std::env::join_paths([d.join("scenarios"), d.join("fake-state"), log]).unwrap()
 }
 
+/// The JSON a command printed, after checking that it exited 0 (else its stderr).
+pub fn success_json(out: &std::process::Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(out)
+}
+
 pub fn json_of(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -134,13 +145,7 @@ fn run_adds_an_installation_section_and_prints_a_json_summary() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = json_of(&out);
+    let s = success_json(&out);
     assert_eq!(s["state"], "done");
     let branch = s["branch"].as_str().unwrap();
     assert!(branch.starts_with("gaffer/t-"), "{branch}");

@@ -3,7 +3,7 @@
 //! appears in the database files, the server's log, the SSE stream, the web page or
 //! any API answer about the task.
 
-use super::serve::{until, Served};
+use super::serve::{finished_task, until, Served};
 use super::support::Home;
 use gaffer_testkit::git::git;
 use serde_json::{json, Value};
@@ -138,21 +138,7 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let done = until("the task to finish", async || {
-        let t: Value = http
-            .get(format!("{base}/api/tasks/{id}"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        let stage = t["stage"].as_str()?.to_owned();
-        ["done", "failed", "blocked", "cancelled"]
-            .contains(&stage.as_str())
-            .then_some(t)
-    })
-    .await;
+    let done = finished_task(&http, &base, &id).await;
     assert_eq!(done["stage"], "done", "{done}");
 
     // Everything a person or a client can see.

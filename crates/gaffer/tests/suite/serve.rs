@@ -29,6 +29,25 @@ pub async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     }
 }
 
+/// The task `id` once it has ended (done, failed, blocked or cancelled), read over HTTP.
+pub async fn finished_task(http: &reqwest::Client, base: &str, id: &str) -> Value {
+    until("the task to finish", async || {
+        let t: Value = http
+            .get(format!("{base}/api/tasks/{id}"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let stage = t["stage"].as_str()?.to_owned();
+        ["done", "failed", "blocked", "cancelled"]
+            .contains(&stage.as_str())
+            .then_some(t)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
     let home = Home::new();
@@ -156,21 +175,7 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
         .unwrap();
     assert_eq!(r.status(), 200);
 
-    let done = until("the task to finish", async || {
-        let t: Value = http
-            .get(format!("{base}/api/tasks/{id}"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        let stage = t["stage"].as_str()?.to_owned();
-        ["done", "failed", "blocked", "cancelled"]
-            .contains(&stage.as_str())
-            .then_some(t)
-    })
-    .await;
+    let done = finished_task(&http, &base, &id).await;
     assert_eq!(done["stage"], "done", "{done}");
     let branch = git(
         &repo,

@@ -1,6 +1,6 @@
 //! `gaffer run --issue` and `gaffer gc` with a forge: the real binary, real git, a
 //! bare repository as the remote, the fake Gitea on loopback.
-use super::run::{json_of, Bench};
+use super::run::{json_of, success_json, Bench};
 use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
 use gaffer_testkit::git::git;
 use pretty_assertions::assert_eq;
@@ -275,13 +275,7 @@ fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = json_of(&out);
+    let s = success_json(&out);
     assert_eq!(s["state"], "done", "{s}");
     let prs = fake.prs();
     assert_eq!(prs.len(), 1, "exactly one PR after the crash: {prs:#?}");
@@ -313,13 +307,7 @@ fn serve_cleans_up_at_start_the_worktrees_of_done_tasks_past_the_retention() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = json_of(&out);
+    let s = success_json(&out);
     let id = s["task_id"].as_str().unwrap().to_owned();
     let branch = s["branch"].as_str().unwrap().to_owned();
     let worktree = PathBuf::from(
