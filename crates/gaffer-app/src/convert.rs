@@ -1,7 +1,7 @@
 //! Projection rows → wire types.
 
 use gaffer_protocol::api;
-use gaffer_store::{ApprovalRow, ProjectRow, SessionRow, StepRow, TaskRow};
+use gaffer_store::{ApprovalRow, LeaseState, ProjectRow, SessionRow, StepRow, TaskLease, TaskRow};
 
 fn parse(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or(serde_json::Value::String(text.to_owned()))
@@ -100,6 +100,23 @@ pub(crate) fn session(r: &SessionRow) -> api::Session {
         verified: r.verified,
         ended: r.ended.clone(),
         started_at: r.started_at,
+    }
+}
+
+pub(crate) fn worker(l: &TaskLease) -> api::TaskWorker {
+    api::TaskWorker {
+        id: l.lease.worker_id.clone(),
+        host: l.host.clone(),
+        pid: l.pid,
+        generation: l.lease.generation,
+        state: match l.state {
+            LeaseState::Held => "held",
+            LeaseState::Released => "released",
+            LeaseState::Expired => "expired",
+        }
+        .to_owned(),
+        acquired_at: l.lease.acquired_at,
+        expires_at: l.lease.expires_at,
     }
 }
 

@@ -199,6 +199,7 @@ impl App {
                 })
                 .collect(),
             sessions: view.sessions.iter().map(convert::session).collect(),
+            worker: view.lease.as_ref().map(convert::worker),
         })
     }
 

@@ -322,40 +322,56 @@ pub enum Touched {
     TaskAndApprovals,
 }
 
-impl Event {
-    /// The snake_case event type, as in the journal's `type` field.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Event::ProjectRegistered { .. } => "project_registered",
-            Event::ProjectCheckCommandSet { .. } => "project_check_command_set",
-            Event::ProjectAutoApproveSet { .. } => "project_auto_approve_set",
-            Event::TaskCreated { .. } => "task_created",
-            Event::TaskStageEntered { .. } => "task_stage_entered",
-            Event::TaskDone { .. } => "task_done",
-            Event::TaskFailed { .. } => "task_failed",
-            Event::TaskCancelled { .. } => "task_cancelled",
-            Event::TaskBlocked { .. } => "task_blocked",
-            Event::TaskLeased { .. } => "task_leased",
-            Event::StepIntentRecorded { .. } => "step_intent_recorded",
-            Event::StepStarted { .. } => "step_started",
-            Event::AgentActivity { .. } => "agent_activity",
-            Event::CiStatusChanged { .. } => "ci_status_changed",
-            Event::StepCompleted { .. } => "step_completed",
-            Event::StepFailed { .. } => "step_failed",
-            Event::StepInterrupted { .. } => "step_interrupted",
-            Event::StepReconcileStarted { .. } => "step_reconcile_started",
-            Event::StepManualRequired { .. } => "step_manual_required",
-            Event::StepRetried { .. } => "step_retried",
-            Event::ApprovalRequested { .. } => "approval_requested",
-            Event::ApprovalDecided { .. } => "approval_decided",
-            Event::ApprovalExpired { .. } => "approval_expired",
-            Event::ApprovalWithdrawn { .. } => "approval_withdrawn",
-            Event::SessionStarted { .. } => "session_started",
-            Event::SessionVerified { .. } => "session_verified",
-            Event::SessionEnded { .. } => "session_ended",
-        }
-    }
+/// `Event::kind` and `Event::KINDS` from one list, so a new event type cannot be
+/// missing from `KINDS` (the match would not compile without it). Clients that
+/// must name every type, like the web page's `EventSource` listeners, use `KINDS`.
+macro_rules! event_kinds {
+    ($($variant:ident => $kind:literal,)*) => {
+        impl Event {
+            /// Every event type, in declaration order.
+            pub const KINDS: &'static [&'static str] = &[$($kind),*];
 
+            /// The snake_case event type, as in the journal's `type` field.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Event::$variant { .. } => $kind,)*
+                }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    ProjectRegistered => "project_registered",
+    ProjectCheckCommandSet => "project_check_command_set",
+    ProjectAutoApproveSet => "project_auto_approve_set",
+    TaskCreated => "task_created",
+    TaskStageEntered => "task_stage_entered",
+    TaskDone => "task_done",
+    TaskFailed => "task_failed",
+    TaskCancelled => "task_cancelled",
+    TaskBlocked => "task_blocked",
+    TaskLeased => "task_leased",
+    StepIntentRecorded => "step_intent_recorded",
+    StepStarted => "step_started",
+    AgentActivity => "agent_activity",
+    CiStatusChanged => "ci_status_changed",
+    StepCompleted => "step_completed",
+    StepFailed => "step_failed",
+    StepInterrupted => "step_interrupted",
+    StepReconcileStarted => "step_reconcile_started",
+    StepManualRequired => "step_manual_required",
+    StepRetried => "step_retried",
+    ApprovalRequested => "approval_requested",
+    ApprovalDecided => "approval_decided",
+    ApprovalExpired => "approval_expired",
+    ApprovalWithdrawn => "approval_withdrawn",
+    SessionStarted => "session_started",
+    SessionVerified => "session_verified",
+    SessionEnded => "session_ended",
+}
+
+impl Event {
     /// Whether this event belongs to a project stream (otherwise a task stream).
     pub fn is_project_event(&self) -> bool {
         matches!(

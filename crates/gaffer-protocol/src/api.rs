@@ -208,6 +208,31 @@ pub struct TaskDetail {
     pub approvals: Vec<Approval>,
     /// Its sessions.
     pub sessions: Vec<Session>,
+    /// The worker that runs it (or ran it last); `null` until a worker claims it.
+    #[serde(default)]
+    pub worker: Option<TaskWorker>,
+}
+
+/// The worker holding (or last holding) a task's lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskWorker {
+    /// The worker's id (`host/pid/…`), as `gaffer workers` lists it.
+    pub id: String,
+    /// Its host, if it is registered.
+    pub host: Option<String>,
+    /// Its process id, if it is registered.
+    pub pid: Option<i64>,
+    /// The lease generation: 1 for the first worker, +1 for each takeover.
+    pub generation: i64,
+    /// `held` (it runs the task now), `released` (it let the task go: the task
+    /// ended or the worker shut down) or `expired` (it stopped renewing; the next
+    /// worker to claim the task takes it over).
+    pub state: String,
+    /// When it took the task (ms).
+    pub acquired_at: i64,
+    /// When the lease runs out unless renewed (ms; 0 once released).
+    pub expires_at: i64,
 }
 
 /// Who decided an approval.

@@ -3,6 +3,9 @@
 "use strict";
 
 const CSRF = document.querySelector('meta[name="csrf-token"]').content;
+// Every journal event type, from the server: SSE events are named by type, and an
+// EventSource hears a named event only with a listener for that name.
+const EVENT_KINDS = document.querySelector('meta[name="event-kinds"]').content.split(" ");
 const STAGES = ["queued", "planning", "awaiting_plan_approval", "coding", "reviewing", "arbitrating", "testing", "shipping", "done"];
 const view = document.getElementById("view");
 
@@ -44,12 +47,7 @@ function listen(path, onEvent) {
   source.onopen = () => { live.className = "live on"; };
   source.onerror = () => { live.className = "live off"; };
   source.onmessage = (m) => onEvent(JSON.parse(m.data));
-  const types = ["task_created", "task_stage_entered", "task_done", "task_failed", "task_cancelled", "task_blocked",
-    "step_intent_recorded", "step_started", "step_completed", "step_failed", "step_interrupted", "step_manual_required",
-    "step_retried", "step_reconcile_started", "agent_activity", "approval_requested", "approval_decided", "approval_expired",
-    "approval_withdrawn", "session_started", "session_verified", "session_ended", "project_registered",
-    "project_auto_approve_set", "project_check_command_set"];
-  for (const t of types) source.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
+  for (const t of EVENT_KINDS) source.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
   window.__gafferSource = source;
 }
 
@@ -202,9 +200,19 @@ function describe(e) {
     case "approval_decided": return "approval " + ev.decision + " by " + ev.by.name + (ev.note ? ": " + ev.note : "");
     case "approval_expired": return "approval expired: " + ev.reason;
     case "approval_withdrawn": return "approval withdrawn: " + ev.reason;
+    case "task_leased": return "worker " + ev.worker_id + " took the task (lease generation " + ev.generation + ")";
+    case "ci_status_changed": return "CI " + ev.state + " for " + String(ev.sha).slice(0, 12);
     case "agent_activity": return "agent: " + (ev.text || ev.summary || JSON.stringify(ev).slice(0, 200));
     default: return e.type.replaceAll("_", " ");
   }
+}
+
+// Which worker runs the task: with many workers (many machines) on one
+// database, this is where to look for its processes and logs.
+function workerLine(w) {
+  const where = w.host ? " on " + w.host + (w.pid ? " (pid " + w.pid + ")" : "") : "";
+  const state = { held: "running it", released: "released it", expired: "stopped renewing its lease; the next worker to claim the task takes it over" }[w.state] || w.state;
+  return "worker " + w.id + where + " · " + state + " · lease generation " + w.generation;
 }
 
 async function taskPage(id) {
@@ -223,6 +231,7 @@ async function taskPage(id) {
       el("p", { class: "row" }, el("span", { id: "stage" }, badge(t.stage)), el("span", { class: "meta" }, t.project + " · " + age(t.created_at) + " · " + t.tokens + " tokens · " + money(t.cost_usd))),
       final ? el("p", { class: "err" }, JSON.stringify(t.outcome)) : stages,
     ];
+    if (t.worker) parts.push(el("p", { class: "meta", id: "worker" }, workerLine(t.worker)));
     if (!["done", "failed", "cancelled", "blocked"].includes(t.stage)) {
       parts.push(el("div", { class: "row" }, el("button", { class: "deny", type: "button", id: "cancel", onclick: async () => { await api("POST", "/api/tasks/" + encodeURIComponent(id) + "/cancel", { reason: "cancelled from the web page" }); render(); } }, "Cancel task")));
     }

@@ -3,12 +3,18 @@
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use gaffer_store::WorkerRow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// How long a worker that stopped or was lost stays in the per-worker series: long
+/// enough for an alert on `gaffer_worker_up == 0` to fire, short enough that every
+/// restart (a new worker id) does not add series forever.
+const GONE_WORKERS_SHOWN_MS: i64 = 3_600_000;
 
 /// Counters and gauges of one server.
 #[derive(Default)]
@@ -48,8 +54,9 @@ impl Metrics {
         }
     }
 
-    /// The exposition text.
-    pub fn render(&self, pending_approvals: usize) -> String {
+    /// The exposition text. `workers` are every registered worker (`now_ms` on the
+    /// database's clock): every worker process sharing the journal, on any machine.
+    pub fn render(&self, pending_approvals: usize, workers: &[WorkerRow], now_ms: i64) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         out.push_str("# HELP gaffer_http_requests_total HTTP requests by method, route and status.\n# TYPE gaffer_http_requests_total counter\n");
@@ -78,8 +85,80 @@ impl Metrics {
         let _ = writeln!(out, "# HELP gaffer_sse_clients Open SSE streams.\n# TYPE gaffer_sse_clients gauge\ngaffer_sse_clients {}", self.sse_clients.load(Ordering::Relaxed));
         let _ = writeln!(out, "# HELP gaffer_approvals_pending Approvals waiting for a decision.\n# TYPE gaffer_approvals_pending gauge\ngaffer_approvals_pending {pending_approvals}");
         let _ = writeln!(out, "# HELP gaffer_approval_decisions_total Decisions recorded through the API.\n# TYPE gaffer_approval_decisions_total counter\ngaffer_approval_decisions_total {}", self.decisions.load(Ordering::Relaxed));
+        render_workers(&mut out, workers, now_ms);
         out
     }
+}
+
+/// Per-worker series, labelled by worker id and host: live workers, and those that
+/// stopped or were lost within [`GONE_WORKERS_SHOWN_MS`].
+fn render_workers(out: &mut String, workers: &[WorkerRow], now_ms: i64) {
+    use std::fmt::Write;
+    let shown: Vec<&WorkerRow> = workers
+        .iter()
+        .filter(|w| {
+            w.alive || now_ms - w.stopped_at.unwrap_or(w.heartbeat_at) <= GONE_WORKERS_SHOWN_MS
+        })
+        .collect();
+    let alive = workers.iter().filter(|w| w.alive).count();
+    let _ = writeln!(out, "# HELP gaffer_workers_alive Worker processes heartbeating on this journal, on every machine.\n# TYPE gaffer_workers_alive gauge\ngaffer_workers_alive {alive}");
+    type Series = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&WorkerRow) -> String,
+    );
+    let series: [Series; 5] = [
+        (
+            "gaffer_worker_up",
+            "gauge",
+            "1 while the worker heartbeats, 0 once it stopped or was lost.",
+            |w| u8::from(w.alive).to_string(),
+        ),
+        (
+            "gaffer_worker_leases",
+            "gauge",
+            "Tasks the worker holds a lease on now.",
+            |w| w.leases.len().to_string(),
+        ),
+        (
+            "gaffer_worker_tasks_run_total",
+            "counter",
+            "Tasks the worker ran to an end (or lost).",
+            |w| w.tasks_run.to_string(),
+        ),
+        (
+            "gaffer_worker_failures_total",
+            "counter",
+            "Of those, tasks that ended failed or blocked, or stopped on an error.",
+            |w| w.failures.to_string(),
+        ),
+        (
+            "gaffer_worker_last_heartbeat_seconds",
+            "gauge",
+            "Unix time of the worker's last heartbeat.",
+            |w| format!("{:.3}", w.heartbeat_at as f64 / 1e3),
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for w in &shown {
+            let _ = writeln!(
+                out,
+                "{name}{{worker=\"{}\",host=\"{}\"}} {}",
+                label(&w.id),
+                label(&w.host),
+                value(w)
+            );
+        }
+    }
+}
+
+/// A label value escaped as the exposition format requires.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Count and time every request by its route pattern.

@@ -62,12 +62,15 @@ pub async fn metrics(State(s): State<ServerState>) -> Response {
         .await
         .map(|a| a.len())
         .unwrap_or(0);
+    // Every worker sharing the journal, wherever it runs; an unreadable table
+    // leaves the series out rather than failing the scrape.
+    let workers = s.app.journal().workers().await.unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        s.metrics.render(pending),
+        s.metrics.render(pending, &workers, gaffer_store::now_ms()),
     )
         .into_response()
 }

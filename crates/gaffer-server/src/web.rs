@@ -27,9 +27,12 @@ fn no_store(mut r: Response) -> Response {
     r
 }
 
-/// The page, with this server's CSRF token in a meta tag.
+/// The page, with this server's CSRF token and every event type in meta tags.
 pub async fn page(State(s): State<ServerState>) -> Response {
-    no_store(Html(INDEX.replace("{{csrf}}", &s.csrf)).into_response())
+    let html = INDEX
+        .replace("{{csrf}}", &s.csrf)
+        .replace("{{event_kinds}}", &gaffer_core::Event::KINDS.join(" "));
+    no_store(Html(html).into_response())
 }
 
 /// The script.

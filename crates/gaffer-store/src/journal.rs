@@ -1,7 +1,7 @@
 //! The journal trait: what the engine, server and CLI may ask of a store.
 //! Backends (SQLite now, PostgreSQL later) implement it with the same meaning.
 
-use crate::lease::{EventWriter, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
+use crate::lease::{EventWriter, Lease, LeaseEnd, LeaseRow, TaskLease, WorkerInfo, WorkerRow};
 use crate::projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
 use crate::Result;
 use gaffer_core::{Event, StreamId, StreamState, Timestamp};
@@ -97,7 +97,7 @@ pub struct TaskView {
     /// Head seq of its stream.
     pub head_seq: i64,
     /// Its newest lease (which worker runs it, or ran it last), if a worker ever took it.
-    pub lease: Option<LeaseRow>,
+    pub lease: Option<TaskLease>,
 }
 
 /// The first broken link found by [`Journal::verify`].

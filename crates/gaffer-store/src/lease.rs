@@ -64,6 +64,52 @@ pub struct LeaseRow {
     pub expires_at: i64,
 }
 
+/// Whether a task's newest lease is held, as a task's page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseState {
+    /// The worker holds it and renews it by heartbeat: the task runs there.
+    Held,
+    /// The worker let it go (the task ended, or the worker shut down cleanly).
+    Released,
+    /// The worker stopped renewing it (crashed, paused, cut off): the next worker
+    /// to claim the task takes it over.
+    Expired,
+}
+
+/// A task's newest lease with its worker, for a task's page (`Journal::task`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskLease {
+    /// The lease row.
+    #[serde(flatten)]
+    pub lease: LeaseRow,
+    /// The worker's host, if the worker is registered.
+    pub host: Option<String>,
+    /// The worker's process id, if the worker is registered.
+    pub pid: Option<i64>,
+    /// Held, released or expired, by the database's clock when read.
+    pub state: LeaseState,
+}
+
+impl TaskLease {
+    /// `lease` seen at `now` (ms, database clock) with its worker's host and pid.
+    pub fn at(lease: LeaseRow, host: Option<String>, pid: Option<i64>, now: i64) -> Self {
+        let state = if lease.expires_at == 0 {
+            LeaseState::Released
+        } else if lease.expires_at >= now {
+            LeaseState::Held
+        } else {
+            LeaseState::Expired
+        };
+        Self {
+            lease,
+            host,
+            pid,
+            state,
+        }
+    }
+}
+
 /// A registered worker, as `gaffer workers` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct WorkerRow {

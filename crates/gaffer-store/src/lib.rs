@@ -26,7 +26,10 @@ pub use journal::{
     now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
     TaskFilter, TaskView, VerifyReport,
 };
-pub use lease::{EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
+pub use lease::{
+    EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, LeaseState, TaskLease, WorkerInfo,
+    WorkerRow,
+};
 pub use open::{open, Location};
 pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};
 pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};

@@ -153,7 +153,9 @@ macro_rules! journal_backend {
             approval_row, project_row, session_row, step_row, task_row, ApprovalRow, ProjectRow,
             Projections, SessionRow, StepRow, TaskRow,
         };
-        use $crate::lease::{EventWriter, Lease, LeaseEnd, LeaseRow, WorkerInfo, WorkerRow};
+        use $crate::lease::{
+            EventWriter, Lease, LeaseEnd, LeaseRow, TaskLease, WorkerInfo, WorkerRow,
+        };
         use $crate::shared::{constraint, corrupt, Cached, CACHE_LIMIT};
         use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
         use sqlx::Row as _;
@@ -1115,10 +1117,24 @@ macro_rules! journal_backend {
                 .fetch_all(&mut *conn)
                 .await?;
                 let (head_seq, _) = read_head(&mut conn, id).await?;
-                let lease = sqlx::query_as("SELECT * FROM task_leases WHERE task_id = $1")
-                    .bind(id)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+                let lease: Option<LeaseRow> =
+                    sqlx::query_as("SELECT * FROM task_leases WHERE task_id = $1")
+                        .bind(id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                let lease = match lease {
+                    Some(lease) => {
+                        let worker: Option<(String, i64)> =
+                            sqlx::query_as("SELECT host, pid FROM workers WHERE id = $1")
+                                .bind(&lease.worker_id)
+                                .fetch_optional(&mut *conn)
+                                .await?;
+                        let (host, pid) = worker.unzip();
+                        let now = db_now(&mut conn).await?;
+                        Some(TaskLease::at(lease, host, pid, now))
+                    }
+                    None => None,
+                };
                 Ok(Some(TaskView {
                     task,
                     steps,

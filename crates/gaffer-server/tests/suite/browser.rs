@@ -8,7 +8,7 @@ use super::support::*;
 use fantoccini::{Client, ClientBuilder, Locator};
 use gaffer_app::{ApprovalRequest, Outcome, Subject};
 use gaffer_core::{ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
-use gaffer_store::NewEvent;
+use gaffer_store::{NewEvent, WorkerInfo};
 use gaffer_testkit::git::git;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -265,6 +265,43 @@ async fn submit_watch_approve_plan_deny_tool_and_see_it_vanish_elsewhere() {
         diff.screenshot().await.unwrap(),
     )
     .unwrap();
+
+    // A worker (on another machine, say) claims the task: the page says which one.
+    let worker = WorkerInfo {
+        id: "build-7/4242/ab12".into(),
+        host: "build-7".into(),
+        pid: 4242,
+        lease_ms: 600_000,
+    };
+    h.app.journal().register_worker(&worker).await.unwrap();
+    let lease = h
+        .app
+        .journal()
+        .claim_task(&worker, &[], Some(&task))
+        .await
+        .unwrap()
+        .expect("the unleased task is claimed");
+    let head = h.app.journal().head(&stream).await.unwrap();
+    h.app
+        .journal()
+        .append_fenced(
+            &stream,
+            head,
+            vec![NewEvent::now(Event::TaskLeased {
+                worker_id: lease.worker_id.clone(),
+                generation: lease.generation,
+            })],
+            &lease,
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the worker running the task",
+        "(document.querySelector('#worker')?.textContent || '').includes('worker build-7/4242/ab12 on build-7 (pid 4242) · running it · lease generation 1')",
+    )
+    .await;
+    wait_for(&page, "the takeover in the live events", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('worker build-7/4242/ab12 took the task (lease generation 1)'))").await;
 
     // The engine plans and asks for plan approval; the page shows it live.
     let plan = engine_asks(

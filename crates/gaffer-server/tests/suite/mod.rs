@@ -2,3 +2,5 @@ mod api;
 mod browser;
 mod sse;
 mod support;
+mod web;
+mod workers;

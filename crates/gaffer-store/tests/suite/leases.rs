@@ -2,7 +2,7 @@
 
 use super::support::*;
 use gaffer_core::*;
-use gaffer_store::{Journal, Lease, LeaseEnd, StoreError, WorkerInfo};
+use gaffer_store::{Journal, Lease, LeaseEnd, LeaseState, StoreError, WorkerInfo};
 use std::sync::Arc;
 
 fn worker(id: &str) -> WorkerInfo {
@@ -91,8 +91,31 @@ async fn a_claimed_task_is_held_until_its_lease_expires_then_taken_over_and_the_
     ]);
     let view = j.task("t-1").await.unwrap().unwrap();
     let lease = view.lease.expect("the task view shows its lease");
-    assert_eq!((lease.worker_id.as_str(), lease.generation), ("w-b", 2));
+    assert_eq!((lease.lease.worker_id.as_str(), lease.lease.generation), ("w-b", 2));
     assert_eq!(j.verify().await.unwrap().broken, None);
+}
+
+async fn a_task_view_shows_its_worker_and_whether_the_lease_is_held_released_or_expired(b: Backend) {
+    let t = temp_journal(b).await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    assert_eq!(j.task("t-1").await.unwrap().unwrap().lease, None, "never claimed: no worker");
+    let a = WorkerInfo { host: "build-7".into(), pid: 4242, ..worker("w-a") };
+    j.register_worker(&a).await.unwrap();
+    let lease = j.claim_task(&a, &[], None).await.unwrap().unwrap();
+    let seen = |l: gaffer_store::TaskLease| (l.lease.worker_id, l.lease.generation, l.host, l.pid, l.state);
+
+    let held = j.task("t-1").await.unwrap().unwrap().lease.unwrap();
+    assert_eq!(seen(held), ("w-a".into(), 1, Some("build-7".into()), Some(4242), LeaseState::Held));
+
+    t.sql("UPDATE task_leases SET expires_at = 1").await.unwrap();
+    let lapsed = j.task("t-1").await.unwrap().unwrap().lease.unwrap();
+    assert_eq!(lapsed.state, LeaseState::Expired, "a worker that stopped renewing has lost it");
+
+    t.sql("UPDATE task_leases SET expires_at = 4102444800000").await.unwrap();
+    j.release_lease(&lease, LeaseEnd::Finished).await.unwrap();
+    let released = j.task("t-1").await.unwrap().unwrap().lease.unwrap();
+    assert_eq!(seen(released), ("w-a".into(), 1, Some("build-7".into()), Some(4242), LeaseState::Released));
 }
 
 async fn an_append_without_any_lease_row_is_refused_when_fenced(b: Backend) {

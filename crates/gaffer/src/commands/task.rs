@@ -4,7 +4,7 @@ use crate::cli::{Global, TaskListArgs, TaskShowArgs};
 use crate::error::{CliError, Result};
 use crate::output;
 use crate::setup::{load_config, open_journal};
-use gaffer_store::{now_ms, TaskFilter, TaskRow};
+use gaffer_store::{now_ms, LeaseState, TaskFilter, TaskRow};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
@@ -88,6 +88,7 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
             "steps": view.steps.iter().map(|s| row_json(s, &["depends_on", "input", "receipt"])).collect::<Vec<_>>(),
             "approvals": view.approvals.iter().map(|a| row_json(a, &["details", "decided_by"])).collect::<Vec<_>>(),
             "sessions": view.sessions.iter().map(|s| row_json(s, &[])).collect::<Vec<_>>(),
+            "worker": view.lease,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -105,6 +106,18 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
     )?;
     if let Some(outcome) = &t.outcome {
         writeln!(out, "outcome  {outcome}")?;
+    }
+    if let Some(l) = &view.lease {
+        let state = match l.state {
+            LeaseState::Held => "runs it now",
+            LeaseState::Released => "ran it, released",
+            LeaseState::Expired => "stopped renewing its lease; the next worker takes it over",
+        };
+        writeln!(
+            out,
+            "worker   {} ({state}; lease generation {})",
+            l.lease.worker_id, l.lease.generation
+        )?;
     }
     if !view.steps.is_empty() {
         writeln!(out, "\nsteps")?;
