@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, home_dir, AgentProcess, Framing, SpawnSandbox};
+use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
+use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -262,17 +263,20 @@ async fn drive(
     };
     loop {
         tokio::select! {
-            line = p.lines.next_line() => match line {
+            line = p.next_line() => match line {
                 Ok(Some(line)) => {
-                    p.line_no += 1;
-                    if line.trim().is_empty() { continue; }
                     if let Err(e) = handle_line(&mut p, &line, &em, &mut broker, &mut st).await {
                         em.error(e).await;
                         p.kill().await;
                         return;
                     }
                 }
-                Ok(None) | Err(_) => {
+                Err(e) => {
+                    em.error(e).await;
+                    p.kill().await;
+                    return;
+                }
+                Ok(None) => {
                     let status = p.exit_status().await;
                     let stderr = p.stderr_tail();
                     let agent = st.agent.clone();
@@ -291,16 +295,18 @@ async fn drive(
                     st.next_id += 1;
                     st.prompt_req = Some(st.next_id);
                     st.text.clear();
-                    let msg = json!({"jsonrpc": "2.0", "id": st.next_id, "method": "session/prompt",
-                        "params": {"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}});
-                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
+                    let msg = RpcMessage::request(st.next_id, "session/prompt",
+                        json!({"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}));
+                    if let Err(e) = p.send_or_exited(&msg.to_value(Framing::Standard)).await { em.error(e).await; p.kill().await; return; }
                 }
                 Some(Command::Cancel) => {
-                    let _ = p.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": st.session}})).await;
+                    let cancel = RpcMessage::notification("session/cancel", json!({"sessionId": st.session}));
+                    let _ = p.send_rpc(Framing::Standard, &cancel).await;
                     // The client must answer pending permission requests with `cancelled`.
                     for w in std::mem::take(&mut st.pending) {
                         broker.withdraw(&w);
-                        let _ = p.send(&json!({"jsonrpc": "2.0", "id": w, "result": {"outcome": {"outcome": "cancelled"}}})).await;
+                        let cancelled = RpcMessage::result(w, json!({"outcome": {"outcome": "cancelled"}}));
+                        let _ = p.send_rpc(Framing::Standard, &cancelled).await;
                     }
                 }
                 Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &mut st, &key, d).await.is_err() { return; } }
@@ -351,8 +357,11 @@ async fn relay(
     let options = st.options.get(key).cloned().unwrap_or_default();
     for w in wires {
         st.pending.retain(|x| x != &w);
-        p.send(&json!({"jsonrpc": "2.0", "id": w, "result": outcome(&options, &d)}))
-            .await?;
+        p.send_rpc(
+            Framing::Standard,
+            &RpcMessage::result(w, outcome(&options, &d)),
+        )
+        .await?;
     }
     em.emit(AgentEvent::PermissionResolved {
         request_id: key.into(),
@@ -390,27 +399,17 @@ async fn handle_line(
     broker: &mut PermissionBroker<Value>,
     st: &mut State,
 ) -> Result<()> {
-    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
-    let method = v.get("method").and_then(Value::as_str).map(str::to_string);
-    let id = v.get("id").cloned();
-    let params = v.get("params").cloned().unwrap_or(Value::Null);
-    match (method.as_deref(), id) {
-        (None, Some(id)) => {
+    match parse_rpc_line(line).map_err(|e| p.malformed(line, e))? {
+        RpcMessage::Response { id, outcome } => {
             if id.as_i64().is_some() && id.as_i64() == st.prompt_req {
                 st.prompt_req = None;
-                if let Some(e) = v.get("error") {
-                    return Err(AgentError::Rejected {
-                        agent: st.agent.clone(),
-                        method: "session/prompt".into(),
-                        message: e
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("error")
-                            .into(),
-                    });
-                }
-                let stop = v
-                    .pointer("/result/stopReason")
+                let result = outcome.map_err(|e| AgentError::Rejected {
+                    agent: st.agent.clone(),
+                    method: "session/prompt".into(),
+                    message: e.message,
+                })?;
+                let stop = result
+                    .pointer("/stopReason")
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
@@ -431,7 +430,7 @@ async fn handle_line(
                 .await;
             }
         }
-        (Some("session/request_permission"), Some(id)) => {
+        RpcMessage::Request { id, method, params } if method == "session/request_permission" => {
             let tc = params.get("toolCall").cloned().unwrap_or(Value::Null);
             let tcid = tc
                 .get("toolCallId")
@@ -477,16 +476,22 @@ async fn handle_line(
                 }
                 Offer::Joined => st.pending.push(id),
                 Offer::Decided(d) => {
-                    p.send(&json!({"jsonrpc": "2.0", "id": id, "result": outcome(&options, &d)}))
-                        .await?;
+                    p.send_rpc(
+                        Framing::Standard,
+                        &RpcMessage::result(id, outcome(&options, &d)),
+                    )
+                    .await?;
                 }
             }
         }
-        (Some(other), Some(id)) => {
+        RpcMessage::Request {
+            id, method: other, ..
+        } => {
             // fs/*, terminal/*: not advertised, so not served.
-            p.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method not found: {other}")}})).await?;
+            let refusal = RpcMessage::error(id, -32601, format!("Method not found: {other}"));
+            p.send_rpc(Framing::Standard, &refusal).await?;
         }
-        (Some("session/update"), None) => {
+        RpcMessage::Notification { method, params } if method == "session/update" => {
             let u = params.get("update").cloned().unwrap_or(Value::Null);
             match u.get("sessionUpdate").and_then(Value::as_str) {
                 Some("agent_message_chunk") => {
@@ -575,10 +580,7 @@ async fn handle_line(
                 _ => {} // thoughts, plans, commands, modes: not normalized
             }
         }
-        (Some(_), None) => {}
-        (None, None) => {
-            return Err(p.malformed(line, "neither a request, a response nor a notification"))
-        }
+        RpcMessage::Notification { .. } => {}
     }
     Ok(())
 }

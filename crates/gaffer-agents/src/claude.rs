@@ -19,9 +19,12 @@ use crate::session::{
     driver_channels, set_verified, AgentBackend, AgentSession, ApprovalGate, Command,
     DriverSession, Emitter, Offer, PermissionBroker,
 };
+pub use crate::stream_json::{
+    parse_stream_line, AssistantBlock, ControlRequest, StreamMessage, ToolResult, TurnEnd,
+};
 use crate::types::{
     AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
-    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
+    SessionRecord, StartOptions, TurnResult, TurnStatus,
 };
 use crate::workspace::{canonical_workspace, claude_project_key, workspace_key};
 
@@ -245,10 +248,8 @@ async fn drive(
     };
     loop {
         tokio::select! {
-            line = p.lines.next_line() => match line {
+            line = p.next_line() => match line {
                 Ok(Some(line)) => {
-                    p.line_no += 1;
-                    if line.trim().is_empty() { continue; }
                     let r = handle_line(&mut p, &line, &em, &record, &mut broker, &mut st).await;
                     if let Err(e) = r {
                         em.error(e).await;
@@ -256,7 +257,12 @@ async fn drive(
                         return;
                     }
                 }
-                Ok(None) | Err(_) => {
+                Err(e) => {
+                    em.error(e).await;
+                    p.kill().await;
+                    return;
+                }
+                Ok(None) => {
                     let status = p.exit_status().await;
                     let stderr = p.stderr_tail();
                     em.error(if st.in_turn {
@@ -338,32 +344,6 @@ async fn relay(
     Ok(())
 }
 
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn u(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn parse_usage(v: &Value, cost: Option<f64>) -> Usage {
-    Usage {
-        input_tokens: u(v, "input_tokens") + u(v, "cache_creation_input_tokens"),
-        output_tokens: u(v, "output_tokens"),
-        cached_input_tokens: u(v, "cache_read_input_tokens"),
-        cost_usd: cost,
-    }
-}
-
 /// `Claude AI usage limit reached|<unix seconds>` → the reset time.
 fn usage_limit_until(text: &str) -> Option<std::time::SystemTime> {
     let idx = text.find("usage limit reached|")?;
@@ -400,14 +380,9 @@ async fn handle_line(
     broker: &mut PermissionBroker<String>,
     st: &mut State,
 ) -> Result<()> {
-    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
-    let Some(ty) = v.get("type").and_then(Value::as_str) else {
-        return Err(p.malformed(line, "message has no string `type` field"));
-    };
-    match ty {
-        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
-            let sid = v.get("session_id").and_then(Value::as_str);
-            if check_session(st, record, sid)?.is_some() {
+    match parse_stream_line(line).map_err(|e| p.malformed(line, e))? {
+        StreamMessage::Init { session_id } => {
+            if check_session(st, record, session_id.as_deref())?.is_some() {
                 em.emit(AgentEvent::SessionStarted {
                     session_id: st.expected.clone(),
                     verified: true,
@@ -415,30 +390,14 @@ async fn handle_line(
                 .await;
             }
         }
-        "assistant" => {
-            let content = v
-                .pointer("/message/content")
-                .and_then(Value::as_array)
-                .ok_or_else(|| p.malformed(line, "assistant message without message.content[]"))?;
-            for block in content {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let t = block.get("text").and_then(Value::as_str).unwrap_or("");
-                        st.last_text = t.to_string();
-                        em.emit(AgentEvent::AssistantText { text: t.into() }).await;
+        StreamMessage::Assistant { blocks } => {
+            for block in blocks {
+                match block {
+                    AssistantBlock::Text(text) => {
+                        st.last_text.clone_from(&text);
+                        em.emit(AgentEvent::AssistantText { text }).await;
                     }
-                    Some("tool_use") => {
-                        let id = block
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        let name = block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        let input = block.get("input").cloned().unwrap_or(Value::Null);
+                    AssistantBlock::ToolUse { id, name, input } => {
                         st.tools.insert(id.clone(), (name.clone(), input.clone()));
                         em.emit(AgentEvent::ToolCall {
                             call_id: id,
@@ -447,68 +406,46 @@ async fn handle_line(
                         })
                         .await;
                     }
-                    _ => {}
+                    AssistantBlock::Other => {}
                 }
             }
         }
-        "user" => {
-            if let Some(content) = v.pointer("/message/content").and_then(Value::as_array) {
-                for block in content {
-                    if block.get("type").and_then(Value::as_str) != Some("tool_result") {
-                        continue;
-                    }
-                    let id = block
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    let is_error = block
-                        .get("is_error")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    let output = text_of(block.get("content").unwrap_or(&Value::Null));
-                    em.emit(AgentEvent::ToolResult {
-                        call_id: id.clone(),
-                        output,
-                        is_error,
-                    })
-                    .await;
-                    if !is_error {
-                        if let Some((name, input)) = st.tools.get(&id) {
-                            if matches!(
-                                name.as_str(),
-                                "Write" | "Edit" | "MultiEdit" | "NotebookEdit"
-                            ) {
-                                let path = input
-                                    .get("file_path")
-                                    .or_else(|| input.get("notebook_path"))
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("")
-                                    .to_string();
-                                let kind = if name == "Write" { "write" } else { "edit" };
-                                em.emit(AgentEvent::FileChange {
-                                    path,
-                                    kind: kind.into(),
-                                    diff: None,
-                                })
-                                .await;
-                            }
-                        }
+        StreamMessage::ToolResults { results } => {
+            for r in results {
+                em.emit(AgentEvent::ToolResult {
+                    call_id: r.tool_use_id.clone(),
+                    output: r.output,
+                    is_error: r.is_error,
+                })
+                .await;
+                if r.is_error {
+                    continue;
+                }
+                if let Some((name, input)) = st.tools.get(&r.tool_use_id) {
+                    if matches!(
+                        name.as_str(),
+                        "Write" | "Edit" | "MultiEdit" | "NotebookEdit"
+                    ) {
+                        let path = input
+                            .get("file_path")
+                            .or_else(|| input.get("notebook_path"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        let kind = if name == "Write" { "write" } else { "edit" };
+                        em.emit(AgentEvent::FileChange {
+                            path,
+                            kind: kind.into(),
+                            diff: None,
+                        })
+                        .await;
                     }
                 }
             }
         }
-        "result" => {
-            check_session(st, record, v.get("session_id").and_then(Value::as_str))?;
-            let cost = v.get("total_cost_usd").and_then(Value::as_f64);
-            let usage = parse_usage(v.get("usage").unwrap_or(&Value::Null), cost);
-            let subtype = v.get("subtype").and_then(Value::as_str).unwrap_or("");
-            let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-            let text = v
-                .get("result")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| st.last_text.clone());
+        StreamMessage::Result(end) => {
+            check_session(st, record, end.session_id.as_deref())?;
+            let text = end.result.unwrap_or_else(|| st.last_text.clone());
             if let Some(until) = usage_limit_until(&text) {
                 em.emit(AgentEvent::RateLimited {
                     until: humantime::format_rfc3339_seconds(until).to_string(),
@@ -517,7 +454,7 @@ async fn handle_line(
                 })
                 .await;
             }
-            let status = if subtype == "success" && !is_error {
+            let status = if end.subtype == "success" && !end.is_error {
                 TurnStatus::Completed
             } else if st.cancelled {
                 TurnStatus::Interrupted
@@ -525,6 +462,7 @@ async fn handle_line(
                 TurnStatus::Failed
             };
             st.in_turn = false;
+            let usage = end.usage;
             em.emit(AgentEvent::Usage { usage }).await;
             em.emit(AgentEvent::TurnCompleted {
                 result: TurnResult {
@@ -532,119 +470,91 @@ async fn handle_line(
                     text,
                     usage,
                     session_id: st.expected.clone(),
-                    reason: (status != TurnStatus::Completed).then(|| subtype.to_string()),
+                    reason: (status != TurnStatus::Completed).then_some(end.subtype),
                 },
             })
             .await;
         }
-        "control_request" => {
-            let request_id = v
-                .get("request_id")
-                .and_then(Value::as_str)
-                .ok_or_else(|| p.malformed(line, "control_request without request_id"))?
-                .to_string();
-            let req = v.get("request").cloned().unwrap_or(Value::Null);
-            match req.get("subtype").and_then(Value::as_str) {
-                Some("can_use_tool") => {
-                    let tool = req
-                        .get("tool_name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string();
-                    let input = req.get("input").cloned().unwrap_or(Value::Null);
-                    let underlying = req
-                        .get("tool_use_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or(&request_id)
-                        .to_string();
-                    let kind = match tool.as_str() {
-                        "Bash" => PermissionKind::Command,
-                        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {
-                            PermissionKind::FileChange
-                        }
-                        _ => PermissionKind::Tool,
-                    };
-                    let pr = PermissionRequest {
-                        id: format!(
-                            "{}:{}:{}",
-                            AgentKind::ClaudeCode.as_str(),
-                            st.expected,
-                            underlying
-                        ),
-                        agent: AgentKind::ClaudeCode,
-                        session_id: st.expected.clone(),
-                        tool_name: tool,
-                        input: input.clone(),
-                        kind,
-                        reason: req
-                            .get("decision_reason")
-                            .and_then(Value::as_str)
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_string),
-                    };
-                    let pr = em.redactor().redact_serde(pr);
-                    st.inputs.insert(pr.id.clone(), input);
-                    match broker.offer(request_id.clone(), &pr) {
-                        Offer::Asked => {
-                            em.emit(AgentEvent::PermissionRequested { request: pr })
-                                .await;
-                        }
-                        Offer::Joined => {}
-                        Offer::Decided(d) => {
-                            let original = st.inputs.get(&pr.id).cloned().unwrap_or(Value::Null);
-                            p.send(&control_response(&request_id, &d, &original))
-                                .await?;
-                        }
-                    }
+        StreamMessage::ControlRequest {
+            request_id,
+            request:
+                ControlRequest::CanUseTool {
+                    tool_name,
+                    input,
+                    tool_use_id,
+                    decision_reason,
+                },
+        } => {
+            let underlying = tool_use_id.unwrap_or_else(|| request_id.clone());
+            let kind = match tool_name.as_str() {
+                "Bash" => PermissionKind::Command,
+                "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => PermissionKind::FileChange,
+                _ => PermissionKind::Tool,
+            };
+            let pr = PermissionRequest {
+                id: format!(
+                    "{}:{}:{}",
+                    AgentKind::ClaudeCode.as_str(),
+                    st.expected,
+                    underlying
+                ),
+                agent: AgentKind::ClaudeCode,
+                session_id: st.expected.clone(),
+                tool_name,
+                input: input.clone(),
+                kind,
+                reason: decision_reason,
+            };
+            let pr = em.redactor().redact_serde(pr);
+            st.inputs.insert(pr.id.clone(), input);
+            match broker.offer(request_id.clone(), &pr) {
+                Offer::Asked => {
+                    em.emit(AgentEvent::PermissionRequested { request: pr })
+                        .await;
                 }
-                other => {
-                    // We register no hooks or MCP servers: answer unknown requests with an error.
-                    let msg = json!({
-                        "type": "control_response",
-                        "response": {"subtype": "error", "request_id": request_id,
-                                     "error": format!("gaffer does not handle control request {other:?}")}
-                    });
-                    p.send(&msg).await?;
+                Offer::Joined => {}
+                Offer::Decided(d) => {
+                    let original = st.inputs.get(&pr.id).cloned().unwrap_or(Value::Null);
+                    p.send(&control_response(&request_id, &d, &original))
+                        .await?;
                 }
             }
         }
-        "control_cancel_request" => {
-            if let Some(rid) = v.get("request_id").and_then(Value::as_str) {
-                broker.withdraw(&rid.to_string());
+        StreamMessage::ControlRequest {
+            request_id,
+            request: ControlRequest::Other { subtype },
+        } => {
+            // We register no hooks or MCP servers: answer unknown requests with an error.
+            let msg = json!({
+                "type": "control_response",
+                "response": {"subtype": "error", "request_id": request_id,
+                             "error": format!("gaffer does not handle control request {subtype:?}")}
+            });
+            p.send(&msg).await?;
+        }
+        StreamMessage::ControlCancel { request_id } => {
+            if let Some(rid) = request_id {
+                broker.withdraw(&rid);
             }
         }
-        "control_response"
-            if v.pointer("/response/subtype").and_then(Value::as_str) == Some("error") =>
-        {
-            let msg = v
-                .pointer("/response/error")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            tracing::warn!(agent = AGENT, error = %em.redactor().redact(&msg), "control request failed");
+        StreamMessage::ControlError { message } => {
+            tracing::warn!(agent = AGENT, error = %em.redactor().redact(&message), "control request failed");
         }
-        "rate_limit_event" => {
-            let info = v.get("rate_limit_info").cloned().unwrap_or(Value::Null);
-            let status = info.get("status").and_then(Value::as_str).unwrap_or("");
-            if status == "rejected" {
-                if let Some(secs) = info.get("resetsAt").and_then(Value::as_u64) {
-                    let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-                    let kind = info
-                        .get("rateLimitType")
-                        .and_then(Value::as_str)
-                        .unwrap_or("usage");
-                    em.emit(AgentEvent::RateLimited {
-                        until: humantime::format_rfc3339_seconds(until).to_string(),
-                        provider: AGENT.into(),
-                        reason: format!("usage limit ({kind})"),
-                    })
-                    .await;
-                }
-            }
+        StreamMessage::RateLimit {
+            status,
+            resets_at: Some(secs),
+            limit_type,
+        } if status == "rejected" => {
+            let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            let kind = limit_type.as_deref().unwrap_or("usage");
+            em.emit(AgentEvent::RateLimited {
+                until: humantime::format_rfc3339_seconds(until).to_string(),
+                provider: AGENT.into(),
+                reason: format!("usage limit ({kind})"),
+            })
+            .await;
         }
-        _ => {
-            // stream_event and future message types: not needed.
-        }
+        StreamMessage::RateLimit { .. } | StreamMessage::Ignored { .. } => {}
     }
     Ok(())
 }

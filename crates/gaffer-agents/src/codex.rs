@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, home_dir, AgentProcess, Framing, SpawnSandbox};
+use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
+use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
 use crate::redact::Redactor;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
@@ -123,7 +124,10 @@ impl CodexBackend {
                 message: m,
             });
         }
-        p.send_or_exited(&json!({"method": "initialized"})).await?;
+        p.send_or_exited(
+            &RpcMessage::notification("initialized", Value::Null).to_value(Framing::Bare),
+        )
+        .await?;
         let cwd = ws.to_string_lossy().into_owned();
         let (method, params) = match resume {
             Some(id) => {
@@ -255,17 +259,20 @@ async fn drive(
     };
     loop {
         tokio::select! {
-            line = p.lines.next_line() => match line {
+            line = p.next_line() => match line {
                 Ok(Some(line)) => {
-                    p.line_no += 1;
-                    if line.trim().is_empty() { continue; }
                     if let Err(e) = handle_line(&mut p, &line, &em, &mut broker, &mut st).await {
                         em.error(e).await;
                         p.kill().await;
                         return;
                     }
                 }
-                Ok(None) | Err(_) => {
+                Err(e) => {
+                    em.error(e).await;
+                    p.kill().await;
+                    return;
+                }
+                Ok(None) => {
                     let status = p.exit_status().await;
                     let stderr = p.stderr_tail();
                     em.error(if st.in_turn {
@@ -285,16 +292,16 @@ async fn drive(
                     st.at_turn_start = st.totals;
                     st.next_id += 1;
                     st.turn_start_req = Some(st.next_id);
-                    let msg = json!({"method": "turn/start", "id": st.next_id, "params": {
-                        "threadId": st.thread, "input": [{"type": "text", "text": text}]}});
-                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
+                    let msg = RpcMessage::request(st.next_id, "turn/start", json!({
+                        "threadId": st.thread, "input": [{"type": "text", "text": text}]}));
+                    if let Err(e) = p.send_or_exited(&msg.to_value(Framing::Bare)).await { em.error(e).await; p.kill().await; return; }
                 }
                 Some(Command::Cancel) => {
                     if let Some(turn) = st.turn.clone() {
                         st.next_id += 1;
-                        let msg = json!({"method": "turn/interrupt", "id": st.next_id,
-                            "params": {"threadId": st.thread, "turnId": turn}});
-                        let _ = p.send(&msg).await;
+                        let msg = RpcMessage::request(st.next_id, "turn/interrupt",
+                            json!({"threadId": st.thread, "turnId": turn}));
+                        let _ = p.send_rpc(Framing::Bare, &msg).await;
                     }
                 }
                 Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &key, d).await.is_err() { return; } }
@@ -318,7 +325,7 @@ async fn relay(
         return Ok(());
     };
     for w in wires {
-        p.send(&json!({"id": w, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
+        p.send_rpc(Framing::Bare, &decision(w, &d)).await?;
     }
     em.emit(AgentEvent::PermissionResolved {
         request_id: key.into(),
@@ -326,6 +333,12 @@ async fn relay(
     })
     .await;
     Ok(())
+}
+
+/// The answer to an approval request.
+fn decision(id: Value, d: &PermissionDecision) -> RpcMessage {
+    let decision = if d.is_allow() { "accept" } else { "decline" };
+    RpcMessage::result(id, json!({ "decision": decision }))
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -348,37 +361,37 @@ async fn handle_line(
     broker: &mut PermissionBroker<Value>,
     st: &mut State,
 ) -> Result<()> {
-    let v: Value = serde_json::from_str(line).map_err(|e| p.malformed(line, e))?;
-    let method = v.get("method").and_then(Value::as_str);
-    let id = v.get("id").cloned();
-    match (method, id) {
+    match parse_rpc_line(line).map_err(|e| p.malformed(line, e))? {
         // A response to one of our requests.
-        (None, Some(id)) => {
-            if let Some(e) = v.get("error") {
-                let m = s(e, "message").to_string();
+        RpcMessage::Response { id, outcome } => match outcome {
+            Err(e) => {
                 if id.as_i64() == st.turn_start_req && st.in_turn {
                     st.in_turn = false;
                     return Err(AgentError::Rejected {
                         agent: AGENT.into(),
                         method: "turn/start".into(),
-                        message: m,
+                        message: e.message,
                     });
                 }
-                tracing::warn!(agent = AGENT, error = %em.redactor().redact(&m), "request failed");
-            } else if id.as_i64() == st.turn_start_req {
-                if let Some(t) = v.pointer("/result/turn/id").and_then(Value::as_str) {
-                    st.turn = Some(t.to_string());
+                tracing::warn!(agent = AGENT, error = %em.redactor().redact(&e.message), "request failed");
+            }
+            Ok(result) => {
+                if id.as_i64() == st.turn_start_req {
+                    if let Some(t) = result.pointer("/turn/id").and_then(Value::as_str) {
+                        st.turn = Some(t.to_string());
+                    }
                 }
             }
-        }
+        },
         // A request from the server.
-        (Some(m), Some(id)) => {
-            let params = v.get("params").cloned().unwrap_or(Value::Null);
-            let kind = match m {
+        RpcMessage::Request { id, method, params } => {
+            let kind = match method.as_str() {
                 "item/commandExecution/requestApproval" => PermissionKind::Command,
                 "item/fileChange/requestApproval" => PermissionKind::FileChange,
                 other => {
-                    p.send(&json!({"id": id, "error": {"code": -32601, "message": format!("gaffer does not handle {other}")}})).await?;
+                    let refusal =
+                        RpcMessage::error(id, -32601, format!("gaffer does not handle {other}"));
+                    p.send_rpc(Framing::Bare, &refusal).await?;
                     return Ok(());
                 }
             };
@@ -417,14 +430,11 @@ async fn handle_line(
                         .await;
                 }
                 Offer::Joined => {}
-                Offer::Decided(d) => {
-                    p.send(&json!({"id": id, "result": {"decision": if d.is_allow() { "accept" } else { "decline" }}})).await?;
-                }
+                Offer::Decided(d) => p.send_rpc(Framing::Bare, &decision(id, &d)).await?,
             }
         }
-        (Some(m), None) => {
-            let params = v.get("params").cloned().unwrap_or(Value::Null);
-            match m {
+        RpcMessage::Notification { method, params } => {
+            match method.as_str() {
                 "turn/started" => {
                     if let Some(t) = params.pointer("/turn/id").and_then(Value::as_str) {
                         st.turn = Some(t.into());
@@ -579,9 +589,6 @@ async fn handle_line(
                 }
                 _ => {}
             }
-        }
-        (None, None) => {
-            return Err(p.malformed(line, "neither a request, a response nor a notification"))
         }
     }
     Ok(())

@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::error::{AgentError, Result};
+use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
 use crate::sandbox::{self, Confinement, Decision, PrivateTemp, Sandbox};
 use crate::types::Mode;
+use crate::wire::{snippet, BadLine, LineDecoder};
 
 /// Find an executable: the env var (if set and non-empty) wins, then `PATH`.
 pub fn find_executable(env_var: &str, name: &str) -> Result<PathBuf> {
@@ -56,14 +58,18 @@ pub(crate) fn home_dir() -> PathBuf {
 }
 
 const STDERR_TAIL: usize = 4096;
+/// How much of stdout is read at once.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// A spawned agent process with piped stdio.
 pub(crate) struct AgentProcess {
     pub(crate) agent: String,
     pub(crate) child: Child,
     pub(crate) stdin: ChildStdin,
-    pub(crate) lines: Lines<BufReader<ChildStdout>>,
-    pub(crate) line_no: u64,
+    stdout: ChildStdout,
+    decoder: LineDecoder,
+    read_buf: Vec<u8>,
+    stdout_closed: bool,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
     /// Where a confined agent may write, said when its stderr shows a refusal.
     sandbox_note: Option<String>,
@@ -83,25 +89,41 @@ pub(crate) struct SpawnSandbox<'a> {
     pub(crate) state_files: Vec<PathBuf>,
 }
 
-/// How a JSON-RPC peer frames its messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
-    /// With `"jsonrpc": "2.0"` (ACP).
-    Standard,
-    /// Without it (`codex app-server`).
-    Bare,
-}
-
-impl Framing {
-    fn frame(self, mut message: serde_json::Value) -> serde_json::Value {
-        if self == Framing::Standard {
-            message["jsonrpc"] = serde_json::json!("2.0");
-        }
-        message
-    }
-}
-
 impl AgentProcess {
+    /// The next non-blank line the agent wrote on stdout; `Ok(None)` once stdout is
+    /// closed. A line that is not UTF-8 or too long is a
+    /// [`AgentError::MalformedOutput`]. Cancel-safe (for `select!`): bytes are taken
+    /// from the pipe only when the read completes.
+    pub(crate) async fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            if let Some(line) = self.decoder.next_line() {
+                return line.map(Some).map_err(|bad| self.bad_line(bad));
+            }
+            if self.stdout_closed {
+                return self
+                    .decoder
+                    .finish()
+                    .transpose()
+                    .map_err(|bad| self.bad_line(bad));
+            }
+            match self.stdout.read(&mut self.read_buf).await {
+                Ok(0) => self.stdout_closed = true,
+                Ok(n) => self.decoder.feed(&self.read_buf[..n]),
+                Err(source) => {
+                    return Err(AgentError::Io {
+                        agent: self.agent.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Send a JSON-RPC message.
+    pub(crate) async fn send_rpc(&mut self, framing: Framing, msg: &RpcMessage) -> Result<()> {
+        self.send(&msg.to_value(framing)).await
+    }
+
     /// Send a request and read until its response; notifications before it are
     /// ignored and requests from the agent (none are served during setup) are
     /// refused. `Ok(Err(message))` is a JSON-RPC error response.
@@ -112,38 +134,28 @@ impl AgentProcess {
         method: &str,
         params: serde_json::Value,
     ) -> Result<std::result::Result<serde_json::Value, String>> {
-        use serde_json::{json, Value};
         *next_id += 1;
         let id = *next_id;
-        self.send_or_exited(&framing.frame(json!({"id": id, "method": method, "params": params})))
+        self.send_or_exited(&RpcMessage::request(id, method, params).to_value(framing))
             .await?;
         loop {
-            let line = match self.lines.next_line().await {
-                Ok(Some(l)) => l,
-                _ => {
-                    let status = self.exit_status().await;
-                    return Err(AgentError::ExitedMidTurn {
-                        agent: self.agent.clone(),
-                        status: format!("{status} while waiting for the {method} response"),
-                        stderr: self.stderr_tail(),
-                    });
-                }
+            let Some(line) = self.next_line().await? else {
+                let status = self.exit_status().await;
+                return Err(AgentError::ExitedMidTurn {
+                    agent: self.agent.clone(),
+                    status: format!("{status} while waiting for the {method} response"),
+                    stderr: self.stderr_tail(),
+                });
             };
-            self.line_no += 1;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let v: Value = serde_json::from_str(&line).map_err(|e| self.malformed(&line, e))?;
-            if v.get("method").is_none() && v.get("id").and_then(Value::as_i64) == Some(id) {
-                if let Some(e) = v.get("error") {
-                    let message = e.get("message").and_then(Value::as_str).unwrap_or("error");
-                    return Ok(Err(message.to_string()));
+            match parse_rpc_line(&line).map_err(|e| self.malformed(&line, e))? {
+                RpcMessage::Response { id: rid, outcome } if rid.as_i64() == Some(id) => {
+                    return Ok(outcome.map_err(|e| e.message));
                 }
-                return Ok(Ok(v.get("result").cloned().unwrap_or(Value::Null)));
-            }
-            if let (Some(_), Some(rid)) = (v.get("method"), v.get("id")) {
-                let refusal = json!({"id": rid, "error": {"code": -32601, "message": "not available during setup"}});
-                self.send(&framing.frame(refusal)).await?;
+                RpcMessage::Request { id: rid, .. } => {
+                    let refusal = RpcMessage::error(rid, -32601, "not available during setup");
+                    self.send_rpc(framing, &refusal).await?;
+                }
+                _ => {}
             }
         }
     }
@@ -225,8 +237,10 @@ impl AgentProcess {
             agent: agent.into(),
             child,
             stdin,
-            lines: BufReader::with_capacity(64 * 1024, stdout).lines(),
-            line_no: 0,
+            stdout,
+            decoder: LineDecoder::default(),
+            read_buf: vec![0; READ_CHUNK],
+            stdout_closed: false,
             stderr_tail,
             sandbox_note,
             _temp: temp,
@@ -298,15 +312,18 @@ impl AgentProcess {
         }
     }
 
-    /// A malformed-output error for a line.
+    /// A malformed-output error for the line last read.
     pub(crate) fn malformed(&self, line: &str, reason: impl std::fmt::Display) -> AgentError {
-        let snippet: String = line.chars().take(120).collect();
         AgentError::MalformedOutput {
             agent: self.agent.clone(),
-            line_no: self.line_no,
+            line_no: self.decoder.line_no(),
             reason: reason.to_string(),
-            snippet,
+            snippet: snippet(line),
         }
+    }
+
+    fn bad_line(&self, bad: BadLine) -> AgentError {
+        self.malformed(&bad.start, bad.error)
     }
 
     pub(crate) async fn kill(&mut self) {

@@ -13,6 +13,7 @@
 //!                "write": {"path": "a.txt", "content": "x"}}},
 //!      {"write_file": {"path": "b.txt", "content": "y"}},
 //!      {"raw": "this is not json"},
+//!      {"raw_bytes": [255, 0, 10]},
 //!      {"exit": 3}
 //!    ],
 //!    "result": "done", "usage": {"input_tokens": 10, "output_tokens": 5}, "cost_usd": 0.01}
@@ -110,6 +111,9 @@ pub enum Step {
     WriteFile(FileWrite),
     /// Print this raw line on stdout (malformed output).
     Raw(String),
+    /// Print these bytes on stdout as they are (no newline added): invalid UTF-8, a
+    /// line split mid-message, a stray NUL.
+    RawBytes(Vec<u8>),
     /// Exit now with this code (mid-turn).
     Exit(i32),
     /// Sleep.

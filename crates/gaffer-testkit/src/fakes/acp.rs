@@ -333,6 +333,7 @@ pub fn main() {
                             io.send_raw_unflushed(l);
                             io.flush();
                         }
+                        Step::RawBytes(b) => io.send_bytes(b),
                         Step::Exit(c) => exit_now(&mut io, *c),
                         Step::SleepMs(ms) => {
                             std::thread::sleep(std::time::Duration::from_millis(*ms))

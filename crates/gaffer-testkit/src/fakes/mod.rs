@@ -52,6 +52,10 @@ impl Io {
         let _ = self.out.write_all(line.as_bytes());
         let _ = self.out.write_all(b"\n");
     }
+    pub(crate) fn send_bytes(&mut self, bytes: &[u8]) {
+        let _ = self.out.write_all(bytes);
+        let _ = self.out.flush();
+    }
     pub(crate) fn flush(&mut self) {
         let _ = self.out.flush();
     }
