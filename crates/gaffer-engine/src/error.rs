@@ -16,6 +16,10 @@ pub enum EngineError {
     /// A step is running somewhere else.
     #[error("step `{0}` is running in another process")]
     Busy(String),
+    /// The task's repository or worktree is not on this machine (workers on many
+    /// machines without a shared data dir): a worker elsewhere must run it.
+    #[error("{0}")]
+    Elsewhere(String),
     /// The task or its project is missing or inconsistent.
     #[error("{0}")]
     Invalid(String),

@@ -10,12 +10,18 @@
 //! task's run at once, which kills its agent processes. New tasks wake the workers
 //! through the journal's events; expired leases of dead workers are found at each
 //! heartbeat (a third of the lease length).
+//!
+//! A task runs in its project's repository and its worktree, which are files on
+//! one machine. A worker claims only tasks of projects whose repository is on its
+//! machine, and hands back at once a task whose worktree another machine made: a
+//! takeover across machines needs the data dir (the worktrees) on storage every
+//! machine mounts at the same path.
 
 use crate::driver::Engine;
 use crate::error::{EngineError, Result};
 use gaffer_core::{Event, Stage, TaskId};
 use gaffer_store::{FencedJournal, Journal, Lease, LeaseEnd, WorkerInfo};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +66,8 @@ fn heartbeat_every(me: &WorkerInfo) -> Duration {
 fn lease_end(result: &Result<Stage>) -> LeaseEnd {
     match result {
         Ok(Stage::Done | Stage::Cancelled) => LeaseEnd::Finished,
+        // Not run here at all: handed to a worker on the right machine.
+        Err(EngineError::Elsewhere(_)) => LeaseEnd::Handed,
         _ => LeaseEnd::Failed,
     }
 }
@@ -93,8 +101,42 @@ impl Engine {
         self.recover_task(&id).await
     }
 
+    /// Whether task `id` can run on this machine: its worktree, once made, must be
+    /// here. Read-only, so a worker that cannot run it writes nothing for it.
+    async fn check_runnable_here(&self, id: &TaskId) -> Result<()> {
+        let Some((task, _)) = self.load(id).await? else {
+            return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
+        };
+        let Ok(wt) = self.worktree(&task) else {
+            return Ok(()); // No worktree yet: this machine makes it.
+        };
+        if wt.path.is_dir() {
+            return Ok(());
+        }
+        Err(EngineError::Elsewhere(format!(
+            "task `{id}` cannot run on this machine: its worktree `{}` is not here (another machine made it). Put the data dir on storage every machine mounts at the same path, or let a worker on that machine resume it",
+            wt.path.display()
+        )))
+    }
+
+    /// Projects whose repository is not on this machine: their tasks are left to
+    /// workers elsewhere.
+    async fn projects_elsewhere(&self) -> Result<Vec<String>> {
+        Ok(self
+            .app()
+            .journal()
+            .projects()
+            .await?
+            .into_iter()
+            .filter(|p| !Path::new(&p.path).is_dir())
+            .map(|p| p.id)
+            .collect())
+    }
+
     /// Run one leased task to its end, fenced by its lease.
     async fn run_leased(&self, lease: Lease, cancel: CancellationToken) -> Result<Stage> {
+        self.check_runnable_here(&TaskId(lease.task_id.clone()))
+            .await?;
         let fenced = self.fenced(lease.clone());
         if !fenced.take_over(&lease).await? {
             return Err(EngineError::Finished(lease.task_id));
@@ -186,19 +228,38 @@ impl Engine {
         let mut set: JoinSet<Result<Stage>> = JoinSet::new();
         let mut beat = tokio::time::interval(heartbeat_every(me));
         let mut look = true;
+        // Tasks whose worktree is on another machine, and projects already reported
+        // as not on this one (each said once in the log).
+        let mut tasks_elsewhere: HashSet<String> = HashSet::new();
+        let mut projects_reported: HashSet<String> = HashSet::new();
         loop {
+            let mut elsewhere = if look {
+                self.projects_elsewhere().await.unwrap_or_else(|e| {
+                    tracing::warn!("reading the projects: {e}");
+                    Vec::new()
+                })
+            } else {
+                Vec::new()
+            };
+            for p in &elsewhere {
+                if projects_reported.insert(p.clone()) {
+                    tracing::warn!(project = %p, "its repository is not on this machine: its tasks are left to workers elsewhere");
+                }
+            }
+            elsewhere.extend(tasks_elsewhere.iter().cloned());
             // Claim what the limits allow, oldest first.
             while look && running.len() < workers {
                 let mut per: HashMap<&str, usize> = HashMap::new();
                 for (l, _) in running.values() {
                     *per.entry(l.project_id.as_str()).or_default() += 1;
                 }
-                let busy: Vec<String> = per
+                let skip: Vec<String> = per
                     .into_iter()
                     .filter(|(_, n)| *n >= per_project)
                     .map(|(p, _)| p.to_owned())
+                    .chain(elsewhere.iter().cloned())
                     .collect();
-                let lease = match journal.claim_task(me, &busy, None).await {
+                let lease = match journal.claim_task(me, &skip, None).await {
                     Ok(Some(lease)) => lease,
                     Ok(None) => break,
                     // Tried again at the next beat or event.
@@ -240,6 +301,10 @@ impl Engine {
                     if let Some((lease, _)) = running.remove(&tid) {
                         match &result {
                             Ok(stage) => tracing::info!(task = %lease.task_id, %stage, "task ended"),
+                            Err(e @ EngineError::Elsewhere(_)) => {
+                                tracing::warn!(task = %lease.task_id, "{e}");
+                                tasks_elsewhere.insert(lease.task_id.clone());
+                            }
                             Err(e) => tracing::warn!(task = %lease.task_id, "task stopped: {e}"),
                         }
                         release(&*journal, &lease, lease_end(&result)).await;

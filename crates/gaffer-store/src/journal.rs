@@ -228,13 +228,13 @@ pub trait Journal: Send + Sync {
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()>;
 
     /// Take the oldest unfinished task (or only `only_task`) that has no lease or
-    /// whose lease expired, skipping tasks of `skip_projects` and tasks another
-    /// worker is claiming right now. The lease lasts `worker.lease_ms` unless
-    /// renewed. `None`: nothing to take.
+    /// whose lease expired, skipping the tasks and the projects' tasks named in
+    /// `skip` (task and project ids) and tasks another worker is claiming right
+    /// now. The lease lasts `worker.lease_ms` unless renewed. `None`: nothing to take.
     async fn claim_task(
         &self,
         worker: &WorkerInfo,
-        skip_projects: &[String],
+        skip: &[String],
         only_task: Option<&str>,
     ) -> Result<Option<Lease>>;
 

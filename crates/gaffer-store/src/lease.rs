@@ -275,12 +275,10 @@ impl Journal for FencedJournal {
     async fn claim_task(
         &self,
         worker: &WorkerInfo,
-        skip_projects: &[String],
+        skip: &[String],
         only_task: Option<&str>,
     ) -> Result<Option<Lease>> {
-        self.inner
-            .claim_task(worker, skip_projects, only_task)
-            .await
+        self.inner.claim_task(worker, skip, only_task).await
     }
     async fn heartbeat(&self, worker: &WorkerInfo, held: &[Lease]) -> Result<Vec<String>> {
         self.inner.heartbeat(worker, held).await

@@ -880,7 +880,7 @@ macro_rules! journal_backend {
             async fn claim_task(
                 &self,
                 worker: &WorkerInfo,
-                skip_projects: &[String],
+                skip: &[String],
                 only_task: Option<&str>,
             ) -> Result<Option<Lease>> {
                 let mut tx = begin_lease(&self.pool).await?;
@@ -892,13 +892,16 @@ macro_rules! journal_backend {
                      AND (l.task_id IS NULL OR l.expires_at < ",
                 );
                 q.push_bind(now).push(")");
-                if !skip_projects.is_empty() {
-                    q.push(" AND t.project_id NOT IN (");
-                    let mut list = q.separated(", ");
-                    for p in skip_projects {
-                        list.push_bind(p.clone());
+                // Task and project ids cannot collide (`t-…`, `p-…`): one list serves both.
+                for column in ["t.project_id", "t.id"] {
+                    if !skip.is_empty() {
+                        q.push(format!(" AND {column} NOT IN ("));
+                        let mut list = q.separated(", ");
+                        for id in skip {
+                            list.push_bind(id.clone());
+                        }
+                        q.push(")");
                     }
-                    q.push(")");
                 }
                 if let Some(task) = only_task {
                     q.push(" AND t.id = ").push_bind(task.to_owned());

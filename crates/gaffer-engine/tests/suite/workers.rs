@@ -1,7 +1,7 @@
 use super::support::*;
 use gaffer_core::{Event, TaskId};
 use gaffer_engine::Concurrency;
-use gaffer_store::Journal;
+use gaffer_store::{Journal, NewEvent};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -139,4 +139,145 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
     assert_eq!(ws.len(), 1);
     assert!(!ws[0].alive && ws[0].leases.is_empty());
     assert_eq!((ws[0].tasks_run, ws[0].failures), (3, 0));
+}
+
+/// Workers on machines that do not share a data dir: this worker's machine lacks
+/// one project's repository and another machine's worktree of a task. It runs
+/// what it can, leaves the rest untouched for workers elsewhere, and does not
+/// keep re-claiming what it handed back.
+#[tokio::test]
+async fn a_worker_leaves_tasks_whose_repository_or_worktree_is_on_another_machine() {
+    let w = World::new().await;
+    w.script("planner", vec![plan_answer(&["a"])]);
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({"verdict": "done"}))]);
+
+    // A task another machine started: its worktree is on that machine's disk.
+    let started_elsewhere = w.task("started on machine A", true).await;
+    let elsewhere_wt = w.dir.path().join("machine-a/worktrees/t");
+    let stream = started_elsewhere.0.as_str().into();
+    let head = w.journal.head(&stream).await.unwrap();
+    let step = gaffer_core::StepId("worktree".into());
+    w.journal
+        .append(
+            &stream,
+            head,
+            vec![
+                NewEvent::now(Event::StepIntentRecorded {
+                    step_id: step.clone(),
+                    name: "worktree".into(),
+                    intent: gaffer_core::Intent::Idempotent,
+                    depends_on: vec![],
+                    input: serde_json::Value::Null,
+                }),
+                NewEvent::now(Event::StepStarted {
+                    step_id: step.clone(),
+                }),
+                NewEvent::now(Event::StepCompleted {
+                    step_id: step,
+                    receipt: json!({"path": elsewhere_wt, "branch": "gaffer/t", "base": "main"}),
+                }),
+            ],
+        )
+        .await
+        .unwrap();
+    let head_elsewhere = w.journal.head(&stream).await.unwrap();
+
+    // A project whose repository exists only on another machine.
+    let other_repo = fixture_repo(&w.dir.path().join("other"));
+    w.app
+        .add_project(
+            gaffer_app::AddProject {
+                path: other_repo.display().to_string(),
+                name: Some("other".into()),
+                check: None,
+            },
+            gaffer_core::Actor::user("test", "test"),
+        )
+        .await
+        .unwrap();
+    let not_here = TaskId(
+        w.app
+            .create_task(
+                gaffer_app::NewTask {
+                    project: "other".into(),
+                    request: "a task for machine A".into(),
+                    agent: Some("claude".into()),
+                    ..Default::default()
+                },
+                gaffer_core::Actor::user("test", "test"),
+            )
+            .await
+            .unwrap()
+            .id,
+    );
+    std::fs::rename(&other_repo, w.dir.path().join("moved-away")).unwrap();
+
+    let runnable = w.task("runs here", true).await;
+    let mut events = w.journal.subscribe();
+    let shutdown = CancellationToken::new();
+    let me = gaffer_engine::this_process(std::time::Duration::from_millis(600));
+    let work = {
+        let (engine, me, token) = (w.engine.clone(), me.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            engine
+                .work(
+                    &me,
+                    Concurrency {
+                        workers: 2,
+                        per_project: 1,
+                    },
+                    token,
+                )
+                .await
+        })
+    };
+    loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(120), events.recv())
+            .await
+            .expect("the runnable task stalled")
+            .unwrap();
+        assert!(!matches!(e.event, Event::TaskFailed { .. }), "{e:?}");
+        if e.stream_id == runnable.0 && matches!(e.event, Event::TaskDone { .. }) {
+            break;
+        }
+    }
+    // Many heartbeats later (each one looks for work again), still untouched.
+    let first_beat = w.journal.workers().await.unwrap()[0].heartbeat_at;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w.journal.workers().await.unwrap()[0].heartbeat_at < first_beat + 2_000 {
+        assert!(std::time::Instant::now() < deadline, "no heartbeats");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    shutdown.cancel();
+    work.await.unwrap().unwrap();
+
+    assert_eq!(
+        w.journal.head(&stream).await.unwrap(),
+        head_elsewhere,
+        "nothing written for the task started elsewhere"
+    );
+    let lease = w
+        .journal
+        .lease(started_elsewhere.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (lease.generation, lease.expires_at),
+        (1, 0),
+        "claimed once, handed back at once, not re-claimed"
+    );
+    assert_eq!(
+        w.journal.lease(not_here.as_str()).await.unwrap(),
+        None,
+        "never claimed"
+    );
+    assert_eq!(w.view(&not_here).await.task.stage, "queued");
+    let ws = w.journal.workers().await.unwrap();
+    assert_eq!(
+        (ws[0].tasks_run, ws[0].failures),
+        (1, 0),
+        "a handed-back task is not a failure"
+    );
 }

@@ -151,6 +151,7 @@ async fn claims_skip_finished_tasks_and_busy_projects_and_take_the_oldest_first(
     // Releasing hands the task to the next claimer at once, with a new generation.
     j.release_lease(&got, LeaseEnd::Handed).await.unwrap();
     let other = registered(j, "w-b").await;
+    assert_eq!(j.claim_task(&other, &["t-a".into()], None).await.unwrap(), None, "a skipped task id is not claimed");
     let again = j.claim_task(&other, &[], None).await.unwrap().unwrap();
     assert_eq!((again.task_id.as_str(), again.generation), ("t-a", 2));
 }

@@ -164,11 +164,18 @@ fn run_adds_an_installation_section_and_prints_a_json_summary() {
             .unwrap(),
     );
     let worker = &shown["worker"];
-    assert_eq!((&worker["state"], &worker["generation"]), (&json!("released"), &json!(1)), "{shown}");
+    assert_eq!(
+        (&worker["state"], &worker["generation"]),
+        (&json!("released"), &json!(1)),
+        "{shown}"
+    );
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     assert_eq!(worker["host"], json!(host.trim()), "{shown}");
     let id = format!("{}/{}/", host.trim(), worker["pid"]);
-    assert!(worker["worker_id"].as_str().unwrap().starts_with(&id), "{shown}");
+    assert!(
+        worker["worker_id"].as_str().unwrap().starts_with(&id),
+        "{shown}"
+    );
     // The check command was detected from the Makefile and shown.
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("make check"),
