@@ -224,6 +224,11 @@ pub struct ServeArgs {
     /// Anything but loopback needs a token in policy.toml.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Tasks this process runs at once, like `gaffer worker --count` [default:
+    /// workers.count]. 0 serves the API and the page only (a front node, with
+    /// `gaffer worker` processes elsewhere running the tasks).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]

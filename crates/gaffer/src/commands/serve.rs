@@ -5,8 +5,9 @@
 //! room naming an unregistered project is refused at start (exit 78).
 //!
 //! Workers, as `gaffer worker` runs them: tasks are leased from the journal, so
-//! servers and workers on other machines share the work. At most `workers.count`
-//! tasks run at once here (`workers.per_project` in one project); a task waiting
+//! servers and workers on other machines share the work. At most `--workers` /
+//! `workers.count` tasks run at once here (`workers.per_project` in one project;
+//! `--workers 0`: none, the API and page only); a task waiting
 //! for an approval holds its lease until the decision wakes it. Stopping the
 //! server does not cancel running tasks: their leases are released and another
 //! worker (or the next start) resumes them.
@@ -15,7 +16,7 @@
 //! worktrees of shipped and cancelled tasks past the retention are removed, and task
 //! branches whose pull request was merged or closed are pruned.
 
-use crate::cli::Global;
+use crate::cli::{Global, ServeArgs};
 use crate::commands::approvals::open_app;
 use crate::commands::worker;
 use crate::error::{CliError, Result};
@@ -27,12 +28,12 @@ use tokio_util::sync::CancellationToken;
 /// How often the server cleans up worktrees and branches.
 const GC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
-pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
+pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let (config, policy, app) = open_app(global).await?;
     let stop = CancellationToken::new();
     // Before anything runs: a room naming an unknown project is refused here.
     let discord = start_discord(&config, &app, &stop).await?;
-    let addr: SocketAddr = match listen {
+    let addr: SocketAddr = match args.listen {
         Some(l) => l.parse().map_err(|e| {
             CliError::config(format!(
                 "--listen {l}: {e}; give an address like 127.0.0.1:7777"
@@ -54,7 +55,7 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
         })?;
     let bound = server.local_addr()?;
     let engine = crate::commands::run::engine(&config, &app).await?;
-    let limits = worker::limits(&config, None, None);
+    let limits = worker::limits(&config, args.workers, None);
     let cleaner = {
         let (stop, engine, app, config) =
             (stop.clone(), engine.clone(), app.clone(), config.clone());
@@ -76,11 +77,18 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
             }
         })
     };
-    let pool = worker::spawn_workers(engine, worker::me(&config), limits, stop.clone());
+    let pool = (args.workers != Some(0))
+        .then(|| worker::spawn_workers(engine, worker::me(&config), limits, stop.clone()));
+    let runs = match pool {
+        Some(_) => format!(
+            "runs {} task{} at once",
+            limits.workers,
+            if limits.workers == 1 { "" } else { "s" }
+        ),
+        None => "runs no tasks: `gaffer worker` processes do".to_owned(),
+    };
     println!(
-        "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json, {} worker{})",
-        config.workers.max(1),
-        if config.workers.max(1) == 1 { "" } else { "s" }
+        "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json; {runs})"
     );
     if discord.is_some() {
         let rooms = config.discord.rooms.len();
@@ -92,7 +100,9 @@ pub async fn run(global: &Global, listen: Option<String>) -> Result<ExitCode> {
     let result = server.run(worker::stop_signal()).await;
     // Stop taking tasks; running ones end with the process and resume on the next start.
     stop.cancel();
-    let _ = pool.await;
+    if let Some(pool) = pool {
+        let _ = pool.await;
+    }
     let _ = cleaner.await;
     if let Some(d) = discord {
         let _ = d.await;

@@ -27,7 +27,7 @@ const TASKS: usize = 100;
 const LEASE_SECS: &str = "3";
 
 /// A gaffer process, killed when dropped.
-struct Proc(Child);
+pub(super) struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -47,14 +47,14 @@ fn signal(pid: u32, sig: &str) {
 
 /// Everything the processes share: one database, one data dir (worktrees), the
 /// fake agents' scripts and effect log.
-struct Cluster {
+pub(super) struct Cluster {
     home: Home,
     url: String,
-    journal: Arc<dyn Journal>,
+    pub(super) journal: Arc<dyn Journal>,
 }
 
 impl Cluster {
-    async fn new() -> Option<Self> {
+    pub(super) async fn new() -> Option<Self> {
         if !gaffer_testkit::postgres::available() {
             return None;
         }
@@ -121,7 +121,7 @@ impl Cluster {
         cmd
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(super) fn ok(&self, args: &[&str]) -> String {
         let out = self.gaffer(args).output().unwrap();
         assert!(
             out.status.success(),
@@ -133,7 +133,7 @@ impl Cluster {
 
     /// A repository with a README and a check that wants an installation section,
     /// registered with auto-approval on (plans need no person).
-    fn project(&self, name: &str) -> PathBuf {
+    pub(super) fn project(&self, name: &str) -> PathBuf {
         let repo = self.dir().join(name);
         std::fs::create_dir_all(&repo).unwrap();
         git(&repo, &["init", "-q", "-b", "main"]);
@@ -151,7 +151,7 @@ impl Cluster {
     }
 
     /// Start a process and wait for its first line on stdout (it is up).
-    fn start(&self, args: &[&str], stderr: Option<&Path>) -> (Proc, String) {
+    pub(super) fn start(&self, args: &[&str], stderr: Option<&Path>) -> (Proc, String) {
         let mut cmd = self.gaffer(args);
         cmd.stdout(Stdio::piped());
         match stderr {
@@ -167,7 +167,7 @@ impl Cluster {
         (Proc(child), first)
     }
 
-    fn worker(&self, stderr: Option<&Path>) -> (Proc, String) {
+    pub(super) fn worker(&self, stderr: Option<&Path>) -> (Proc, String) {
         let (p, first) = self.start(&["worker", "--count", "2"], stderr);
         // "gaffer worker <id> is running …"
         let id = first.split_whitespace().nth(2).unwrap().to_owned();

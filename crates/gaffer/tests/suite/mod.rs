@@ -3,6 +3,7 @@ mod cli;
 mod context;
 mod db;
 mod failover;
+mod nodes;
 mod run;
 mod secrets;
 mod serve;
