@@ -124,15 +124,7 @@ fn outcome_of(state: &str) -> Option<Outcome> {
 }
 
 fn parse_state(s: &str) -> Option<ApprovalState> {
-    [
-        ApprovalState::Pending,
-        ApprovalState::Approved,
-        ApprovalState::Denied,
-        ApprovalState::Expired,
-        ApprovalState::Withdrawn,
-    ]
-    .into_iter()
-    .find(|x| x.as_str() == s)
+    ApprovalState::ALL.into_iter().find(|x| x.as_str() == s)
 }
 
 /// Whether `e` may settle approval `id` of task `task`.

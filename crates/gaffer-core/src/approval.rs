@@ -58,6 +58,15 @@ pub enum ApprovalState {
 }
 
 impl ApprovalState {
+    /// Every state, pending first.
+    pub const ALL: [ApprovalState; 5] = [
+        ApprovalState::Pending,
+        ApprovalState::Approved,
+        ApprovalState::Denied,
+        ApprovalState::Expired,
+        ApprovalState::Withdrawn,
+    ];
+
     /// The snake_case name used on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -39,6 +39,7 @@ pub struct ErrorBody {
 #[serde(deny_unknown_fields)]
 pub struct AddProjectParams {
     /// A git work tree on the server's machine; stored as its physical path.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub path: String,
     /// Short unique name; defaults to the directory's name.
     #[serde(default)]
@@ -83,11 +84,17 @@ pub struct SetAutoApproveParams {
 #[serde(deny_unknown_fields)]
 pub struct CreateTaskParams {
     /// Project name or id.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub project: String,
     /// What to do, in words.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub request: String,
     /// Which agent (`claude`, `codex`, `gemini`, `openai`, `anthropic`, `acp:<name>`).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^(claude|codex|gemini|openai|anthropic|acp:[A-Za-z0-9._-]+)$")
+    )]
     pub agent: Option<String>,
 }
 
@@ -104,6 +111,7 @@ pub struct CancelTaskParams {
 /// `GET /api/tasks` query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct TaskListQuery {
     /// Only this project (name or id).
@@ -114,9 +122,11 @@ pub struct TaskListQuery {
     pub stage: Option<String>,
     /// At most this many (1..=500, default 50).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 500))]
     pub limit: Option<i64>,
     /// Skip this many.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(minimum = 0))]
     pub offset: Option<i64>,
 }
 
@@ -288,6 +298,7 @@ pub struct Approval {
 /// `GET /api/approvals` query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalListQuery {
     /// Only this state (`pending`, …); every approval, newest first, when absent.
@@ -300,8 +311,8 @@ pub struct ApprovalListQuery {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DecisionParams {
-    /// `approve` or `deny`.
-    pub decision: String,
+    /// Approve or deny.
+    pub decision: DecisionChoice,
     /// Why, for the record and for the agent.
     #[serde(default)]
     pub note: Option<String>,
@@ -312,6 +323,17 @@ pub struct DecisionParams {
     /// Optional guard: the project the decider believes this approval belongs to.
     #[serde(default)]
     pub project_id: Option<String>,
+}
+
+/// What a person decides on an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionChoice {
+    /// Go ahead.
+    Approve,
+    /// Do not.
+    Deny,
 }
 
 /// `GET /api/tasks/{id}/diff`: the task's worktree against its base.

@@ -26,7 +26,7 @@ use utoipa::OpenApi;
         usage,
         crate::sse::all_events, crate::sse::task_events,
     ),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonAnswers),
     security(("bearer" = [])),
 )]
 pub struct ApiDoc;
@@ -42,6 +42,80 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
+}
+
+/// What any operation may answer besides its own outcomes, added to every one of them
+/// so that the document cannot leave one out: the auth middleware's 401 and 403 (every
+/// route is behind it), the JSON body extractor's 400 and 413 (every route with a body),
+/// and 404 for an `{id}` that names nothing. The list filters' allowed values come
+/// from the domain's own lists, so the document follows when a stage is added.
+struct CommonAnswers;
+
+impl utoipa::Modify for CommonAnswers {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::ParameterIn;
+        use utoipa::openapi::{RefOr, Schema};
+        let stages: Vec<&str> = gaffer_core::Stage::ALL.iter().map(|s| s.as_str()).collect();
+        let states: Vec<&str> = gaffer_core::ApprovalState::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .collect();
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in operations.into_iter().flatten() {
+                let mut answers = vec![
+                    ("401", "no token, or one that is not valid"),
+                    (
+                        "403",
+                        "the token's role is not enough, a browser request lacks its CSRF token, or a non-loopback client without tokens configured",
+                    ),
+                ];
+                if op.request_body.is_some() {
+                    answers.push(("400", "the body is not the JSON this operation takes; `field` names what is wrong"));
+                    answers.push(("413", "the body is larger than the server accepts"));
+                }
+                if path.contains("{id}") {
+                    answers.push(("404", "nothing has this id"));
+                }
+                for (status, why) in answers {
+                    op.responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| error_answer(why));
+                }
+                for p in op.parameters.iter_mut().flatten() {
+                    let allowed = match (&p.parameter_in, p.name.as_str()) {
+                        (ParameterIn::Query, "stage") if path == "/api/tasks" => &stages,
+                        (ParameterIn::Query, "state") if path == "/api/approvals" => &states,
+                        _ => continue,
+                    };
+                    if let Some(RefOr::T(Schema::Object(o))) = &mut p.schema {
+                        o.enum_values = Some(allowed.iter().map(|v| (*v).into()).collect());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn error_answer(description: &str) -> utoipa::openapi::RefOr<utoipa::openapi::response::Response> {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorResponse")))
+                .build(),
+        )
+        .build()
+        .into()
 }
 
 /// Liveness.
@@ -221,10 +295,12 @@ pub async fn cancel_task(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<api::TaskDetail>> {
+    // The body is optional: none, or JSON `null` (as the document's nullable body
+    // allows), means no reason.
     let p: api::CancelTaskParams = if body.iter().all(u8::is_ascii_whitespace) {
         Default::default()
     } else {
-        crate::body::parse(&body)?
+        crate::body::parse::<Option<api::CancelTaskParams>>(&body)?.unwrap_or_default()
     };
     Ok(Json(
         s.app.cancel_task(&id, caller.actor(), p.reason).await?,
@@ -304,15 +380,9 @@ pub async fn decide(
     Path(id): Path<String>,
     ApiJson(p): ApiJson<api::DecisionParams>,
 ) -> ApiResult<Response> {
-    let decision = match p.decision.as_str() {
-        "approve" => Decision::Approve,
-        "deny" => Decision::Deny,
-        other => {
-            return Err(ApiError::bad_field(
-                "decision",
-                format!("`decision` must be \"approve\" or \"deny\", not {other:?}"),
-            ))
-        }
+    let decision = match p.decision {
+        api::DecisionChoice::Approve => Decision::Approve,
+        api::DecisionChoice::Deny => Decision::Deny,
     };
     let d = s
         .app

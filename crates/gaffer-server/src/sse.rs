@@ -4,7 +4,7 @@
 //! journal, then live events from the committed-event broadcast, in order and
 //! without duplicates. A broadcast overflow is filled from the journal too.
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::ServerState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
@@ -21,18 +21,35 @@ use tokio_stream::wrappers::ReceiverStream;
 type SseStream =
     Sse<axum::response::sse::KeepAliveStream<ReceiverStream<Result<SseEvent, Infallible>>>>;
 
-fn last_event_id(headers: &HeaderMap, uri: &Uri) -> Option<i64> {
-    headers
+/// Where a stream resumes: after `Last-Event-ID`, else after `?last_event_id=` (an
+/// `EventSource` cannot set the header on its first connection). Either one that is
+/// not a journal position is refused, naming it, rather than silently streaming from
+/// now on without the events the client asked for.
+fn last_event_id(headers: &HeaderMap, uri: &Uri) -> ApiResult<Option<i64>> {
+    let position = |name: &str, value: Option<&str>| {
+        value
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|p| *p >= 0)
+            .ok_or_else(|| {
+                ApiError::bad_field(
+                    name,
+                    format!("`{name}` must be a journal position (an SSE `id:` this server sent)"),
+                )
+            })
+    };
+    let header = headers
         .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .or_else(|| {
-            uri.query()?
-                .split('&')
-                .filter_map(|kv| kv.split_once('='))
-                .find(|(k, _)| *k == "last_event_id")
-                .and_then(|(_, v)| v.parse().ok())
-        })
+        .map(|v| position("Last-Event-ID", v.to_str().ok()))
+        .transpose()?;
+    let query = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "last_event_id")
+        .map(|(_, v)| position("last_event_id", Some(v)))
+        .transpose()?;
+    Ok(header.or(query))
 }
 
 fn to_sse(e: &RecordedEvent) -> SseEvent {
@@ -50,32 +67,92 @@ fn to_sse(e: &RecordedEvent) -> SseEvent {
         .data(serde_json::to_string(&wire).unwrap_or_default())
 }
 
+/// How the document describes one event of a stream: before OpenAPI 3.2 a
+/// `text/event-stream` schema describes each event as its fields, so `data` is a string
+/// holding a [`api::StreamEvent`] as JSON (`contentSchema`, which utoipa has no keyword
+/// for, so it is added as a raw key).
+pub struct EventFrame;
+
+impl utoipa::PartialSchema for EventFrame {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::Ref;
+        let data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("the event as JSON"))
+            .content_media_type("application/json")
+            .extensions(Some(
+                [(
+                    "contentSchema",
+                    serde_json::to_value(Ref::from_schema_name("StreamEvent")).unwrap_or_default(),
+                )]
+                .into_iter()
+                .collect(),
+            ));
+        ObjectBuilder::new()
+            .description(Some(
+                "One server-sent event: `id` is the journal position, `event` the event's type",
+            ))
+            .property(
+                "id",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some("^[0-9]+$")),
+            )
+            .property("event", ObjectBuilder::new().schema_type(Type::String))
+            .property("data", data)
+            .required("id")
+            .required("event")
+            .required("data")
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for EventFrame {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        schemas.push((api::StreamEvent::name().into(), api::StreamEvent::schema()));
+        api::StreamEvent::schemas(schemas);
+    }
+}
+
 /// Every journal event, live; with `Last-Event-ID`, everything after it first.
 #[utoipa::path(get, path = "/api/events",
-    params(("Last-Event-ID" = Option<i64>, Header, description = "resume after this journal position"),
-           ("last_event_id" = Option<i64>, Query, description = "same, for a first EventSource connection")),
-    responses((status = 200, content_type = "text/event-stream", body = api::StreamEvent)))]
-pub async fn all_events(State(s): State<ServerState>, headers: HeaderMap, uri: Uri) -> SseStream {
-    stream(s, None, last_event_id(&headers, &uri)).await
+    params(("Last-Event-ID" = Option<i64>, Header, minimum = 0, nullable = false, description = "resume after this journal position"),
+           ("last_event_id" = Option<i64>, Query, minimum = 0, description = "same, for a first EventSource connection")),
+    responses((status = 200, content_type = "text/event-stream", body = EventFrame),
+              (status = 400, body = api::ErrorResponse, description = "`Last-Event-ID` or `last_event_id` is not a journal position")))]
+pub async fn all_events(
+    State(s): State<ServerState>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> ApiResult<SseStream> {
+    let after = last_event_id(&headers, &uri)?;
+    Ok(stream(s, None, after).await)
 }
 
 /// One task's events: its whole history (or what follows `Last-Event-ID`), then live.
 #[utoipa::path(get, path = "/api/tasks/{id}/events",
-    params(("id" = String, Path), ("Last-Event-ID" = Option<i64>, Header, description = "resume after this journal position")),
-    responses((status = 200, content_type = "text/event-stream", body = api::StreamEvent), (status = 404, body = api::ErrorResponse)))]
+    params(("id" = String, Path),
+           ("Last-Event-ID" = Option<i64>, Header, minimum = 0, nullable = false, description = "resume after this journal position"),
+           ("last_event_id" = Option<i64>, Query, minimum = 0, description = "same, for a first EventSource connection")),
+    responses((status = 200, content_type = "text/event-stream", body = EventFrame),
+              (status = 400, body = api::ErrorResponse, description = "`Last-Event-ID` or `last_event_id` is not a journal position"),
+              (status = 404, body = api::ErrorResponse)))]
 pub async fn task_events(
     State(s): State<ServerState>,
     Path(id): Path<String>,
     headers: HeaderMap,
     uri: Uri,
 ) -> ApiResult<SseStream> {
+    let after = last_event_id(&headers, &uri)?;
     s.app.task(&id).await?;
-    Ok(stream(
-        s,
-        Some(id),
-        Some(last_event_id(&headers, &uri).unwrap_or(0)),
-    )
-    .await)
+    Ok(stream(s, Some(id), Some(after.unwrap_or(0))).await)
 }
 
 async fn stream(s: ServerState, task: Option<String>, after: Option<i64>) -> SseStream {

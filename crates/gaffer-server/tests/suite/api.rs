@@ -321,6 +321,12 @@ async fn bad_bodies_name_the_field_and_store_nothing() {
         ),
         (
             "/api/tasks",
+            json!(["alpha", "x"]).to_string(),
+            "application/json",
+            "body",
+        ),
+        (
+            "/api/tasks",
             "project=alpha&request=x".into(),
             "application/x-www-form-urlencoded",
             "body",
@@ -798,5 +804,149 @@ async fn every_route_in_the_spec_enforces_its_role_before_reading_the_body() {
     assert!(
         changes >= 6,
         "the spec lists the state-changing routes: {changes}"
+    );
+}
+
+/// The document allows a JSON `null` cancel body (the body is optional); the server
+/// used to refuse it with 400. It means "no reason", like no body at all.
+#[tokio::test]
+async fn a_null_cancel_body_cancels_without_a_reason() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let r = h
+        .http
+        .post(h.url(&format!("/api/tasks/{task}/cancel")))
+        .header("content-type", "application/json")
+        .body("null")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let t: Value = r.json().await.unwrap();
+    assert_eq!(t["stage"], "cancelled");
+    // Anything else that is not the params object is still refused.
+    let other = h.task("alpha").await;
+    let (s, b) = error_of(
+        h.http
+            .post(h.url(&format!("/api/tasks/{other}/cancel")))
+            .header("content-type", "application/json")
+            .body("[]")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (s, b["error"]["field"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("body"))
+    );
+    assert_eq!(h.app.task(&other).await.unwrap().task.stage, "queued");
+}
+
+/// What schemathesis (scripts/api-spec-test) holds the server to, checked on the
+/// document itself: list filters are optional query parameters (they were documented
+/// as required path parameters), every operation documents the auth middleware's 401
+/// and 403, every body its 400 and 413, every `{id}` its 404, all in the error shape;
+/// the filters' allowed values are the domain's own lists; an event stream describes
+/// each event's fields with `data` holding a `StreamEvent`.
+#[tokio::test]
+async fn openapi_documents_every_answer_and_parameter_as_served() {
+    let h = start(false).await;
+    let doc: Value = h
+        .http
+        .get(h.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let error_ref = json!({"$ref": "#/components/schemas/ErrorResponse"});
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            let mut must = vec!["401", "403"];
+            if op.get("requestBody").is_some() {
+                must.extend(["400", "413"]);
+            }
+            if path.contains("{id}") {
+                must.push("404");
+            }
+            for status in must {
+                assert_eq!(
+                    op["responses"][status]["content"]["application/json"]["schema"], error_ref,
+                    "{method} {path} does not document {status}"
+                );
+            }
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "path" {
+                    let name = p["name"].as_str().unwrap();
+                    assert!(
+                        path.contains(&format!("{{{name}}}")),
+                        "{method} {path}: path parameter `{name}` is not in the path"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(operations, 20);
+    let params = |path: &str| -> Vec<Value> {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let tasks = params("/api/tasks");
+    for name in ["project", "stage", "limit", "offset"] {
+        let p = tasks.iter().find(|p| p["name"] == name).unwrap();
+        assert_eq!(
+            (&p["in"], &p["required"]),
+            (&json!("query"), &json!(false)),
+            "{name}"
+        );
+    }
+    let stage = tasks.iter().find(|p| p["name"] == "stage").unwrap();
+    let stages: Vec<&str> = gaffer_core::Stage::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(stage["schema"]["enum"], json!(stages));
+    let limit = tasks.iter().find(|p| p["name"] == "limit").unwrap();
+    assert_eq!(
+        (&limit["schema"]["minimum"], &limit["schema"]["maximum"]),
+        (&json!(1), &json!(500))
+    );
+    let approvals = params("/api/approvals");
+    let states: Vec<&str> = gaffer_core::ApprovalState::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(
+        (
+            &approvals[0]["name"],
+            &approvals[0]["in"],
+            &approvals[0]["schema"]["enum"]
+        ),
+        (&json!("state"), &json!("query"), &json!(states))
+    );
+    assert_eq!(
+        doc["components"]["schemas"]["DecisionChoice"]["enum"],
+        json!(["approve", "deny"])
+    );
+    for path in ["/api/events", "/api/tasks/{id}/events"] {
+        let frame = &doc["paths"][path]["get"]["responses"]["200"]["content"]["text/event-stream"]
+            ["schema"];
+        assert_eq!(
+            frame,
+            &json!({"$ref": "#/components/schemas/EventFrame"}),
+            "{path}"
+        );
+    }
+    let data = &doc["components"]["schemas"]["EventFrame"]["properties"]["data"];
+    assert_eq!(
+        (&data["contentMediaType"], &data["contentSchema"]),
+        (
+            &json!("application/json"),
+            &json!({"$ref": "#/components/schemas/StreamEvent"})
+        )
     );
 }

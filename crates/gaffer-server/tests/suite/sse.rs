@@ -143,3 +143,62 @@ async fn a_task_stream_has_its_history_and_only_its_events() {
         .unwrap();
     assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
 }
+
+/// A resume position that is not a journal position (not a number, negative, past
+/// i64) used to be ignored, so the client silently got a live-only stream and missed
+/// what it asked to replay. It is refused with 400 naming the header or parameter.
+#[tokio::test]
+async fn a_last_event_id_that_is_not_a_position_is_refused() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let cases = [
+        ("/api/events", Some("abc"), None, "Last-Event-ID"),
+        ("/api/events", Some("-1"), None, "Last-Event-ID"),
+        (
+            "/api/events",
+            None,
+            Some("9223372036854775808"),
+            "last_event_id",
+        ),
+        ("/api/events", Some("1"), Some("x"), "last_event_id"),
+        (
+            &*format!("/api/tasks/{task}/events"),
+            Some("1.5"),
+            None,
+            "Last-Event-ID",
+        ),
+    ];
+    for (path, header, query, field) in cases {
+        let mut url = h.url(path);
+        if let Some(q) = query {
+            url.push_str(&format!("?last_event_id={q}"));
+        }
+        let mut req = h.http.get(&url);
+        if let Some(v) = header {
+            req = req.header("last-event-id", v);
+        }
+        let r = tokio::time::timeout(Duration::from_secs(10), req.send())
+            .await
+            .expect("an answer, not a stream")
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            reqwest::StatusCode::BAD_REQUEST,
+            "{path} {header:?} {query:?}"
+        );
+        let b: Value = r.json().await.unwrap();
+        assert_eq!(b["error"]["field"], field, "{b}");
+    }
+    // A real position still resumes.
+    let r = h
+        .http
+        .get(h.url("/api/events"))
+        .header("last-event-id", "0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    let (id, kind, _) = SseReader::new(r).next().await;
+    assert_eq!((id, kind.as_str()), (1, "project_registered"));
+}
