@@ -474,11 +474,13 @@ impl Engine {
     fn commit(&self, task: &TaskState, step: &Step, title: &str) -> Result<Value, Failure> {
         let wt = self.worktree(task)?;
         let key = format!("{}/{}", task.id, step.id);
-        let message = format!(
+        // The request is the user's own text and may quote a secret: the message is
+        // pushed and shown by the forge, and goes to git on its command line.
+        let message = self.settings.redactor.redact(&format!(
             "{title}\n\ngaffer task {}: {}",
             task.id,
             prompts::head(&task.request, 500)
-        );
+        ));
         let out = wt.commit_step(&message, &key)?;
         Ok(json!({ "sha": out.sha, "created": out.created }))
     }

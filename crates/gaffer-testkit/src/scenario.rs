@@ -24,7 +24,8 @@
 //! plan block, the owner `write_file`s or calls tools that `write`, the reviewer `say`s its
 //! verdict block; `GAFFER_FAKE_LOG` then counts the effects (`<fake> write <path>`,
 //! followed by ` task=<id>` when an engine started the fake,
-//! `<fake> tool|exec ...`; `spawn` and `turn` lines are informational). The LLM server uses
+//! `<fake> tool|exec ...`; `spawn` (with the argv), `env` (the environment's variable
+//! names, no values) and `turn` lines are informational). The LLM server uses
 //! `llm`: `[{"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]},
 //! {"status": 429, "retry_after": 1}, {"text": "done"}]`.
 

@@ -42,6 +42,7 @@ pub fn main() {
         std::env::var("GAFFER_PROJECT").unwrap_or_default(),
         std::env::args().skip(1).collect::<Vec<_>>()
     ));
+    super::log_env_names("fake-acp");
     let dir = state_dir().join("acp");
     let _ = std::fs::create_dir_all(&dir);
     let mut io = Io::new();

@@ -106,6 +106,7 @@ pub fn main() {
         std::env::var("MAX_THINKING_TOKENS").unwrap_or_default(),
         serde_json::to_string(&args).unwrap_or_default()
     ));
+    super::log_env_names("fake-claude");
     let played = std::fs::read_to_string(&transcript)
         .map(|s| {
             s.lines()

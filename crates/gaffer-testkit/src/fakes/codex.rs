@@ -61,6 +61,7 @@ pub fn main() {
         std::env::var("GAFFER_PROJECT").unwrap_or_default(),
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
     ));
+    super::log_env_names("fake-codex");
     let sessions = codex_home().join("sessions");
     let _ = std::fs::create_dir_all(&sessions);
     let mut io = Io::new();

@@ -61,6 +61,21 @@ impl Io {
     }
 }
 
+/// Log the names (never the values) of the environment variables the fake was started
+/// with, sorted: a test can check a credential was delivered by environment while the
+/// `spawn` line shows it was not on the command line.
+pub(crate) fn log_env_names(who: &str) {
+    let mut names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    crate::scenario::log_effect(&format!(
+        "{who} env role={} names={}",
+        std::env::var("GAFFER_ROLE").unwrap_or_default(),
+        names.join(",")
+    ));
+}
+
 /// Print to stderr and exit 2: the fake refuses what the real agent refuses.
 pub(crate) fn fail(msg: &str) -> ! {
     let _ = writeln!(std::io::stderr(), "{msg}");

@@ -52,10 +52,12 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
 }
 
 /// Each project's forge and tracker from the config into `settings`. Tokens are read
-/// when a step needs them; the values of the variables named now are returned so
-/// every log and error redacts them, whatever the variables are called.
+/// when a step needs them; the values of the variables named, and the tokens the git
+/// credential helper holds for the forges without one, are returned now so every log
+/// and error redacts them, whatever the variables are called.
 fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
     let mut secrets = Vec::new();
+    let mut helper_tokens = Vec::new();
     let mut env_token = |name: &str| {
         if let Ok(v) = std::env::var(name) {
             secrets.push(v);
@@ -69,7 +71,14 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
             .map_err(|e| CliError::config(format!("projects.{name}.forge.kind: {e}")))?;
         let token = match &f.token_env {
             Some(var) => env_token(var),
-            None => Credential::GitCredentials,
+            None => {
+                // The helper is asked again when a step needs the token; the value it
+                // holds now is redacted from everything this process records.
+                if let Some(t) = gaffer_forge::token_from_git_credentials(&f.base_url) {
+                    helper_tokens.push(t.expose().to_owned());
+                }
+                Credential::GitCredentials
+            }
         };
         settings.shipping.insert(
             name.clone(),
@@ -101,6 +110,7 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
             },
         );
     }
+    secrets.extend(helper_tokens);
     Ok(secrets)
 }
 

@@ -569,3 +569,57 @@ fn ctrl_c_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task() {
         .collect();
     assert!(left.is_empty(), "agent processes outlived Ctrl-C: {left:?}");
 }
+
+/// An agent that writes garbage mid-turn (bytes that are not UTF-8, then a line that
+/// is not JSON) fails the task with an error naming the agent, the line and the problem,
+/// and the command says so; nothing panics and nothing hangs.
+#[test]
+fn agent_garbage_mid_stream_fails_the_task_with_a_clear_error() {
+    let b = Bench::new();
+    let garbage = json!({ "steps": [
+        { "say": "thinking" },
+        { "raw_bytes": b"\xff\xfe\x00garbage\n".to_vec() },
+        { "say": "never read" }
+    ] });
+    b.script("planner", vec![garbage.clone(), garbage.clone(), garbage]);
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let s = json_of(&out);
+    assert_eq!(s["state"], "failed", "{s}");
+    let id = s["task_id"].as_str().unwrap();
+    let shown = json_of(
+        &b.gaffer_std()
+            .args(["task", "show", id, "--json"])
+            .output()
+            .unwrap(),
+    );
+    let plan_step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["step_id"] == "plan")
+        .unwrap();
+    assert_eq!(plan_step["state"], "failed", "{shown:#}");
+    for (what, text) in [
+        ("the command's reason", &s["reason"]),
+        ("the task's outcome", &shown["task"]["outcome"]["reason"]),
+        ("the planner step", &plan_step["error"]),
+    ] {
+        let text = text.as_str().unwrap_or_default();
+        for says in [
+            "claude sent a malformed line 4",
+            "not UTF-8 (invalid byte at offset 0)",
+            "garbage",
+        ] {
+            assert!(text.contains(says), "{what} names {says:?}: {text}");
+        }
+    }
+}
