@@ -176,6 +176,18 @@ struct Inner {
     violations: usize,
     throttled: Vec<(Instant, Duration)>,
     posts_at: Vec<Instant>,
+    received: Vec<FakeRequest>,
+}
+
+/// A REST request the bot sent, as it arrived (before any check).
+#[derive(Debug, Clone)]
+pub struct FakeRequest {
+    /// `POST`, `PATCH`, ...
+    pub method: String,
+    /// The path, e.g. `/api/v10/channels/100/messages`.
+    pub path: String,
+    /// The body: JSON, or multipart with `payload_json` and the attachments' bytes.
+    pub body: Vec<u8>,
 }
 
 struct Shared {
@@ -237,6 +249,10 @@ impl FakeDiscord {
                 post(callback),
             )
             .route("/api/v10/applications/{app}/commands", put(put_commands))
+            .layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
+                record_request,
+            ))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -283,6 +299,13 @@ impl FakeDiscord {
     /// Every interaction callback, in order.
     pub fn callbacks(&self) -> Vec<FakeCallback> {
         self.inner().callbacks.clone()
+    }
+
+    /// Every REST request the bot sent, in order, with its body: what a test greps to
+    /// be sure something never reached Discord (message text before and after edits,
+    /// thread names, attachments, interaction answers).
+    pub fn received(&self) -> Vec<FakeRequest> {
+        self.inner().received.clone()
     }
 
     /// The slash commands the bot registered (`PUT /applications/{id}/commands`).
@@ -969,6 +992,32 @@ fn apply_edit(m: &mut FakeMessage, payload: &Value, files: Vec<(String, Vec<u8>)
         m.attachments = files;
     }
     m.edits += 1;
+}
+
+/// Keep a copy of every request body (see [`FakeDiscord::received`]).
+async fn record_request(
+    State(s): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            40005,
+            "Request entity too large",
+        );
+    };
+    s.inner.lock().unwrap().received.push(FakeRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        body: bytes.to_vec(),
+    });
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 async fn start_thread(

@@ -1,10 +1,13 @@
 //! Secrets never leak: a fake agent prints the configured API key and a configured
-//! secret value in every role; after the task ran through `gaffer serve`, neither
-//! appears in the database files, the server's log, the SSE stream, the web page or
-//! any API answer about the task.
+//! secret value in every role; after the task ran through `gaffer serve` with the
+//! Discord adapter on, neither appears in the database files, the server's log, the SSE
+//! stream, the web page, any API answer about the task or anything Discord received.
+//! Then shipping: secrets quoted by the request and the agents stay out of the pull
+//! request, the issue comment, the commit messages and every process's argv.
 
 use super::serve::{finished_task, until, Served};
 use super::support::Home;
+use gaffer_testkit::discord::FakeDiscord;
 use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
@@ -14,11 +17,13 @@ use std::time::Duration;
 const API_KEY: &str = "sk-ant-api03-LEAKCANARY0123456789abcdefXYZ";
 // Matches no built-in credential pattern: only `[secrets] env` can hide it.
 const SERVICE_SECRET: &str = "correct-horse-battery-staple-42";
+const BOT_TOKEN: &str = "discord-bot-token-5e8d2a";
 
 #[tokio::test]
 async fn a_key_the_agent_prints_appears_nowhere() {
+    let discord = FakeDiscord::start(BOT_TOKEN, "4242", Duration::from_secs(30)).await;
     let home = Home::new();
-    home.write_config("[secrets]\nenv = [\"MY_SERVICE_CRED\"]\n\n[log]\nlevel = \"debug\"\n");
+    home.write_config("[secrets]\nenv = [\"MY_SERVICE_CRED\"]\n\n[log]\nlevel = \"debug\"\n\n[discord]\napplication_id = \"4242\"\n\n[discord.rooms]\n\"100\" = \"demo\"\n");
     let d = home.dir.path().to_owned();
     let repo = d.join("demo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -27,6 +32,12 @@ async fn a_key_the_agent_prints_appears_nowhere() {
     std::fs::write(repo.join("Makefile"), "check:\n\ttrue\n").unwrap();
     git(&repo, &["add", "."]);
     git(&repo, &["commit", "-q", "-m", "init"]);
+    // The Discord room names the project, so it is registered before the server starts.
+    home.gaffer()
+        .args(["project", "add"])
+        .arg(&repo)
+        .assert()
+        .success();
     let scenarios = d.join("scenarios");
     std::fs::create_dir_all(&scenarios).unwrap();
     let leak = format!("my key is {API_KEY} and the service password is {SERVICE_SECRET}");
@@ -74,15 +85,19 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
         .env("ANTHROPIC_API_KEY", API_KEY)
         .env("MY_SERVICE_CRED", SERVICE_SECRET)
+        .env("GAFFER_DISCORD_TOKEN", BOT_TOKEN)
+        .env("GAFFER_DISCORD_API_URL", discord.api_url())
         .env("USER", "tester")
         .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log_path).unwrap());
     let mut child = cmd.spawn().unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (mut first, mut second) = (String::new(), String::new());
+    // Kept open to the end: the server prints more, and a closed pipe would stop it.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    stdout.read_line(&mut second).unwrap();
+    assert_eq!(second.trim(), "Discord: on, 1 room");
     let served = Served(child);
     let addr = first
         .split("http://")
@@ -95,13 +110,6 @@ async fn a_key_the_agent_prints_appears_nowhere() {
     let base = format!("http://{addr}");
     let http = reqwest::Client::new();
 
-    let r = http
-        .post(format!("{base}/api/projects"))
-        .json(&json!({"path": repo}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
     let r = http
         .post(format!("{base}/api/tasks"))
         .json(&json!({"project": "demo", "request": "Add a line to README"}))
@@ -186,7 +194,38 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         "the agents' words were recorded, redacted"
     );
     seen.push(("SSE /api/events".into(), stream_text));
+    // Everything the Discord adapter sent: the room's header, the thread's name, the
+    // status, notes and approval messages with every edit, attachments, answers.
+    discord
+        .wait_for(
+            "the thread to show the task done",
+            Duration::from_secs(120),
+            |d| {
+                d.received()
+                    .iter()
+                    .any(|r| String::from_utf8_lossy(&r.body).contains("Done"))
+                    .then_some(())
+            },
+        )
+        .await;
+    let received = discord.received();
+    let bodies: Vec<String> = received
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert!(
+        received.iter().any(|r| r.path.ends_with("/threads")),
+        "a task thread was started"
+    );
+    assert!(
+        bodies.iter().any(|b| b.contains("[REDACTED]")),
+        "the agents' words reached Discord, redacted: {bodies:#?}"
+    );
+    for (r, body) in received.iter().zip(bodies) {
+        seen.push((format!("Discord {} {}", r.method, r.path), body));
+    }
     drop(served);
+    drop(stdout);
 
     let mut log = String::new();
     std::fs::File::open(&log_path)
@@ -206,7 +245,7 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         "the database was read"
     );
     for (what, text) in &seen {
-        for secret in [API_KEY, SERVICE_SECRET] {
+        for secret in [API_KEY, SERVICE_SECRET, BOT_TOKEN] {
             assert!(!text.contains(secret), "{secret} leaked into {what}");
         }
     }
