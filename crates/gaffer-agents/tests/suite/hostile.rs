@@ -44,6 +44,41 @@ proptest! {
         let _ = apply_unified_diff("a\nb\nc\n", &text);
     }
 
+    /// A diff that replaces any run of lines with any others, with the rest as context,
+    /// turns the original into exactly the new text.
+    #[test]
+    fn a_replacement_diff_applies_to_exactly_the_new_text(
+        original in proptest::collection::vec("[a-z ]{0,10}", 1..15),
+        added in proptest::collection::vec("[A-Z ]{0,10}", 0..5),
+        cut in any::<(usize, usize)>(),
+    ) {
+        let (a, b) = (cut.0 % (original.len() + 1), cut.1 % (original.len() + 1));
+        let (from, to) = (a.min(b), a.max(b));
+        let new: Vec<&str> = original[..from]
+            .iter()
+            .chain(&added)
+            .chain(&original[to..])
+            .map(String::as_str)
+            .collect();
+        prop_assume!(!new.is_empty());
+        let mut diff = format!("--- a/f\n+++ b/f\n@@ -1,{} +1,{} @@\n", original.len(), new.len());
+        for l in &original[..from] {
+            diff.push_str(&format!(" {l}\n"));
+        }
+        for l in &original[from..to] {
+            diff.push_str(&format!("-{l}\n"));
+        }
+        for l in &added {
+            diff.push_str(&format!("+{l}\n"));
+        }
+        for l in &original[to..] {
+            diff.push_str(&format!(" {l}\n"));
+        }
+        let text = |lines: &[&str]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let original_refs: Vec<&str> = original.iter().map(String::as_str).collect();
+        prop_assert_eq!(apply_unified_diff(&text(&original_refs), &diff), Ok(text(&new)));
+    }
+
     #[test]
     fn patch_parser_survives_patch_shaped_noise(lines in proptest::collection::vec(line(), 0..24), original in "[a-z\n]{0,60}") {
         let text = lines.join("\n");

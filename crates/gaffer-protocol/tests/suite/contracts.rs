@@ -76,3 +76,75 @@ proptest! {
         let _ = Ruling::parse(&text);
     }
 }
+
+/// Text a field of an agent's answer may hold (no backticks: they would close the
+/// fence; JSON escaping of the rest is serde's job).
+fn field_text() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9][A-Za-z0-9 ,.:\"'{}\\\\é\n]{0,30}[A-Za-z0-9]"
+}
+
+fn subtask() -> impl Strategy<Value = Subtask> {
+    (
+        field_text(),
+        field_text(),
+        proptest::collection::vec("[a-z]{1,8}(/[a-z]{1,8}){0,2}\\.rs", 0..3),
+        field_text(),
+    )
+        .prop_map(|(title, description, files, acceptance)| Subtask {
+            title,
+            description,
+            files,
+            acceptance,
+        })
+}
+
+fn fenced(prose: &str, v: &serde_json::Value) -> String {
+    format!("{prose}\n```json\n{v}\n```\n")
+}
+
+proptest! {
+    /// An answer ending in a plan block gives exactly that plan, whatever prose and
+    /// earlier drafts come before it.
+    #[test]
+    fn the_last_plan_block_is_the_plan(
+        subtasks in proptest::collection::vec(subtask(), 1..5),
+        draft in proptest::collection::vec(subtask(), 1..3),
+        prose in "[^`]{0,80}",
+    ) {
+        let text = format!(
+            "{}{}",
+            fenced(&prose, &serde_json::json!({ "subtasks": draft })),
+            fenced("On second thought:", &serde_json::json!({ "subtasks": subtasks })),
+        );
+        prop_assert_eq!(Plan::parse(&text), Ok(Plan { subtasks }));
+    }
+
+    /// Every verdict and ruling written as the contract says reads back as itself.
+    #[test]
+    fn verdicts_and_rulings_read_back(kind in 0usize..3, text in field_text(), prose in "[^`]{0,60}") {
+        let (verdict, expected) = match kind {
+            0 => (serde_json::json!({"verdict": "done"}), Verdict::Done),
+            1 => (serde_json::json!({"verdict": "changes_requested", "feedback": text}), Verdict::ChangesRequested { feedback: text.clone() }),
+            _ => (serde_json::json!({"verdict": "blocked", "reason": text}), Verdict::Blocked { reason: text.clone() }),
+        };
+        prop_assert_eq!(Verdict::parse(&fenced(&prose, &verdict)), Ok(expected));
+        let (ruling, expected) = match kind {
+            0 => (serde_json::json!({"ruling": "proceed", "reason": text}), Ruling::Proceed { reason: text.clone() }),
+            1 => (serde_json::json!({"ruling": "revise", "instructions": text}), Ruling::Revise { instructions: text.clone() }),
+            _ => (serde_json::json!({"ruling": "escalate", "reason": text}), Ruling::Escalate { reason: text.clone() }),
+        };
+        prop_assert_eq!(Ruling::parse(&fenced(&prose, &ruling)), Ok(expected));
+    }
+
+    /// A refusal always tells the agent what to send: it names the block or the field.
+    #[test]
+    fn refusals_name_the_block_or_the_field(text in ".{0,300}") {
+        for e in [Plan::parse(&text).err(), Verdict::parse(&text).err(), Ruling::parse(&text).err()]
+            .into_iter()
+            .flatten()
+        {
+            let shown = e.to_string();
+            prop_assert!(shown.contains("```json") || shown.contains('`'), "{}", shown);
+        }
+    }
+}
