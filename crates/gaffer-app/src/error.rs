@@ -34,6 +34,9 @@ pub enum AppError {
     /// The actor may not do this (not a listed decider, not a person). HTTP 403.
     #[error("{0}")]
     Forbidden(String),
+    /// A service gaffer relies on (a forge) failed or refused. HTTP 502; nothing stored.
+    #[error("{0}")]
+    Upstream(String),
     /// The journal failed. HTTP 500; logged once by the server.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -86,7 +86,7 @@ pub use audit::AuditEntry;
 pub use error::{AppError, Result};
 pub use policy::{Policy, Subject};
 pub use projects::{detect_check_command, AddProject};
-pub use tasks::{NewTask, TaskQuery};
+pub use tasks::{IssueReader, IssueRequest, NewTask, TaskQuery};
 
 use gaffer_store::Journal;
 use std::collections::HashMap;

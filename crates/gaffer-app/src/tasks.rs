@@ -6,6 +6,7 @@ use gaffer_core::{Actor, Event, ProjectId, Stage, StreamId, TaskId, TaskOptions}
 use gaffer_protocol::api;
 use gaffer_store::{NewEvent, StoreError, TaskFilter};
 use std::collections::HashMap;
+use std::path::Path;
 
 /// Longest request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -25,6 +26,27 @@ pub struct NewTask {
     pub auto_approve: bool,
     /// The forge issue the request came from; shipping comments on it with the PR link.
     pub issue: Option<String>,
+}
+
+/// Reads forge issues into task requests (`POST /api/tasks {"issue"}`, `gaffer run
+/// --issue`); gaffer-engine implements it with each project's configured forge.
+#[async_trait::async_trait]
+pub trait IssueReader: Send + Sync {
+    /// The issue `reference` (a URL, `OWNER/REPO#N` or `N`) of project `name`, whose
+    /// repository is at `path`. Errors: [`AppError::Invalid`] on `issue` (a
+    /// reference that names no issue), [`AppError::NotFound`], [`AppError::Conflict`]
+    /// `no_forge` / `forge_config` (the project has no usable forge configured),
+    /// [`AppError::Upstream`] (the forge failed or refused).
+    async fn read_issue(&self, name: &str, path: &Path, reference: &str) -> Result<IssueRequest>;
+}
+
+/// A task request read from a forge issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueRequest {
+    /// The issue's title and body.
+    pub request: String,
+    /// The issue's URL (shipping comments the pull request link on it).
+    pub url: String,
 }
 
 /// Filters for [`App::tasks`].
@@ -107,6 +129,46 @@ impl App {
             .append(&StreamId::from(&id), 0, vec![NewEvent::now(event)])
             .await?;
         self.task(id.as_str()).await.map(|d| d.task)
+    }
+
+    /// Queue the forge issue `reference` of `req.project` as a task: its title and
+    /// body become the request (`req.request` is ignored), and shipping comments the
+    /// pull request link on it. Read before anything is stored.
+    pub async fn create_task_from_issue(
+        &self,
+        reader: &dyn IssueReader,
+        reference: &str,
+        req: NewTask,
+        by: Actor,
+    ) -> Result<api::Task> {
+        if reference.trim().is_empty() {
+            return Err(AppError::invalid(
+                "issue",
+                "`issue` is empty; give an issue URL, OWNER/REPO#N or N",
+            ));
+        }
+        let project = match self.project_row(req.project.trim()).await {
+            Ok(p) => p,
+            Err(AppError::NotFound { id, .. }) => {
+                return Err(AppError::invalid(
+                    "project",
+                    format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        let issue = reader
+            .read_issue(&project.name, Path::new(&project.path), reference.trim())
+            .await?;
+        self.create_task(
+            NewTask {
+                request: issue.request,
+                issue: Some(issue.url),
+                ..req
+            },
+            by,
+        )
+        .await
     }
 
     /// Tasks, newest first.

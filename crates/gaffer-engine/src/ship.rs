@@ -16,7 +16,7 @@
 use crate::driver::{fail, Failure};
 use crate::pipeline::{plan_of, receipt_of as receipt, StepKind};
 use crate::{prompts, Engine, Result};
-use gaffer_app::Subject;
+use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};
 use gaffer_core::{ApprovalKind, Event, Intent, ProjectState, Step, StepId, TaskState};
 use gaffer_forge::{
     connect, token_from_git_credentials, ApiError, CiStatus, CiWait, Forge, ForgeConfig, ForgeKind,
@@ -808,4 +808,46 @@ pub(crate) fn ci_fix_assignment(detail: &Value) -> String {
     }
     text.push_str("\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");
     text
+}
+
+/// Issues are read through the project's forge.
+#[async_trait::async_trait]
+impl IssueReader for Engine {
+    async fn read_issue(
+        &self,
+        name: &str,
+        path: &Path,
+        reference: &str,
+    ) -> std::result::Result<IssueRequest, AppError> {
+        // The server's configuration, not the request, is at fault: 409.
+        let unconfigured = |code, message| AppError::Conflict { code, message };
+        let forge = self
+            .forge_for(name, path)
+            .ok_or_else(|| unconfigured("no_forge", format!(
+                "project `{name}` has no forge to read issues from: add [projects.{name}.forge] to the config (see `gaffer init`)"
+            )))?
+            .map_err(|e| unconfigured("forge_config", format!("the forge of project `{name}`: {e}")))?;
+        let issue = forge.issue(reference).await.map_err(|e| match e {
+            ApiError::NotFound { .. } => AppError::NotFound {
+                what: "issue",
+                id: reference.to_owned(),
+            },
+            ApiError::BadInput(message) => AppError::Invalid {
+                field: "issue".into(),
+                message,
+            },
+            e => AppError::Upstream(format!("cannot read the issue {reference}: {e}")),
+        })?;
+        let url = if issue.url.is_empty() {
+            reference.to_owned()
+        } else {
+            issue.url
+        };
+        Ok(IssueRequest {
+            request: format!("{}\n\n{}", issue.title.trim(), issue.body.trim())
+                .trim()
+                .to_owned(),
+            url,
+        })
+    }
 }

@@ -86,9 +86,16 @@ pub struct CreateTaskParams {
     /// Project name or id.
     #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub project: String,
-    /// What to do, in words.
+    /// What to do, in words. Required unless `issue` is given.
+    #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(min_length = 1))]
-    pub request: String,
+    pub request: Option<String>,
+    /// Instead of `request`: a forge issue of the project (its URL, `OWNER/REPO#N` or
+    /// `N`), read through the project's forge; its title and body become the
+    /// request, and the pull request link is commented on it when shipped.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
+    pub issue: Option<String>,
     /// Which agent (`claude`, `codex`, `gemini`, `openai`, `anthropic`, `acp:<name>`).
     #[serde(default)]
     #[cfg_attr(

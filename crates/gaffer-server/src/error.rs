@@ -63,6 +63,7 @@ impl From<AppError> for ApiError {
             AppError::NotFound { .. } => Self::not_found(e.to_string()),
             AppError::Conflict { code, message } => Self::new(StatusCode::CONFLICT, code, message),
             AppError::Forbidden(m) => Self::forbidden(m),
+            AppError::Upstream(m) => Self::new(StatusCode::BAD_GATEWAY, "bad_gateway", m),
             AppError::Store(s) => {
                 tracing::error!(error = %s, "journal error");
                 Self::new(

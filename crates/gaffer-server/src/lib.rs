@@ -39,6 +39,19 @@ pub struct ServerConfig {
     pub tokens: Vec<Token>,
     /// Largest request body (bytes).
     pub body_limit: usize,
+    /// Where `POST /api/tasks {"issue"}` reads issues from (the projects' forges);
+    /// `None`: such requests are refused naming `issue`.
+    pub issues: Option<IssueSource>,
+}
+
+/// The issue reader a server uses (see [`ServerConfig::issues`]).
+#[derive(Clone)]
+pub struct IssueSource(pub Arc<dyn gaffer_app::IssueReader>);
+
+impl std::fmt::Debug for IssueSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IssueSource")
+    }
 }
 
 /// What can stop the server from starting.
@@ -65,6 +78,7 @@ impl ServerConfig {
             listen,
             tokens: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            issues: None,
         }
     }
 
@@ -129,6 +143,7 @@ pub struct ServerState {
     pub(crate) tokens: Arc<Vec<Token>>,
     pub(crate) csrf: Arc<str>,
     pub(crate) metrics: Arc<metrics::Metrics>,
+    pub(crate) issues: Option<IssueSource>,
 }
 
 /// The whole router: API, SSE, web page, health and metrics, with auth, body
@@ -139,6 +154,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         tokens: Arc::new(config.tokens.clone()),
         csrf: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
         metrics: Arc::new(metrics::Metrics::default()),
+        issues: config.issues.clone(),
     };
     use routes as r;
     Router::new()

@@ -253,26 +253,45 @@ pub async fn list_tasks(
     ))
 }
 
-/// Queue a request (approver). Answers the task with its `id`.
+/// Queue a request, or a forge issue of the project (approver). Answers the task
+/// with its `id`. For an issue: 404 when the forge has no such issue, 409
+/// (`no_forge`, `forge_config`) when the project has no usable forge configured,
+/// 502 when the forge cannot be read.
 #[utoipa::path(post, path = "/api/tasks", request_body = api::CreateTaskParams,
-    responses((status = 201, body = api::Task), (status = 400, body = api::ErrorResponse)))]
+    responses((status = 201, body = api::Task), (status = 400, body = api::ErrorResponse),
+        (status = 404, body = api::ErrorResponse), (status = 409, body = api::ErrorResponse),
+        (status = 502, body = api::ErrorResponse)))]
 pub async fn create_task(
     State(s): State<ServerState>,
     Extension(caller): Extension<Caller>,
     ApiJson(p): ApiJson<api::CreateTaskParams>,
 ) -> ApiResult<(StatusCode, Json<api::Task>)> {
-    let task = s
-        .app
-        .create_task(
-            NewTask {
-                project: p.project,
-                request: p.request,
-                agent: p.agent,
-                ..NewTask::default()
-            },
-            caller.actor(),
-        )
-        .await?;
+    let new = NewTask {
+        project: p.project,
+        request: p.request.clone().unwrap_or_default(),
+        agent: p.agent,
+        ..NewTask::default()
+    };
+    let task = match (p.request, p.issue) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_field(
+                "issue",
+                "give either `request` or `issue`, not both (an issue's title and body are the request)",
+            ))
+        }
+        (_, Some(issue)) => {
+            let Some(source) = &s.issues else {
+                return Err(ApiError::bad_field(
+                    "issue",
+                    "this server reads no issues; give `request` instead",
+                ));
+            };
+            s.app
+                .create_task_from_issue(&*source.0, &issue, new, caller.actor())
+                .await?
+        }
+        (_, None) => s.app.create_task(new, caller.actor()).await?,
+    };
     Ok((StatusCode::CREATED, Json(task)))
 }
 

@@ -122,25 +122,15 @@ async fn read_issue(
     root: &std::path::Path,
     reference: &str,
 ) -> Result<(String, String)> {
-    let forge = engine
-        .forge_for(project, root)
-        .ok_or_else(|| {
-            CliError::config(format!(
-                "--issue needs a forge to read the issue from: add [projects.{project}.forge] to the config (see `gaffer init`)"
-            ))
-        })?
-        .map_err(CliError::config)?;
-    let issue = forge
-        .issue(reference)
+    use gaffer_app::{AppError, IssueReader};
+    let issue = engine
+        .read_issue(project, root, reference)
         .await
-        .map_err(|e| CliError::failed(format!("cannot read the issue {reference}: {e}")))?;
-    let request = format!("{}\n\n{}", issue.title.trim(), issue.body.trim());
-    let url = if issue.url.is_empty() {
-        reference.to_owned()
-    } else {
-        issue.url
-    };
-    Ok((request.trim().to_owned(), url))
+        .map_err(|e| match e {
+            AppError::Conflict { message, .. } => CliError::config(format!("--issue: {message}")),
+            other => CliError::failed(format!("cannot read the issue {reference}: {other}")),
+        })?;
+    Ok((issue.request, issue.url))
 }
 
 /// Say at start, not at the first agent, that agents will run unconfined.

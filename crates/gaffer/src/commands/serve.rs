@@ -20,7 +20,7 @@ use crate::cli::{Global, ServeArgs};
 use crate::commands::approvals::open_app;
 use crate::commands::worker;
 use crate::error::{CliError, Result};
-use gaffer_server::{Server, ServerConfig, ServerError};
+use gaffer_server::{IssueSource, Server, ServerConfig, ServerError};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -42,9 +42,12 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         None => config.listen,
     };
     let env = |name: &str| std::env::var(name).ok();
-    let server_config = ServerConfig::new(addr)
+    let engine = crate::commands::run::engine(&config, &app).await?;
+    let mut server_config = ServerConfig::new(addr)
         .with_policy_tokens(&policy, &env)
         .map_err(|e| CliError::config(e.to_string()))?;
+    // `POST /api/tasks {"issue"}` reads issues through the projects' forges.
+    server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
     let server = Server::bind(app.clone(), server_config)
         .await
         .map_err(|e| match e {
@@ -54,7 +57,6 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             }
         })?;
     let bound = server.local_addr()?;
-    let engine = crate::commands::run::engine(&config, &app).await?;
     let limits = worker::limits(&config, args.workers, None);
     let cleaner = {
         let (stop, engine, app, config) =

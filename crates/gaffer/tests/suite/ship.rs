@@ -382,3 +382,136 @@ fn doctor_shows_each_forge_and_tracker_and_whether_its_token_is_there() {
     assert_eq!(tracker["status"], "ok");
     assert!(tracker["detail"].as_str().unwrap().contains("project 7"));
 }
+
+/// `POST /api/tasks {"issue"}` on `gaffer serve`: the issue is read through the
+/// project's forge before anything is stored, becomes the request, and is
+/// commented with the pull request once shipped. Bad references and projects
+/// without a forge are refused naming what to fix, storing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_queues_a_forge_issue_over_the_api_and_ships_it() {
+    use std::io::BufRead;
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let issue = fake.add_issue(ISSUE_TITLE, ISSUE_BODY);
+    let b = Bench::new();
+    b.home.write_config(&forge_config(&fake, &remote));
+    b.script_all();
+    let add = |path: &std::path::Path, name: &str| {
+        success_json(
+            &b.gaffer_std()
+                .args(["project", "add"])
+                .arg(path)
+                .args(["--name", name, "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    add(&b.repo, "demo");
+    let other = b.home.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q", "-b", "main"]);
+    add(&other, "other");
+    assert!(b
+        .gaffer_std()
+        .args(["auto", "on", "--project", "demo"])
+        .status()
+        .unwrap()
+        .success());
+
+    let mut serve = b
+        .gaffer_std()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap();
+    let base = format!("http://{addr}");
+    let http = reqwest::Client::new();
+    let post = |body: Value| {
+        let (http, base) = (http.clone(), base.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/api/tasks"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let count = || async {
+        http.get(format!("{base}/api/tasks"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    for (body, status, field_or_code) in [
+        (
+            json!({"project": "demo", "issue": "acme/demo#999"}),
+            404,
+            "not_found",
+        ),
+        (json!({"project": "other", "issue": "1"}), 409, "no_forge"),
+        (
+            json!({"project": "demo", "issue": "1", "request": "and this"}),
+            400,
+            "issue",
+        ),
+        (
+            json!({"project": "demo", "issue": "not an issue"}),
+            400,
+            "issue",
+        ),
+        (json!({"project": "demo"}), 400, "request"),
+    ] {
+        let (got, answer) = post(body.clone()).await;
+        assert_eq!(got, status, "{body} → {answer}");
+        let error = &answer["error"];
+        assert!(
+            error["field"] == field_or_code || error["code"] == field_or_code,
+            "{body} → {answer}"
+        );
+        assert!(!error["message"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(count().await, 0, "a refused request stores nothing");
+
+    let (status, task) =
+        post(json!({"project": "demo", "issue": format!("acme/demo#{issue}")})).await;
+    assert_eq!(status, 201, "{task}");
+    assert_eq!(task["request"], format!("{ISSUE_TITLE}\n\n{ISSUE_BODY}"));
+    let id = task["id"].as_str().unwrap();
+    let done = super::serve::finished_task(&http, &base, id).await;
+    assert_eq!(done["stage"], "done", "{done}");
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1, "{prs:#?}");
+    let comments = fake.comments();
+    assert_eq!(comments.len(), 1, "{comments:#?}");
+    assert_eq!(comments[0].issue, issue);
+    let pr_path = format!("/pulls/{}", prs[0].number);
+    assert!(comments[0].body.contains(&pr_path), "{comments:#?}");
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+}
