@@ -92,6 +92,11 @@ use gaffer_store::Journal;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Replaces secret values in text a person sent (a task's request) before it is
+/// stored: the front end knows the secrets (configured values, credential shapes),
+/// the app service only applies them.
+pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
 /// The app service. Cheap to clone; every clone shares one journal.
 #[derive(Clone)]
 pub struct App {
@@ -101,6 +106,7 @@ pub struct App {
 struct Inner {
     journal: Arc<dyn Journal>,
     policy: Policy,
+    redact: Option<Redact>,
     /// approval id → (task id, project id): facts that never change once recorded.
     homes: Mutex<HashMap<String, (String, String)>>,
     /// project id → name (a project is never renamed).
@@ -110,21 +116,47 @@ struct Inner {
 impl App {
     /// An app over `journal`, judging new approvals by `policy`.
     pub fn new(journal: Arc<dyn Journal>, policy: Policy) -> Self {
+        Self::build(journal, policy, None)
+    }
+
+    fn build(journal: Arc<dyn Journal>, policy: Policy, redact: Option<Redact>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 journal,
                 policy,
+                redact,
                 homes: Mutex::new(HashMap::new()),
                 names: Mutex::new(HashMap::new()),
             }),
         }
     }
 
+    /// The same service, redacting what people send with `redact` before it is stored.
+    pub fn with_redaction(&self, redact: Redact) -> Self {
+        Self::build(
+            self.inner.journal.clone(),
+            self.inner.policy.clone(),
+            Some(redact),
+        )
+    }
+
     /// The same service over another journal: a worker hands it a
     /// `gaffer_store::FencedJournal`, so every append it makes for its leased task
     /// (approval requests included) carries the lease.
     pub fn with_journal(&self, journal: Arc<dyn Journal>) -> Self {
-        Self::new(journal, self.inner.policy.clone())
+        Self::build(
+            journal,
+            self.inner.policy.clone(),
+            self.inner.redact.clone(),
+        )
+    }
+
+    /// `text` with the configured secrets replaced (unchanged without a redaction).
+    pub(crate) fn redacted(&self, text: &str) -> String {
+        match &self.inner.redact {
+            Some(r) => r(text),
+            None => text.to_owned(),
+        }
     }
 
     /// The journal, for event streams (`subscribe`, `events_after`).

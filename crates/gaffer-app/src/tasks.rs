@@ -116,7 +116,8 @@ impl App {
         let event = Event::TaskCreated {
             task_id: id.clone(),
             project_id: ProjectId(project.id.clone()),
-            request: request.to_owned(),
+            // A pasted key must not reach the journal, the stream, the page or an agent.
+            request: self.redacted(request),
             by,
             options: TaskOptions {
                 agent: req.agent.clone(),

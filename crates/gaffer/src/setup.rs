@@ -75,6 +75,18 @@ pub fn durability(config: &Config) -> Durability {
     }
 }
 
+/// The values of the forge and tracker tokens the config names by environment
+/// variable (whatever the variables are called), for the redactor.
+pub fn configured_token_values(config: &Config) -> Vec<String> {
+    config
+        .forges
+        .values()
+        .filter_map(|f| f.token_env.as_deref())
+        .chain(config.trackers.values().map(|t| t.token_env.as_str()))
+        .filter_map(|name| std::env::var(name).ok())
+        .collect()
+}
+
 /// The redactor for everything gaffer stores, logs or shows: the usual credential
 /// variables of this process (`*_API_KEY`, `*_TOKEN`, ...) and the values of the
 /// variables `[secrets] env` names, and `extra` (tokens read for this run).

@@ -293,3 +293,34 @@ async fn the_worktree_diff_is_read_from_the_worktree_step_receipt() {
     assert!(d.diff.contains("+fn b() {}"), "{}", d.diff);
     assert!(!d.truncated);
 }
+
+/// A request quoting a secret is stored, and so shown and handed to agents, with the
+/// secret replaced; a retry copies the stored text. Without a redaction nothing changes.
+#[tokio::test]
+async fn a_request_is_stored_redacted_when_a_redaction_is_set() {
+    let e = env("").await;
+    e.project("demo").await;
+    let app = e.app.with_redaction(std::sync::Arc::new(|t: &str| {
+        t.replace("hunter2-secret", "[REDACTED]")
+    }));
+    let new = |request: &str| NewTask {
+        project: "demo".into(),
+        request: request.into(),
+        ..Default::default()
+    };
+    let t = app
+        .create_task(new("  deploy with hunter2-secret please "), user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(t.request, "deploy with [REDACTED] please");
+    let stored = app.task(&t.id).await.unwrap().task.request;
+    assert_eq!(stored, "deploy with [REDACTED] please");
+    let journal = format!("{:?}", app.journal().events_after(0, 1000).await.unwrap());
+    assert!(!journal.contains("hunter2-secret"), "{journal}");
+    let plain = e
+        .app
+        .create_task(new("hunter2-secret as is"), user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(plain.request, "hunter2-secret as is");
+}

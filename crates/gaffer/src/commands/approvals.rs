@@ -24,12 +24,15 @@ pub fn policy_file(global: &Global) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("policy.toml"))
 }
 
-/// Config, policy and the app service over the configured journal.
+/// Config, policy and the app service over the configured journal, redacting the
+/// configured secrets from the requests it stores.
 pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
     let config = load_config(global)?;
     let policy = Policy::load(&policy_file(global)).map_err(|e| CliError::config(e.to_string()))?;
     let journal = open_journal(&config).await?;
-    let app = App::new(journal, policy.clone());
+    let redactor = crate::setup::redactor(&config, crate::setup::configured_token_values(&config));
+    let app = App::new(journal, policy.clone())
+        .with_redaction(std::sync::Arc::new(move |text: &str| redactor.redact(text)));
     Ok((config, policy, app))
 }
 

@@ -29,7 +29,8 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     settings.project_roles = config.project_roles.clone();
     settings.limits.review_rounds = config.review_rounds;
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
-    let tokens = shipping(config, &mut settings)?;
+    let mut tokens = crate::setup::configured_token_values(config);
+    tokens.extend(shipping(config, &mut settings)?);
     settings.sandbox = gaffer_engine::sandbox_from_config(&config.sandbox);
     warn_if_unconfined(&settings.sandbox);
     let redactor = Arc::new(crate::setup::redactor(config, tokens));
@@ -52,25 +53,17 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
 }
 
 /// Each project's forge and tracker from the config into `settings`. Tokens are read
-/// when a step needs them; the values of the variables named, and the tokens the git
-/// credential helper holds for the forges without one, are returned now so every log
-/// and error redacts them, whatever the variables are called.
+/// when a step needs them; the tokens the git credential helper holds now for the
+/// forges without a `token_env` are returned so every log and error redacts them.
 fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
-    let mut secrets = Vec::new();
     let mut helper_tokens = Vec::new();
-    let mut env_token = |name: &str| {
-        if let Ok(v) = std::env::var(name) {
-            secrets.push(v);
-        }
-        Credential::Env(name.to_owned())
-    };
     for (name, f) in &config.forges {
         let kind = f
             .kind
             .parse::<ForgeKind>()
             .map_err(|e| CliError::config(format!("projects.{name}.forge.kind: {e}")))?;
         let token = match &f.token_env {
-            Some(var) => env_token(var),
+            Some(var) => Credential::Env(var.clone()),
             None => {
                 // The helper is asked again when a step needs the token; the value it
                 // holds now is redacted from everything this process records.
@@ -106,12 +99,11 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
             Tracker {
                 base_url: t.base_url.clone(),
                 project_id: t.project_id,
-                token: env_token(&t.token_env),
+                token: Credential::Env(t.token_env.clone()),
             },
         );
     }
-    secrets.extend(helper_tokens);
-    Ok(secrets)
+    Ok(helper_tokens)
 }
 
 /// The request and the issue's URL from `gaffer run --issue`, read through the

@@ -266,8 +266,8 @@ const FORGE_TOKEN: &str = "forge-tok-7f3a9c1e5b2d4680";
 /// serves the repository over smart HTTP and wants the token for the push. Nothing the
 /// forge received (pull request, issue comment, request lines), no commit message and
 /// no argv of git or of an agent holds a secret; the agents got the key by environment
-/// and git got the token from gaffer's credential helper. (The request itself is stored
-/// as the user wrote it: see docs/security.md, Gaps.)
+/// and git got the token from gaffer's credential helper; the request was stored with
+/// the secrets replaced.
 fn ship_quoting_secrets(how: ForgeToken) {
     use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -448,6 +448,30 @@ fn ship_quoting_secrets(how: ForgeToken) {
         );
     }
     seen.push(("agent env names".into(), env_lines.join("\n")));
+    // The request was stored redacted. The app service learns secrets from the config
+    // and the environment, not from the credential helper (see docs/security.md, Gaps).
+    let stored_secrets: &[&str] = match how {
+        ForgeToken::Env => &secrets,
+        ForgeToken::GitCredentialHelper => &[API_KEY, SERVICE_SECRET],
+    };
+    let mut stored = String::new();
+    for entry in std::fs::read_dir(b.home.data()).unwrap().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("gaffer.db") {
+            stored.push_str(&String::from_utf8_lossy(
+                &std::fs::read(entry.path()).unwrap(),
+            ));
+        }
+    }
+    assert!(
+        stored.contains("Document the setup with [REDACTED]"),
+        "the request is stored redacted"
+    );
+    for secret in stored_secrets {
+        assert!(
+            !stored.contains(secret),
+            "{secret} leaked into the database"
+        );
+    }
     for (what, text) in &seen {
         for secret in secrets {
             assert!(
