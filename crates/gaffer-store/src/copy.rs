@@ -1,5 +1,6 @@
 //! Copying a journal (SQLite to PostgreSQL, say): every event in order, every
-//! hash chain checked on the way, into an empty target.
+//! hash chain checked on the way, into an empty target; then the Discord ids
+//! recorded beside it.
 
 use crate::hash::{event_hash, GENESIS_HASH};
 use crate::journal::{Journal, NewEvent, RecordedEvent};
@@ -15,6 +16,9 @@ pub struct Copied {
     pub streams: usize,
     /// Events copied.
     pub events: usize,
+    /// Discord message ids copied (so an adapter on the target re-attaches to
+    /// its threads and messages instead of posting them again).
+    pub discord_messages: usize,
 }
 
 /// Events read from the source at a time.
@@ -71,9 +75,14 @@ pub async fn copy_journal(from: &dyn Journal, to: &dyn Journal) -> Result<Copied
             b.problem
         )));
     }
+    let messages = from.discord_messages().await?;
+    for m in &messages {
+        to.discord_message_put(m).await?;
+    }
     Ok(Copied {
         streams: heads.len(),
         events,
+        discord_messages: messages.len(),
     })
 }
 

@@ -224,6 +224,10 @@ pub trait Journal: Send + Sync {
     /// recorded for that key.
     async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()>;
 
+    /// Every recorded Discord message, by kind and gaffer id (what `gaffer db
+    /// copy` carries over with the events).
+    async fn discord_messages(&self) -> Result<Vec<DiscordMessage>>;
+
     /// Record a worker process as started (and heartbeating now).
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()>;
 

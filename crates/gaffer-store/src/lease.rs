@@ -266,6 +266,9 @@ impl Journal for FencedJournal {
     async fn discord_message_put(&self, m: &crate::DiscordMessage) -> Result<()> {
         self.inner.discord_message_put(m).await
     }
+    async fn discord_messages(&self) -> Result<Vec<crate::DiscordMessage>> {
+        self.inner.discord_messages().await
+    }
     async fn follow_other_processes(&self) -> Result<()> {
         self.inner.follow_other_processes().await
     }

@@ -672,6 +672,26 @@ macro_rules! journal_backend {
                 }))
             }
 
+            /// See [`Journal::discord_messages`].
+            pub async fn discord_messages(&self) -> Result<Vec<DiscordMessage>> {
+                let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
+                    "SELECT kind, gaffer_id, channel_id, message_id, rendered FROM discord_messages
+                     ORDER BY kind, gaffer_id",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(kind, gaffer_id, channel_id, message_id, rendered)| DiscordMessage {
+                        kind,
+                        gaffer_id,
+                        channel_id,
+                        message_id,
+                        rendered,
+                    })
+                    .collect())
+            }
+
             /// See [`Journal::discord_message_put`].
             pub async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
                 let mut tx = begin_write(&self.pool).await?;
@@ -1251,6 +1271,10 @@ macro_rules! journal_backend {
 
             async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
                 <$J>::discord_message_put(self, m).await
+            }
+
+            async fn discord_messages(&self) -> Result<Vec<DiscordMessage>> {
+                <$J>::discord_messages(self).await
             }
 
             async fn follow_other_processes(&self) -> Result<()> {

@@ -27,8 +27,36 @@ each_backend! {
     async fn copy_moves_every_event_with_its_hash_and_refuses_a_non_empty_target(b: Backend) {
         let src = source().await;
         let dst = temp_journal(b).await;
+        let thread = gaffer_store::DiscordMessage {
+            kind: "thread".into(),
+            gaffer_id: "t-1".into(),
+            channel_id: "100".into(),
+            message_id: "100".into(),
+            rendered: String::new(),
+        };
+        let approval = gaffer_store::DiscordMessage {
+            kind: "approval".into(),
+            gaffer_id: "ap-1".into(),
+            channel_id: "100".into(),
+            message_id: "1234".into(),
+            rendered: "digest".into(),
+        };
+        for m in [&thread, &approval] {
+            src.journal.discord_message_put(m).await.unwrap();
+        }
         let copied = copy_journal(&*src.journal, &*dst.journal).await.unwrap();
-        assert_eq!((copied.streams, copied.events), (4, 9));
+        assert_eq!(
+            (copied.streams, copied.events, copied.discord_messages),
+            (4, 9, 2)
+        );
+        assert_eq!(
+            dst.journal.discord_messages().await.unwrap(),
+            [approval.clone(), thread.clone()]
+        );
+        assert_eq!(
+            dst.journal.discord_message("approval", "ap-1").await.unwrap(),
+            Some(approval)
+        );
         let strip = |events: Vec<gaffer_store::RecordedEvent>| {
             events
                 .into_iter()

@@ -32,8 +32,8 @@ pub async fn copy(global: &Global, args: &DbCopyArgs) -> Result<ExitCode> {
         output::json(&copied)?;
     } else {
         println!(
-            "ok: {} events in {} streams copied and verified",
-            copied.events, copied.streams
+            "ok: {} events in {} streams copied and verified, and {} Discord message ids",
+            copied.events, copied.streams, copied.discord_messages
         );
     }
     Ok(ExitCode::SUCCESS)
