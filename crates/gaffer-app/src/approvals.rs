@@ -154,7 +154,10 @@ fn settled_row(row: &ApprovalRow, e: &RecordedEvent) -> Option<ApprovalRow> {
             decision,
             by,
             note,
+            for_task,
+            ..
         } if approval_id.as_str() == r.id => {
+            r.for_task = *for_task;
             r.state = match decision {
                 Decision::Approve => ApprovalState::Approved,
                 Decision::Deny => ApprovalState::Denied,
@@ -307,6 +310,18 @@ impl App {
                     "auto": judged.auto,
                 }),
             );
+            let details = serde_json::Value::Object(details);
+            // Allowed for this task already: a grant of this task for the same call.
+            let grant = if judged.auto.is_none() && req.kind == ApprovalKind::Tool {
+                view.approvals.iter().find(|g| {
+                    g.for_task
+                        && g.kind == ApprovalKind::Tool.as_str()
+                        && g.state == ApprovalState::Approved.as_str()
+                        && gaffer_core::same_tool_call(&convert::approval(g).details, &details)
+                })
+            } else {
+                None
+            };
             let id = ApprovalId(new_id("ap"));
             let mut events = vec![NewEvent {
                 at: now,
@@ -316,7 +331,7 @@ impl App {
                     attempt: req.attempt,
                     kind: req.kind,
                     summary: req.summary.trim().to_owned(),
-                    details: serde_json::Value::Object(details),
+                    details,
                 },
             }];
             if let Some(rule) = &judged.auto {
@@ -327,6 +342,28 @@ impl App {
                         decision: Decision::Approve,
                         by: Actor::policy(rule),
                         note: Some(format!("auto-approved by {rule}")),
+                        for_task: false,
+                        grant: None,
+                    },
+                });
+            } else if let Some(g) = grant {
+                let granted_by = convert::approval(g)
+                    .decided_by
+                    .map(|d| format!("{} via {}", d.name, d.via))
+                    .unwrap_or_else(|| "a person".into());
+                let rule = format!("allowed for this task by {granted_by}");
+                events.push(NewEvent {
+                    at: now,
+                    event: Event::ApprovalDecided {
+                        approval_id: id.clone(),
+                        decision: Decision::Approve,
+                        by: Actor::policy(&rule),
+                        note: Some(format!(
+                            "auto-approved: the same command was {rule} ({})",
+                            g.id
+                        )),
+                        for_task: false,
+                        grant: Some(ApprovalId(g.id.clone())),
                     },
                 });
             }
@@ -422,6 +459,39 @@ impl App {
         note: Option<String>,
         scope: Scope,
     ) -> Result<Decided> {
+        self.record_decision(id, decision, by, note, scope, false)
+            .await
+    }
+
+    /// "Allow for this task": approve `id` as [`App::decide`] does, and grant the
+    /// same call for the rest of its task — a later `tool` approval of that task
+    /// asking the same tool and exactly the same command (see
+    /// [`gaffer_core::same_tool_call`]) is approved when it is asked, by a policy
+    /// actor naming `by` ("allowed for this task by ann via discord"). Never
+    /// another task, never another kind.
+    ///
+    /// Refused with nothing recorded (400 naming `for_task`): an approval that is
+    /// not a `tool` approval, or names no command. Otherwise as [`App::decide`].
+    pub async fn allow_for_task(
+        &self,
+        id: &str,
+        by: Actor,
+        note: Option<String>,
+        scope: Scope,
+    ) -> Result<Decided> {
+        self.record_decision(id, Decision::Approve, by, note, scope, true)
+            .await
+    }
+
+    async fn record_decision(
+        &self,
+        id: &str,
+        decision: Decision,
+        by: Actor,
+        note: Option<String>,
+        scope: Scope,
+        for_task: bool,
+    ) -> Result<Decided> {
         if by.kind != ActorKind::User {
             return Err(AppError::Forbidden("only a person decides through this call; policies decide when the approval is created".into()));
         }
@@ -447,11 +517,28 @@ impl App {
                 format!("approval `{id}` belongs to project `{project_id}`, not `{p}`; nothing was recorded"),
             ));
         }
+        if for_task {
+            let a = self.wire(&self.approval_row(&task_id, id).await?).await;
+            if a.kind != ApprovalKind::Tool.as_str() {
+                return Err(AppError::invalid(
+                    "for_task",
+                    format!("`for_task` is only for tool approvals; approval `{id}` is a {} approval (approve it without `for_task`)", a.kind),
+                ));
+            }
+            if gaffer_core::granted_command(&a.details).is_none() {
+                return Err(AppError::invalid(
+                    "for_task",
+                    format!("approval `{id}` names no command to allow again; approve it without `for_task`"),
+                ));
+            }
+        }
         let event = Event::ApprovalDecided {
             approval_id: ApprovalId(id.to_owned()),
             decision,
             by: by.clone(),
             note,
+            for_task,
+            grant: None,
         };
         self.settle(&task_id, id, event, Some(&by)).await
     }
@@ -654,6 +741,10 @@ impl App {
                     });
                 }
                 Err(e) if raced(&e) => continue,
+                Err(StoreError::Rejected {
+                    reason: Rejected::GrantRefused { reason, .. },
+                    ..
+                }) => return Err(AppError::invalid("for_task", reason)),
                 Err(e) => return Err(e.into()),
             }
         }

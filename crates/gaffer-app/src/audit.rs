@@ -20,7 +20,10 @@ pub struct AuditEntry {
     /// The task or project stream it belongs to.
     pub stream_id: String,
     /// What was decided: `task_created`, `task_cancelled`, `approval_approved`,
-    /// `approval_denied`, `auto_approve_on`, `auto_approve_off`.
+    /// `approval_allowed_for_task` (approved with a grant for the same call for
+    /// the rest of the task; what the grant approves later is `approval_approved`
+    /// by a policy actor naming the grantor), `approval_denied`,
+    /// `auto_approve_on`, `auto_approve_off`.
     pub action: String,
     /// What it was about (the request, the approval's question, the reason).
     pub subject: String,
@@ -65,12 +68,15 @@ pub fn entries(events: &[RecordedEvent]) -> Vec<AuditEntry> {
                 decision,
                 by,
                 note,
+                for_task,
+                ..
             } => {
                 let subject = questions
                     .get(approval_id.0.as_str())
                     .cloned()
                     .unwrap_or_else(|| format!("approval {}", approval_id.0));
                 let action = match decision {
+                    gaffer_core::Decision::Approve if *for_task => "approval_allowed_for_task",
                     gaffer_core::Decision::Approve => "approval_approved",
                     gaffer_core::Decision::Deny => "approval_denied",
                 };

@@ -53,6 +53,7 @@ pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
         requested_at: r.requested_at,
         decided_at: r.decided_at,
         expires_at,
+        for_task: r.for_task,
     }
 }
 

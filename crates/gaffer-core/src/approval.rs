@@ -110,4 +110,34 @@ pub struct Approval {
     pub requested_at: Timestamp,
     /// When it stopped being pending.
     pub decided_at: Option<Timestamp>,
+    /// Approved "for this task": the same tool call is approved again, by this
+    /// grant, for the rest of the task.
+    #[serde(default)]
+    pub for_task: bool,
+}
+
+/// The command line a `tool` approval asks to run, from the `subject` recorded
+/// in its details: a per-task grant needs one (a grant without a command would
+/// cover every call of the tool).
+pub fn granted_command(details: &serde_json::Value) -> Option<&str> {
+    details
+        .pointer("/subject/command")
+        .and_then(serde_json::Value::as_str)
+        .filter(|c| !c.trim().is_empty())
+}
+
+/// Whether a grant recorded with `grant` details covers a request with `asked`
+/// details: the same tool and exactly the same command line, byte for byte (no
+/// prefix rule, no normalising: `cargo publish` covers neither
+/// `cargo publish --force` nor `cargo  publish`).
+pub fn same_tool_call(grant: &serde_json::Value, asked: &serde_json::Value) -> bool {
+    let tool = |d: &serde_json::Value| {
+        d.pointer("/subject/tool")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    match (granted_command(grant), granted_command(asked)) {
+        (Some(g), Some(a)) => g == a && tool(grant).is_some() && tool(grant) == tool(asked),
+        _ => false,
+    }
 }

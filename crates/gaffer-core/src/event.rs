@@ -258,6 +258,15 @@ pub enum Event {
         by: Actor,
         /// Their note.
         note: Option<String>,
+        /// "Allow for this task": a person approving a `tool` approval also
+        /// approves the same tool call (see [`crate::same_tool_call`])
+        /// for the rest of this task. Absent in journals older than the field.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        for_task: bool,
+        /// The approval decided `for_task` whose grant approved this one (by a
+        /// policy actor naming who granted it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<ApprovalId>,
     },
     /// Nobody decided in time.
     ApprovalExpired {

@@ -20,7 +20,9 @@ mod step;
 mod stream;
 mod task;
 
-pub use approval::{Approval, ApprovalKind, ApprovalState, Decision};
+pub use approval::{
+    granted_command, same_tool_call, Approval, ApprovalKind, ApprovalState, Decision,
+};
 pub use event::{Actor, ActorKind, Event, TaskOptions, Touched};
 pub use frontier::Frontier;
 pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};

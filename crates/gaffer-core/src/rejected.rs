@@ -102,6 +102,15 @@ pub enum Rejected {
         /// What was recorded first.
         state: ApprovalState,
     },
+    /// A per-task grant ("allow for this task") where none may be: see
+    /// [`crate::same_tool_call`] for what a grant covers.
+    #[error("approval `{approval}`: {reason}")]
+    GrantRefused {
+        /// The approval being decided.
+        approval: ApprovalId,
+        /// What is wrong.
+        reason: String,
+    },
     /// The event names a session this task does not have.
     #[error("session `{0}` does not exist in this task")]
     UnknownSession(SessionId),

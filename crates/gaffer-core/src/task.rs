@@ -1,6 +1,7 @@
 use crate::{
-    Actor, Approval, ApprovalId, ApprovalState, Decision, Event, Intent, ProjectId, Rejected,
-    Session, SessionId, Stage, Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
+    Actor, ActorKind, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision, Event, Intent,
+    ProjectId, Rejected, Session, SessionId, Stage, Step, StepId, StepState, TaskId, TaskOptions,
+    Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -316,6 +317,7 @@ impl TaskState {
                         note: None,
                         requested_at: at,
                         decided_at: None,
+                        for_task: false,
                     },
                 );
             }
@@ -324,12 +326,18 @@ impl TaskState {
                 decision,
                 by,
                 note,
+                for_task,
+                grant,
             } => {
+                self.check_grant(approval_id, *decision, by, *for_task, grant.as_ref())?;
                 let state = match decision {
                     Decision::Approve => ApprovalState::Approved,
                     Decision::Deny => ApprovalState::Denied,
                 };
                 self.settle_approval(at, approval_id, state, Some(by.clone()), note.clone())?;
+                if let Some(a) = self.approvals.get_mut(approval_id) {
+                    a.for_task = *for_task;
+                }
             }
             Event::ApprovalExpired {
                 approval_id,
@@ -477,6 +485,66 @@ impl TaskState {
             change(step);
             step.updated_at = at;
         }
+    }
+
+    /// A per-task grant is made only by a person approving a `tool` approval that
+    /// names a command, and approves only a `tool` approval of this task asking
+    /// the same call (see [`crate::same_tool_call`]).
+    fn check_grant(
+        &self,
+        approval_id: &ApprovalId,
+        decision: Decision,
+        by: &Actor,
+        for_task: bool,
+        grant: Option<&ApprovalId>,
+    ) -> Result<(), Rejected> {
+        if !for_task && grant.is_none() {
+            return Ok(());
+        }
+        let refuse = |reason: String| {
+            Err(Rejected::GrantRefused {
+                approval: approval_id.clone(),
+                reason,
+            })
+        };
+        let approval = self
+            .approvals
+            .get(approval_id)
+            .ok_or_else(|| Rejected::UnknownApproval(approval_id.clone()))?;
+        if approval.kind != ApprovalKind::Tool {
+            return refuse(format!(
+                "only tool approvals can be allowed for the task, not {} approvals",
+                approval.kind.as_str()
+            ));
+        }
+        if decision != Decision::Approve {
+            return refuse("a denial cannot be for the task".into());
+        }
+        if for_task {
+            if grant.is_some() {
+                return refuse("a grant's own approval cannot come from another grant".into());
+            }
+            if by.kind != ActorKind::User {
+                return refuse("only a person allows a call for the task".into());
+            }
+            if crate::granted_command(&approval.details).is_none() {
+                return refuse("it names no command to allow again".into());
+            }
+        }
+        if let Some(g) = grant {
+            let covers = self.approvals.get(g).is_some_and(|g| {
+                g.kind == ApprovalKind::Tool
+                    && g.state == ApprovalState::Approved
+                    && g.for_task
+                    && crate::same_tool_call(&g.details, &approval.details)
+            });
+            if !covers {
+                return refuse(format!(
+                    "`{g}` is not a grant of this task for the same tool call"
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn settle_approval(

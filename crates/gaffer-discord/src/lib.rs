@@ -19,9 +19,19 @@
 //!   ([`gaffer_store::Journal::discord_message`]) with a digest of what the
 //!   message shows. A restart re-attaches to them: nothing is posted twice, an
 //!   approval decided while the adapter was down is edited on start.
+//! - **Posts survive a crash.** The intent to post is recorded before the post,
+//!   each post carries a nonce derived from what it is (Discord's
+//!   `enforce_nonce` returns the message already made instead of a second one),
+//!   and an approval's message — whose repost may come after Discord forgot the
+//!   nonce — is first looked for among the thread's recent messages by its
+//!   buttons. So a crash between Discord making a message and gaffer recording its
+//!   id leaves one message, brought up to date on restart.
 //! - **One renderer.** Only the renderer posts or edits gaffer's messages, one
 //!   task at a time, so two events cannot post the same message twice.
-//! - **Approvals.** One message per approval, with Allow / Deny while pending.
+//! - **Approvals.** One message per approval, with Allow / Deny while pending
+//!   (and "Allow for this task" on a tool approval that names a command: it
+//!   approves it and, in this task only, every later request for exactly that
+//!   command — [`gaffer_app::App::allow_for_task`]).
 //!   Only configured approver users or roles may press them; others get an
 //!   ephemeral refusal and nothing is decided. The first decision wins (the app
 //!   service's rule): a later press is told the recorded decision. However it
@@ -50,6 +60,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast::error::RecvError, mpsc, Notify};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 /// What the adapter needs; built by `gaffer serve` from the `[discord]` config and
 /// the token's environment variable.
@@ -181,6 +192,12 @@ fn explain(e: &AppError) -> String {
     }
 }
 
+/// The nonce of the message `(k, id)`: the same for every try of one logical
+/// message, and within Discord's 25 characters.
+fn nonce(k: &str, id: &str) -> String {
+    render::digest(&Value::from(format!("{k}:{id}")))
+}
+
 fn is_final(stage: &str) -> bool {
     matches!(stage, "done" | "failed" | "cancelled" | "blocked")
 }
@@ -229,10 +246,11 @@ impl Adapter {
         };
         let (tx, mut dispatches) = mpsc::channel(256);
         let gateway_stop = stop.child_token();
-        let mut gateway = tokio::spawn(
+        // Owned by this future: if it is dropped (aborted), they stop with it.
+        let mut gateway = AbortOnDropHandle::new(tokio::spawn(
             gateway::Gateway::new(&url, &self.inner.settings.token, tx).run(gateway_stop.clone()),
-        );
-        let renderer = tokio::spawn(self.clone().render_loop(stop.clone()));
+        ));
+        let renderer = AbortOnDropHandle::new(tokio::spawn(self.clone().render_loop(stop.clone())));
         self.reattach().await;
         let result = loop {
             tokio::select! {
@@ -363,7 +381,8 @@ impl Adapter {
     }
 
     /// Post `body` as the message `(k, id)` in `channel` if none is recorded; edit
-    /// the recorded one if it shows something else. Returns the message id.
+    /// the recorded one if it shows something else (unless `edit` is false: a note
+    /// is posted once and never changed). Returns the message id.
     async fn put_message(
         &self,
         k: &str,
@@ -371,24 +390,86 @@ impl Adapter {
         channel: &str,
         body: &Value,
         files: &[rest::Attachment],
+        edit: bool,
     ) -> Result<String> {
         let digest = render::digest(body);
         match self.recorded(k, id).await? {
-            Some(m) if m.rendered == digest => Ok(m.message_id),
-            Some(m) => {
-                self.rest()
-                    .edit_message(&m.channel_id, &m.message_id, body)
-                    .await?;
-                self.record(k, id, &m.channel_id, &m.message_id, digest)
-                    .await?;
+            Some(m) if !m.message_id.is_empty() => {
+                if m.rendered != digest && edit {
+                    self.rest()
+                        .edit_message(&m.channel_id, &m.message_id, body)
+                        .await?;
+                    self.record(k, id, &m.channel_id, &m.message_id, digest)
+                        .await?;
+                }
                 Ok(m.message_id)
             }
-            None => {
-                let mid = self.rest().create_message(channel, body, files).await?;
-                self.record(k, id, channel, &mid, digest).await?;
-                Ok(mid)
+            // Never posted, or posted by a run that crashed before it could record the id.
+            intent => {
+                let channel = intent.map_or_else(|| channel.to_owned(), |m| m.channel_id);
+                self.post(k, id, &channel, body, files, digest).await
             }
         }
+    }
+
+    /// Post the message `(k, id)` once, whatever crashed before: the intent to post
+    /// is recorded first; the post carries a nonce derived from `(k, id)`, so
+    /// Discord returns the message already made instead of a second one; and an
+    /// approval's message, whose duplicate would be a second set of live buttons
+    /// (and whose repost may come after the nonce window), is first looked for
+    /// among the channel's recent messages by its buttons. A message found or
+    /// returned by its nonce shows what was current when it was first posted: it
+    /// is edited if that differs from `body`.
+    async fn post(
+        &self,
+        k: &str,
+        id: &str,
+        channel: &str,
+        body: &Value,
+        files: &[rest::Attachment],
+        digest: String,
+    ) -> Result<String> {
+        let found = match self.recorded(k, id).await? {
+            Some(_) if k == kind::APPROVAL => self.find_approval_message(channel, id).await?,
+            Some(_) => None,
+            None => {
+                self.record(k, id, channel, "", String::new()).await?;
+                None
+            }
+        };
+        let shown = match found {
+            Some(m) => m,
+            None => {
+                self.rest()
+                    .create_message(channel, body, files, Some(&nonce(k, id)))
+                    .await?
+            }
+        };
+        let mid = rest::id_of(&shown)?;
+        if shown["content"] != body["content"] {
+            self.rest().edit_message(channel, &mid, body).await?;
+        }
+        self.record(k, id, channel, &mid, digest).await?;
+        Ok(mid)
+    }
+
+    /// A message in `channel`'s recent history whose buttons name approval `id`.
+    async fn find_approval_message(&self, channel: &str, id: &str) -> Result<Option<Value>> {
+        let ours = render::button_ids(id);
+        let recent = self.rest().recent_messages(channel, 100).await?;
+        Ok(recent.into_iter().find(|m| {
+            m["author"]["bot"].as_bool() == Some(true)
+                && m["components"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|row| row["components"].as_array().into_iter().flatten())
+                    .any(|c| {
+                        c["custom_id"]
+                            .as_str()
+                            .is_some_and(|cid| ours.iter().any(|o| o == cid))
+                    })
+        }))
     }
 
     /// The task's thread, made on first need from a header message in the room.
@@ -397,7 +478,14 @@ impl Adapter {
             return Ok(t.channel_id);
         }
         let header = self
-            .put_message(kind::HEADER, &task.id, room, &render::header(task), &[])
+            .put_message(
+                kind::HEADER,
+                &task.id,
+                room,
+                &render::header(task),
+                &[],
+                true,
+            )
             .await?;
         let thread = match self
             .rest()
@@ -426,14 +514,22 @@ impl Adapter {
             return Ok(());
         };
         let thread = self.thread(task, &room).await?;
-        self.put_message(kind::HEADER, &task.id, &room, &render::header(task), &[])
-            .await?;
+        self.put_message(
+            kind::HEADER,
+            &task.id,
+            &room,
+            &render::header(task),
+            &[],
+            true,
+        )
+        .await?;
         self.put_message(
             kind::STATUS,
             &task.id,
             &thread,
             &render::status(&detail),
             &[],
+            true,
         )
         .await?;
         // Notes and approvals in the order they happened.
@@ -456,23 +552,23 @@ impl Adapter {
             match item {
                 Item::Note(n) => {
                     let key = format!("{}/{}", task.id, n.key);
-                    // A note is posted once and never edited.
-                    if self.recorded(kind::NOTE, &key).await?.is_none() {
-                        let mid = self
-                            .rest()
-                            .create_message(&thread, &n.body, &n.files())
-                            .await?;
-                        self.record(kind::NOTE, &key, &thread, &mid, render::digest(&n.body))
-                            .await?;
-                    }
+                    self.put_message(kind::NOTE, &key, &thread, &n.body, &n.files(), false)
+                        .await?;
                 }
                 Item::Approval(a) => {
                     // An approval settled before it was ever shown (an auto-approval)
                     // needs no message; one shown is kept in step with the journal.
                     if a.state == "pending" || self.recorded(kind::APPROVAL, &a.id).await?.is_some()
                     {
-                        self.put_message(kind::APPROVAL, &a.id, &thread, &render::approval(a), &[])
-                            .await?;
+                        self.put_message(
+                            kind::APPROVAL,
+                            &a.id,
+                            &thread,
+                            &render::approval(a),
+                            &[],
+                            true,
+                        )
+                        .await?;
                     }
                 }
             }
@@ -515,7 +611,11 @@ impl Adapter {
                 "message_reference": { "message_id": m.id },
                 "allowed_mentions": { "parse": [] },
             });
-            if let Err(e) = self.rest().create_message(&m.channel_id, &body, &[]).await {
+            if let Err(e) = self
+                .rest()
+                .create_message(&m.channel_id, &body, &[], None)
+                .await
+            {
                 tracing::warn!(error = %e, "Discord adapter: could not answer a message");
             }
         }
@@ -593,27 +693,39 @@ impl Adapter {
     /// A button press on an approval message.
     async fn press(&self, i: &Interaction, user_id: &str, roles: &[String], actor: Actor) {
         let cid = &i.data.custom_id;
-        let (decision, id) = if let Some(id) = cid.strip_prefix(render::ALLOW) {
-            (Decision::Approve, id)
+        let (decision, for_task, id) = if let Some(id) = cid.strip_prefix(render::ALLOW) {
+            (Decision::Approve, false, id)
+        } else if let Some(id) = cid.strip_prefix(render::ALLOW_TASK) {
+            (Decision::Approve, true, id)
         } else if let Some(id) = cid.strip_prefix(render::DENY) {
-            (Decision::Deny, id)
+            (Decision::Deny, false, id)
         } else {
             return;
         };
         if !self.may_decide(user_id, roles) {
             return self.reply(i, self.refusal()).await;
         }
-        match self
-            .app()
-            .decide(id, decision, actor, None, Scope::default())
-            .await
-        {
+        let decided = if for_task {
+            self.app()
+                .allow_for_task(id, actor, None, Scope::default())
+                .await
+        } else {
+            self.app()
+                .decide(id, decision, actor, None, Scope::default())
+                .await
+        };
+        match decided {
             Ok(d) if d.applied => {
                 let body = render::approval(&d.approval);
                 let data = json!({ "content": body["content"], "components": body["components"] });
                 // The press's answer edits the message; recorded so the renderer does not edit it again.
                 if self.answer(i, callback_type::UPDATE_MESSAGE, data).await {
-                    if let Ok(Some(m)) = self.recorded(kind::APPROVAL, id).await {
+                    // A post whose id is not recorded yet is left to the renderer.
+                    if let Ok(Some(m)) = self
+                        .recorded(kind::APPROVAL, id)
+                        .await
+                        .map(|m| m.filter(|m| !m.message_id.is_empty()))
+                    {
                         let _ = self
                             .record(
                                 kind::APPROVAL,

@@ -15,6 +15,16 @@ const INLINE_LIMIT: usize = 1500;
 pub const ALLOW: &str = "gaffer:allow:";
 /// `custom_id` prefix of an approval's Deny button.
 pub const DENY: &str = "gaffer:deny:";
+/// `custom_id` prefix of a tool approval's "Allow for this task" button.
+pub const ALLOW_TASK: &str = "gaffer:allow-task:";
+
+/// The `custom_id`s of approval `id`'s buttons: how its message is recognised.
+pub fn button_ids(id: &str) -> Vec<String> {
+    [ALLOW, ALLOW_TASK, DENY]
+        .iter()
+        .map(|p| format!("{p}{id}"))
+        .collect()
+}
 
 /// At most `max` characters of `s`, with `…` when cut.
 pub fn clip(s: &str, max: usize) -> String {
@@ -296,9 +306,15 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
     out
 }
 
-/// Who settled an approval, in words.
+/// Who settled an approval, in words: a person (`approved by ana (via web)`,
+/// `approved for this task by ana (via discord)`) or a policy, whose name says
+/// it all (`approved: allowed for this task by ana via discord`).
 pub fn decided_by(a: &api::Approval) -> String {
     match (&a.decided_by, a.state.as_str()) {
+        (Some(d), state) if d.kind == "policy" => format!("{state}: {}", d.name),
+        (Some(d), state) if a.for_task => {
+            format!("{state} for this task by {} (via {})", d.name, d.via)
+        }
         (Some(d), state) => format!("{state} by {} (via {})", d.name, d.via),
         (None, "expired") => "expired: nobody decided in time".into(),
         (None, "withdrawn") => "withdrawn: the task no longer waits for it".into(),
@@ -326,10 +342,17 @@ pub fn approval(a: &api::Approval) -> Value {
         text.push_str(&format!("```\n{}\n```\n", clip(plan, 900)));
     }
     let components = if a.state == "pending" {
-        json!([{ "type": 1, "components": [
-            { "type": 2, "style": 3, "label": "Allow", "custom_id": format!("{ALLOW}{}", a.id) },
-            { "type": 2, "style": 4, "label": "Deny", "custom_id": format!("{DENY}{}", a.id) },
-        ]}])
+        let mut buttons = vec![
+            json!({ "type": 2, "style": 3, "label": "Allow", "custom_id": format!("{ALLOW}{}", a.id) }),
+        ];
+        // A grant needs a command to match later requests against.
+        if a.kind == "tool" && gaffer_core::granted_command(&a.details).is_some() {
+            buttons.push(json!({ "type": 2, "style": 1, "label": "Allow for this task", "custom_id": format!("{ALLOW_TASK}{}", a.id) }));
+        }
+        buttons.push(
+            json!({ "type": 2, "style": 4, "label": "Deny", "custom_id": format!("{DENY}{}", a.id) }),
+        );
+        json!([{ "type": 1, "components": buttons }])
     } else {
         let mark = if a.state == "approved" { "✅" } else { "🚫" };
         text.push_str(&format!("{mark} **{}**", decided_by(a)));
@@ -369,6 +392,7 @@ mod tests {
             requested_at: 1,
             decided_at: None,
             expires_at: None,
+            for_task: false,
         }
     }
 

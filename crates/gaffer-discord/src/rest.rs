@@ -65,6 +65,8 @@ pub fn route_key(method: &reqwest::Method, path: &str) -> (String, String) {
     let mut major = String::new();
     let mut out: Vec<&str> = Vec::new();
     let mut prev = "";
+    // The query (`?limit=…`) is no part of the route.
+    let path = path.split('?').next().unwrap_or(path);
     // After `interactions` come the interaction id and its token (a secret).
     let mut hide = 0;
     for seg in path.split('/').filter(|s| !s.is_empty()) {
@@ -270,14 +272,26 @@ impl Rest {
             .ok_or_else(|| DiscordError::Transport("GET /gateway/bot had no url".into()))
     }
 
-    /// `POST /channels/{id}/messages`, with files as a multipart body. Returns the message id.
+    /// `POST /channels/{id}/messages`, with files as a multipart body. Returns the
+    /// message as Discord holds it.
+    ///
+    /// With a `nonce` (at most 25 characters) the post is sent with
+    /// `enforce_nonce`: if this bot posted a message with the same nonce in the
+    /// channel in the past few minutes, Discord returns that message and creates
+    /// none — so a post repeated after a crash does not show twice. The returned
+    /// message then shows what was sent the first time.
     pub async fn create_message(
         &self,
         channel: &str,
         body: &Value,
         files: &[Attachment],
-    ) -> Result<String> {
+        nonce: Option<&str>,
+    ) -> Result<Value> {
         let mut body = body.clone();
+        if let Some(n) = nonce {
+            body["nonce"] = Value::from(n);
+            body["enforce_nonce"] = Value::Bool(true);
+        }
         if !files.is_empty() {
             body["attachments"] = files
                 .iter()
@@ -293,7 +307,27 @@ impl Rest {
                 files,
             )
             .await?;
-        id_of(&v)
+        id_of(&v)?;
+        Ok(v)
+    }
+
+    /// `GET /channels/{id}/messages?limit=…`: the channel's newest messages (at most
+    /// 100), newest first.
+    pub async fn recent_messages(&self, channel: &str, limit: u8) -> Result<Vec<Value>> {
+        let v = self
+            .send(
+                reqwest::Method::GET,
+                &format!("/channels/{channel}/messages?limit={}", limit.clamp(1, 100)),
+                None,
+                &[],
+            )
+            .await?;
+        match v {
+            Value::Array(list) => Ok(list),
+            _ => Err(DiscordError::Transport(
+                "Discord's message list was not an array".into(),
+            )),
+        }
     }
 
     /// `PATCH /channels/{id}/messages/{id}`.
@@ -347,7 +381,8 @@ impl Rest {
     }
 }
 
-fn id_of(v: &Value) -> Result<String> {
+/// The `id` of a Discord object.
+pub fn id_of(v: &Value) -> Result<String> {
     v["id"]
         .as_str()
         .map(str::to_owned)
@@ -364,6 +399,10 @@ mod tests {
         assert_eq!(
             route_key(&post, "/channels/123/messages"),
             ("POST /channels/123/messages".into(), "123".into())
+        );
+        assert_eq!(
+            route_key(&reqwest::Method::GET, "/channels/123/messages?limit=50"),
+            ("GET /channels/123/messages".into(), "123".into())
         );
         assert_eq!(
             route_key(&reqwest::Method::PATCH, "/channels/123/messages/456"),

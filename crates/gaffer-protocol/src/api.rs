@@ -300,6 +300,10 @@ pub struct Approval {
     pub decided_at: Option<i64>,
     /// When it expires unanswered (and counts as denied).
     pub expires_at: Option<i64>,
+    /// Approved "for this task": later `tool` approvals of the same task asking
+    /// the same tool and exactly the same command are approved by this grant.
+    #[serde(default)]
+    pub for_task: bool,
 }
 
 /// `GET /api/approvals` query.
@@ -330,6 +334,12 @@ pub struct DecisionParams {
     /// Optional guard: the project the decider believes this approval belongs to.
     #[serde(default)]
     pub project_id: Option<String>,
+    /// "Allow for this task" (with `approve`, on a `tool` approval that names a
+    /// command): also approve later requests of the same task for the same tool
+    /// and exactly the same command. Refused with 400 naming `for_task` for any
+    /// other kind, a denial, or a tool call without a command.
+    #[serde(default)]
+    pub for_task: bool,
 }
 
 /// What a person decides on an approval.

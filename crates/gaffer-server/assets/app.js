@@ -116,17 +116,26 @@ function approvalCard(a, onGone) {
       el("a", { href: "/tasks/" + encodeURIComponent(a.task_id), class: "meta" }, "task " + a.task_id.slice(0, 14) + "…")),
     el("p", { class: "summary" }, a.summary), details(a));
   if (a.state === "pending") {
-    const decide = async (decision) => {
+    const decide = async (decision, forTask) => {
       for (const b of card.querySelectorAll("button")) b.disabled = true;
-      const { status, data } = await api("POST", "/api/approvals/" + encodeURIComponent(a.id) + "/decision", { decision, note: note.value || null, task_id: a.task_id });
+      const body = { decision, note: note.value || null, task_id: a.task_id };
+      if (forTask) body.for_task = true;
+      const { status, data } = await api("POST", "/api/approvals/" + encodeURIComponent(a.id) + "/decision", body);
       if (status === 200 || status === 409) { onGone(a.id, status === 409 ? data.error.message : null); }
       else { msg.textContent = data?.error?.message || "failed (" + status + ")"; for (const b of card.querySelectorAll("button")) b.disabled = false; }
     };
-    card.append(note, el("div", { class: "row" },
+    const buttons = [
       el("button", { class: "approve", type: "button", onclick: () => decide("approve") }, "Approve"),
-      el("button", { class: "deny", type: "button", onclick: () => decide("deny") }, "Deny")), msg);
+      el("button", { class: "deny", type: "button", onclick: () => decide("deny") }, "Deny")];
+    // A grant needs a command to match later requests against (the server says the same).
+    if (a.kind === "tool" && ((a.details || {}).subject || {}).command) {
+      buttons.splice(1, 0, el("button", { class: "approve for-task", type: "button", title: "Also approve this exact command when this task asks for it again",
+        onclick: () => decide("approve", true) }, "Allow for this task"));
+    }
+    card.append(note, el("div", { class: "row" }, ...buttons), msg);
   } else if (a.decided_by || a.note) {
-    card.append(el("p", { class: "meta" }, (a.decided_by ? a.decided_by.name + " (" + a.decided_by.via + ")" : "") + (a.note ? ": " + a.note : "")));
+    const who = a.decided_by ? (a.for_task ? "allowed for this task by " : "") + a.decided_by.name + " (" + a.decided_by.via + ")" : "";
+    card.append(el("p", { class: "meta" }, who + (a.note ? ": " + a.note : "")));
   }
   return card;
 }

@@ -382,7 +382,9 @@ pub async fn get_approval(
 }
 
 /// Decide an approval (approver). The first decision wins: it answers **200**
-/// with the approval as recorded. Every later decision (repeated, concurrent
+/// with the approval as recorded. `"for_task": true` with `approve` on a `tool`
+/// approval also allows the same tool and exactly the same command for the rest
+/// of its task (400 naming `for_task` on any other kind or with `deny`). Every later decision (repeated, concurrent
 /// loser, or after expiry/withdrawal) changes nothing and answers **409**
 /// `already_decided` with the recorded approval in `approval`.
 #[utoipa::path(post, path = "/api/approvals/{id}/decision", params(("id" = String, Path)), request_body = api::DecisionParams,
@@ -403,19 +405,28 @@ pub async fn decide(
         api::DecisionChoice::Approve => Decision::Approve,
         api::DecisionChoice::Deny => Decision::Deny,
     };
-    let d = s
-        .app
-        .decide(
-            &id,
-            decision,
-            caller.actor(),
-            p.note,
-            Scope {
-                task_id: p.task_id,
-                project_id: p.project_id,
-            },
-        )
-        .await?;
+    let scope = Scope {
+        task_id: p.task_id,
+        project_id: p.project_id,
+    };
+    let d = match (p.for_task, decision) {
+        (true, Decision::Approve) => {
+            s.app
+                .allow_for_task(&id, caller.actor(), p.note, scope)
+                .await?
+        }
+        (true, Decision::Deny) => {
+            return Err(ApiError::bad_field(
+                "for_task",
+                "`for_task` goes with \"approve\" only: a denial is for this request alone",
+            ))
+        }
+        (false, _) => {
+            s.app
+                .decide(&id, decision, caller.actor(), p.note, scope)
+                .await?
+        }
+    };
     if d.applied {
         s.metrics.decided();
         Ok(Json(d.approval).into_response())

@@ -107,6 +107,8 @@ pub struct ApprovalRow {
     pub requested_at: i64,
     /// Settled at (ms).
     pub decided_at: Option<i64>,
+    /// Approved "for this task": a grant for the same tool call (migration 0006).
+    pub for_task: bool,
 }
 
 /// One row of `sessions`.
@@ -262,6 +264,7 @@ pub(crate) fn approval_row(t: &TaskState, a: &Approval) -> ApprovalRow {
         note: a.note.clone(),
         requested_at: a.requested_at,
         decided_at: a.decided_at,
+        for_task: a.for_task,
     }
 }
 

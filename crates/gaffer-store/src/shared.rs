@@ -307,10 +307,10 @@ macro_rules! journal_backend {
         async fn upsert_approval(tx: &mut $Conn, r: &ApprovalRow) -> Result<()> {
             let done = sqlx::query(
                 "INSERT INTO approvals (id, task_id, project_id, step_id, attempt, kind, summary, details,
-                   state, decided_by, note, requested_at, decided_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                   state, decided_by, note, requested_at, decided_at, for_task)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state, decided_by = excluded.decided_by,
-                   note = excluded.note, decided_at = excluded.decided_at
+                   note = excluded.note, decided_at = excluded.decided_at, for_task = excluded.for_task
                  WHERE approvals.task_id = excluded.task_id",
             )
             .bind(&r.id)
@@ -326,6 +326,7 @@ macro_rules! journal_backend {
             .bind(&r.note)
             .bind(r.requested_at)
             .bind(r.decided_at)
+            .bind(r.for_task)
             .execute(&mut *tx)
             .await
             .map_err(|e| constraint(e, &format!("approval `{}`", r.id)))?;

@@ -18,6 +18,15 @@
 //!   flag 64 = ephemeral; a second callback is 400 code 40060, an unknown interaction
 //!   404 code 10062), `PUT /applications/{id}/commands`. A wrong `Authorization: Bot …`
 //!   is 401.
+//! * Nonces, as Discord documents `enforce_nonce`: a create with a `nonce` (≤ 25
+//!   characters) and `enforce_nonce: true` returns, unchanged, the message the
+//!   same author created in the same channel with the same nonce within the
+//!   window ([`FakeDiscord::set_nonce_window`], default 5 minutes) and creates
+//!   none. `GET /channels/{id}/messages?limit=&before=` lists a channel's messages
+//!   newest first (limit 1–100, default 50).
+//! * Crashes: [`FakeDiscord::stall_next_post`] makes the next post with a given
+//!   text record its message and then never answer, so a test can kill the bot
+//!   after Discord made the message and before the bot learnt its id.
 //! * Rate limits: every bucketed answer has `X-RateLimit-Limit/Remaining/Reset/
 //!   Reset-After/Bucket`; a request to an exhausted bucket before its reset is 429
 //!   with `retry_after` and counted in [`FakeDiscord::violations`].
@@ -34,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post, put};
@@ -177,7 +186,19 @@ struct Inner {
     throttled: Vec<(Instant, Duration)>,
     posts_at: Vec<Instant>,
     received: Vec<FakeRequest>,
+    /// (channel, author, nonce) → (message id, when it was created).
+    nonces: HashMap<(String, String, String), (String, Instant)>,
+    nonce_window: Option<Duration>,
+    /// Text whose next post is recorded and then left unanswered.
+    stall: Option<String>,
+    /// How many posts were recorded and left unanswered.
+    stalled: usize,
+    /// How many creates were answered with an earlier message by their nonce.
+    nonce_hits: usize,
 }
+
+/// How long Discord remembers a nonce ("the past few minutes").
+const NONCE_WINDOW: Duration = Duration::from_secs(300);
 
 /// A REST request the bot sent, as it arrived (before any check).
 #[derive(Debug, Clone)]
@@ -235,7 +256,10 @@ impl FakeDiscord {
         let app = Router::new()
             .route("/gateway", get(gateway))
             .route("/api/v10/gateway/bot", get(gateway_bot))
-            .route("/api/v10/channels/{channel}/messages", post(create_message))
+            .route(
+                "/api/v10/channels/{channel}/messages",
+                post(create_message).get(list_messages),
+            )
             .route(
                 "/api/v10/channels/{channel}/messages/{message}",
                 patch(edit_message),
@@ -340,6 +364,28 @@ impl FakeDiscord {
         let mut i = self.inner();
         i.message_limit = Some((limit, window));
         i.buckets.retain(|k, _| !k.starts_with("messages:"));
+    }
+
+    /// How long a nonce is remembered (default 5 minutes); `Duration::ZERO` is a
+    /// restart that came after the window.
+    pub fn set_nonce_window(&self, window: Duration) {
+        self.inner().nonce_window = Some(window);
+    }
+
+    /// The next message post whose content contains `text` is made (it shows in
+    /// the channel) but never answered: the bot cannot learn its id.
+    pub fn stall_next_post(&self, text: &str) {
+        self.inner().stall = Some(text.to_owned());
+    }
+
+    /// How many posts [`FakeDiscord::stall_next_post`] left unanswered so far.
+    pub fn stalled(&self) -> usize {
+        self.inner().stalled
+    }
+
+    /// How many creates were answered with an earlier message by their nonce.
+    pub fn nonce_hits(&self) -> usize {
+        self.inner().nonce_hits
     }
 
     /// Answer the next `n` message posts with 429 and `retry_after` seconds.
@@ -925,8 +971,37 @@ async fn create_message(
             "Cannot send an empty message",
         );
     }
-    let message = {
+    let nonce = match &payload["nonce"] {
+        Value::Null => None,
+        Value::String(n) if n.chars().count() <= 25 => Some(n.clone()),
+        Value::Number(n) if n.to_string().len() <= 25 => Some(n.to_string()),
+        _ => return error(
+            StatusCode::BAD_REQUEST,
+            50035,
+            "Invalid Form Body: nonce: Must be an integer or a string of 25 or fewer characters.",
+        ),
+    };
+    let enforce = payload["enforce_nonce"].as_bool() == Some(true);
+    let (message, stalled) = {
         let mut i = s.inner.lock().unwrap();
+        let now = Instant::now();
+        let window = i.nonce_window.unwrap_or(NONCE_WINDOW);
+        let key = nonce
+            .clone()
+            .filter(|_| enforce)
+            .map(|n| (channel.clone(), BOT_USER_ID.to_owned(), n));
+        let earlier = key
+            .as_ref()
+            .and_then(|k| i.nonces.get(k))
+            .filter(|(_, at)| now.duration_since(*at) < window)
+            .and_then(|(id, _)| i.messages.iter().find(|m| &m.id == id).cloned());
+        if let Some(m) = earlier {
+            i.nonce_hits += 1;
+            drop(i);
+            let mut v = m.to_json();
+            v["nonce"] = json!(nonce);
+            return (rl, Json(v)).into_response();
+        }
         i.next_id += 1;
         let m = FakeMessage {
             id: i.next_id.to_string(),
@@ -938,11 +1013,72 @@ async fn create_message(
             edits: 0,
         };
         i.messages.push(m.clone());
-        i.posts_at.push(Instant::now());
-        m
+        i.posts_at.push(now);
+        if let Some(k) = key {
+            i.nonces.insert(k, (m.id.clone(), now));
+        }
+        let stalled = i
+            .stall
+            .as_ref()
+            .is_some_and(|t| m.content.contains(t.as_str()));
+        if stalled {
+            i.stall = None;
+            i.stalled += 1;
+        }
+        (m, stalled)
     };
     s.changed.notify_waiters();
-    (rl, Json(message.to_json())).into_response()
+    if stalled {
+        // Made, but the answer never comes: the bot dies (or times out) first.
+        std::future::pending::<()>().await;
+    }
+    let mut v = message.to_json();
+    v["nonce"] = json!(nonce);
+    (rl, Json(v)).into_response()
+}
+
+/// `GET /channels/{id}/messages`: newest first, `limit` 1–100 (default 50),
+/// only those older than `before` when given.
+async fn list_messages(
+    State(s): State<Arc<Shared>>,
+    Path(channel): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&s, &headers) {
+        return unauthorized();
+    }
+    let rl = match take(&s, &format!("list:{channel}"), 50, Duration::from_secs(1)) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => 50,
+        Some(Ok(l)) if (1..=100).contains(&l) => l,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                50035,
+                "Invalid Form Body: limit: int value should be less than or equal to 100.",
+            )
+        }
+    };
+    let before = q.get("before").and_then(|b| b.parse::<u64>().ok());
+    let list: Vec<Value> = {
+        let i = s.inner.lock().unwrap();
+        let mut ms: Vec<&FakeMessage> = i
+            .messages
+            .iter()
+            .filter(|m| m.channel_id == channel)
+            .filter(|m| before.is_none_or(|b| m.id.parse::<u64>().unwrap_or(0) < b))
+            .collect();
+        ms.sort_by_key(|m| std::cmp::Reverse(m.id.parse::<u64>().unwrap_or(0)));
+        ms.into_iter()
+            .take(limit)
+            .map(FakeMessage::to_json)
+            .collect()
+    };
+    (rl, Json(Value::Array(list))).into_response()
 }
 
 async fn edit_message(

@@ -71,7 +71,7 @@ pub enum Command {
     /// List approvals waiting for a decision (every approval with --all).
     Approvals(ApprovalsArgs),
     /// Approve a pending approval. Exits 1 if another decision came first.
-    Approve(DecideArgs),
+    Approve(ApproveArgs),
     /// Deny a pending approval. Exits 1 if another decision came first.
     Deny(DecideArgs),
     /// Turn a project's auto-approve toggle on or off.
@@ -196,6 +196,17 @@ pub struct DecideArgs {
     /// Print the approval as recorded, as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub decide: DecideArgs,
+    /// Allow for this task: also approve, when they are asked, later requests of
+    /// the same task to run exactly this command with the same tool. Only for
+    /// tool approvals that name a command; never other tasks.
+    #[arg(long)]
+    pub for_task: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

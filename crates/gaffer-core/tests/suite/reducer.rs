@@ -61,6 +61,8 @@ fn decide(approval: &str, decision: Decision, who: &str) -> Event {
         decision,
         by: Actor::user(who, "web"),
         note: None,
+        for_task: false,
+        grant: None,
     }
 }
 
@@ -663,4 +665,93 @@ fn each_lease_generation_is_newer_than_the_last_and_names_its_worker() {
         rejects(&done, leased("host/1/a", 1)),
         Rejected::TaskFinished { .. }
     ));
+}
+
+fn ask_to_run(approval: &str, attempt: u32, kind: ApprovalKind, command: &str) -> Event {
+    Event::ApprovalRequested {
+        approval_id: approval.into(),
+        step_id: "turn".into(),
+        attempt,
+        kind,
+        summary: format!("run `{command}`"),
+        details: json!({ "subject": { "tool": "Bash", "command": command } }),
+    }
+}
+
+fn approve(approval: &str, by: Actor, for_task: bool, grant: Option<&str>) -> Event {
+    Event::ApprovalDecided {
+        approval_id: approval.into(),
+        decision: Decision::Approve,
+        by,
+        note: None,
+        for_task,
+        grant: grant.map(ApprovalId::from),
+    }
+}
+
+#[test]
+fn a_grant_for_the_task_approves_only_the_same_tool_call() {
+    let t = given(&[
+        created(),
+        step("turn", Intent::NonIdempotent, &[]),
+        ask_to_run("ap-1", 1, ApprovalKind::Tool, "cargo publish"),
+        approve("ap-1", Actor::user("ann", "discord"), true, None),
+        ask_to_run("ap-2", 2, ApprovalKind::Tool, "cargo publish"),
+        approve(
+            "ap-2",
+            Actor::policy("allowed for this task by ann"),
+            false,
+            Some("ap-1"),
+        ),
+        ask_to_run("ap-3", 3, ApprovalKind::Tool, "cargo publish --force"),
+        ask_to_run("ap-4", 4, ApprovalKind::Ship, "cargo publish"),
+        ask_to_run("ap-5", 5, ApprovalKind::Plan, "cargo publish"),
+    ]);
+    assert!(t.approvals[&ApprovalId::from("ap-1")].for_task);
+    assert_eq!(
+        t.approvals[&ApprovalId::from("ap-2")].state,
+        ApprovalState::Approved
+    );
+    let policy = || Actor::policy("allowed for this task by ann");
+    // Another command, or another kind, is not covered by the grant.
+    for other in ["ap-3", "ap-4"] {
+        let err = rejects(&t, approve(other, policy(), false, Some("ap-1")));
+        assert!(
+            matches!(err, Rejected::GrantRefused { .. }),
+            "{other}: {err}"
+        );
+    }
+    // Only an approval decided for the task is a grant.
+    let err = rejects(&t, approve("ap-3", policy(), false, Some("ap-2")));
+    assert!(matches!(err, Rejected::GrantRefused { .. }), "{err}");
+    // Only tool approvals, approved by a person, may be allowed for the task.
+    let err = rejects(&t, approve("ap-5", Actor::user("ann", "web"), true, None));
+    assert!(matches!(err, Rejected::GrantRefused { .. }), "{err}");
+    let err = rejects(&t, approve("ap-3", policy(), true, None));
+    assert!(matches!(err, Rejected::GrantRefused { .. }), "{err}");
+    let deny_for_task = Event::ApprovalDecided {
+        approval_id: "ap-3".into(),
+        decision: Decision::Deny,
+        by: Actor::user("ann", "web"),
+        note: None,
+        for_task: true,
+        grant: None,
+    };
+    assert!(matches!(
+        rejects(&t, deny_for_task),
+        Rejected::GrantRefused { .. }
+    ));
+}
+
+#[test]
+fn a_decision_without_a_grant_serialises_as_before_and_old_ones_read_back() {
+    let e = decide("ap-1", Decision::Approve, "ana");
+    let json = serde_json::to_value(&e).unwrap();
+    assert!(
+        json.get("for_task").is_none() && json.get("grant").is_none(),
+        "{json}"
+    );
+    let old = json!({ "type": "approval_decided", "approval_id": "ap-1", "decision": "approve",
+        "by": { "kind": "user", "name": "ana", "via": "web" }, "note": null });
+    assert_eq!(serde_json::from_value::<Event>(old).unwrap(), e);
 }

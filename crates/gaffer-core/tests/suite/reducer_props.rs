@@ -58,6 +58,8 @@ fn arb_event() -> impl Strategy<Value = Event> {
             decision: if yes { Decision::Approve } else { Decision::Deny },
             by: Actor::user("u", "test"),
             note: None,
+            for_task: false,
+            grant: None,
         }),
         1 => pick(APPROVALS).prop_map(|a| Event::ApprovalExpired { approval_id: a.into(), reason: "late".into() }),
         1 => pick(SESSIONS).prop_map(|s| Event::SessionStarted {

@@ -226,6 +226,7 @@ async fn an_approval_decided_through_the_http_api_is_edited_in_discord() {
         m.buttons(),
         [
             format!("gaffer:allow:{}", a.id),
+            format!("gaffer:allow-task:{}", a.id),
             format!("gaffer:deny:{}", a.id)
         ]
     );
@@ -372,7 +373,7 @@ async fn a_non_approver_is_refused_and_nothing_is_decided() {
 
     assert_eq!(w.app.approval(&a.id).await.unwrap().state, "pending");
     assert!(decided_events(&w, &a.id).await.is_empty());
-    assert_eq!(w.discord.message(&m.id).unwrap().buttons().len(), 2);
+    assert_eq!(w.discord.message(&m.id).unwrap().buttons().len(), 3);
 
     // An approver's /approve in the room decides it, scoped to the room's project.
     let slash = w.discord.slash(ROOM, &bob(), "approve", &[("id", &a.id)]);
@@ -426,7 +427,7 @@ async fn a_restart_mid_task_continues_the_same_thread_without_duplicate_messages
         edited.content
     );
     let m2 = w.approval_message(&thread, &second.id).await;
-    assert_eq!(m2.buttons().len(), 2);
+    assert_eq!(m2.buttons().len(), 3);
     // Asking again for the same key returns the same approval: no second message.
     assert_eq!(w.approval(&task, "publish", 2).await.id, second.id);
     let press = w
@@ -553,4 +554,66 @@ async fn a_429_is_retried_after_retry_after_and_buckets_are_respected() {
         0,
         "the client waited for the bucket's reset"
     );
+}
+
+#[tokio::test]
+async fn allow_for_this_task_approves_the_same_command_again_in_that_task_only() {
+    let w = World::new().await;
+    let task = w.task("Publish the crate").await;
+    let other_task = w.task("Publish another crate").await;
+    let thread = w.thread_of(&task).await;
+    let a = w.approval(&task, "publish", 1).await;
+    let m = w.approval_message(&thread, &a.id).await;
+    let allow_task = format!("gaffer:allow-task:{}", a.id);
+    assert!(m.buttons().contains(&allow_task), "{:?}", m.buttons());
+
+    // Only approvers may grant.
+    let refused = w.discord.press(&m.id, &eve(), &allow_task);
+    let answer = w
+        .discord
+        .wait_for("the refusal", WAIT, |d| d.callback(&refused))
+        .await;
+    assert!(answer.ephemeral() && answer.content().contains("Only configured approvers"));
+    assert_eq!(w.app.approval(&a.id).await.unwrap().state, "pending");
+
+    let press = w.discord.press(&m.id, &ana(), &allow_task);
+    let answer = w
+        .discord
+        .wait_for("the press's answer", WAIT, |d| d.callback(&press))
+        .await;
+    assert_eq!(answer.kind, 7, "{answer:?}");
+    assert!(
+        answer
+            .content()
+            .contains("approved for this task by ana (via discord)"),
+        "{}",
+        answer.content()
+    );
+    assert_eq!(
+        w.discord.message(&m.id).unwrap().buttons(),
+        Vec::<String>::new()
+    );
+    let granted = w.app.approval(&a.id).await.unwrap();
+    assert!(
+        granted.for_task && granted.state == "approved",
+        "{granted:?}"
+    );
+
+    // The same command later in the task: approved by the grant, nobody asked.
+    let again = w.approval(&task, "publish", 2).await;
+    assert_eq!(again.state, "approved");
+    assert_eq!(
+        again.decided_by.map(|d| d.name).as_deref(),
+        Some("allowed for this task by ana via discord")
+    );
+    // Another command in the task, or the same command in another task: asked.
+    let other_command = w
+        .approval_to_run(&task, "publish", 3, "cargo publish --allow-dirty")
+        .await;
+    let m3 = w.approval_message(&thread, &other_command.id).await;
+    assert_eq!(m3.buttons().len(), 3);
+    let elsewhere = w.approval(&other_task, "publish", 1).await;
+    assert_eq!(elsewhere.state, "pending");
+    let other_thread = w.thread_of(&other_task).await;
+    w.approval_message(&other_thread, &elsewhere.id).await;
 }

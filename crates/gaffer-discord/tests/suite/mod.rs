@@ -1,2 +1,3 @@
 mod adapter;
+mod crash;
 mod support;

@@ -123,6 +123,21 @@ impl World {
             .await;
     }
 
+    /// Kill the adapter where it stands, as a crash would: its future is dropped
+    /// at whatever it was awaiting (a post Discord has made but not answered),
+    /// so nothing after that await runs.
+    pub async fn crash_adapter(&mut self) {
+        if let Some((_, handle)) = self.adapter.take() {
+            handle.abort();
+            assert!(handle.await.unwrap_err().is_cancelled());
+        }
+        self.discord
+            .wait_for("the crashed adapter to disconnect", WAIT, |d| {
+                (!d.connected()).then_some(())
+            })
+            .await;
+    }
+
     pub async fn task(&self, request: &str) -> String {
         self.app
             .create_task(
@@ -138,12 +153,25 @@ impl World {
             .id
     }
 
-    /// A pending tool approval for `task` (its step recorded first, as the engine does).
+    /// A pending tool approval to run `cargo publish` for `task`.
     pub async fn approval(
         &self,
         task: &str,
         step: &str,
         attempt: u32,
+    ) -> gaffer_protocol::api::Approval {
+        self.approval_to_run(task, step, attempt, "cargo publish")
+            .await
+    }
+
+    /// A tool approval to run `command` for `task` (its step recorded first, as
+    /// the engine does).
+    pub async fn approval_to_run(
+        &self,
+        task: &str,
+        step: &str,
+        attempt: u32,
+        command: &str,
     ) -> gaffer_protocol::api::Approval {
         let stream = StreamId(task.into());
         if self
@@ -177,11 +205,11 @@ impl World {
                 step_id: StepId(step.into()),
                 attempt,
                 kind: ApprovalKind::Tool,
-                summary: format!("Run `cargo publish` for {step}?"),
-                details: json!({ "tool": "Bash", "input": { "command": "cargo publish" } }),
+                summary: format!("Run `{command}` for {step}?"),
+                details: json!({ "tool": "Bash", "input": { "command": command } }),
                 subject: Subject {
                     tool: Some("Bash".into()),
-                    command: Some("cargo publish".into()),
+                    command: Some(command.into()),
                     ..Subject::default()
                 },
             })

@@ -361,6 +361,19 @@ async fn bad_bodies_name_the_field_and_store_nothing() {
             "application/json",
             "note",
         ),
+        // A plan cannot be allowed for the task, and a denial is never for the task.
+        (
+            &decision,
+            json!({"decision": "approve", "for_task": true}).to_string(),
+            "application/json",
+            "for_task",
+        ),
+        (
+            &decision,
+            json!({"decision": "deny", "for_task": true}).to_string(),
+            "application/json",
+            "for_task",
+        ),
     ];
     for (path, body, ctype, field) in cases {
         let r = h
@@ -477,6 +490,74 @@ async fn fifty_concurrent_http_decisions_one_200_the_rest_409_with_the_same_appr
         .filter(|e| e.event.kind() == "approval_decided")
         .count();
     assert_eq!(decided, 1);
+}
+
+#[tokio::test]
+async fn allow_for_this_task_over_http_approves_the_same_command_again_in_that_task_only() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let task = h.task("alpha").await;
+    let other = h.task("alpha").await;
+    let a = h.ask(&task, "s1", ApprovalKind::Tool, "make deploy").await;
+    let r = h
+        .http
+        .post(h.url(&format!("/api/approvals/{}/decision", a.id)))
+        .json(&json!({"decision": "approve", "for_task": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        (body["state"].as_str(), body["for_task"].as_bool()),
+        (Some("approved"), Some(true))
+    );
+
+    let same = h.ask(&task, "s2", ApprovalKind::Tool, "make deploy").await;
+    let shown: Value = h
+        .http
+        .get(h.url(&format!("/api/approvals/{}", same.id)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["state"], "approved");
+    assert_eq!(shown["decided_by"]["kind"], "policy");
+    assert_eq!(
+        shown["decided_by"]["name"],
+        format!(
+            "allowed for this task by local via {}",
+            body["decided_by"]["via"].as_str().unwrap()
+        )
+    );
+    assert_eq!(
+        h.ask(&task, "s3", ApprovalKind::Tool, "make clean")
+            .await
+            .state,
+        "pending"
+    );
+    assert_eq!(
+        h.ask(&other, "s1", ApprovalKind::Tool, "make deploy")
+            .await
+            .state,
+        "pending"
+    );
+
+    // The schema documents the field.
+    let doc: Value = h
+        .http
+        .get(h.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let params = &doc["components"]["schemas"]["DecisionParams"]["properties"];
+    assert_eq!(params["for_task"]["type"], "boolean", "{params}");
+    assert!(doc["components"]["schemas"]["Approval"]["properties"]["for_task"].is_object());
 }
 
 #[tokio::test]

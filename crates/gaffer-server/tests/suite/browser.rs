@@ -179,7 +179,7 @@ async fn engine_asks(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn submit_watch_approve_plan_deny_tool_and_see_it_vanish_elsewhere() {
+async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_the_task() {
     let Some(driver) = driver() else { return };
     let h = start(false).await;
     h.project("alpha").await;
@@ -429,6 +429,54 @@ async fn submit_watch_approve_plan_deny_tool_and_see_it_vanish_elsewhere() {
         .await
         .unwrap();
     assert_eq!(reloads, serde_json::json!(1));
+
+    // "Allow for this task" on a tool approval: the same command asked again in
+    // the task is approved by the grant, without a card.
+    let build = engine_asks(
+        &h,
+        &task,
+        "code/2",
+        ApprovalKind::Tool,
+        "run `cargo build --release`",
+        serde_json::json!({"reason": "build it"}),
+        Some("cargo build --release"),
+    )
+    .await;
+    let card = format!(".approval[data-id=\"{build}\"]");
+    wait_for(
+        &page,
+        "the third button on a tool approval",
+        &format!("document.querySelector('{card} button.for-task')"),
+    )
+    .await;
+    page.find(Locator::Css(&format!("{card} button.for-task")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), h.app.wait_for_decision(&build))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Approved);
+    assert!(r.approval.for_task, "{:?}", r.approval);
+    let again = engine_asks(
+        &h,
+        &task,
+        "code/3",
+        ApprovalKind::Tool,
+        "run `cargo build --release`",
+        serde_json::json!({"reason": "build it again"}),
+        Some("cargo build --release"),
+    )
+    .await;
+    let again = h.app.approval(&again).await.unwrap();
+    assert_eq!(again.state, "approved");
+    assert_eq!(
+        again.decided_by.unwrap().name,
+        "allowed for this task by local via local"
+    );
 
     page.close().await.unwrap();
     other.close().await.unwrap();

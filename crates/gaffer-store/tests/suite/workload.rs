@@ -57,6 +57,8 @@ fn arb_event() -> impl Strategy<Value = Event> {
             },
             by: Actor::user("u", "web"),
             note: Some("n".into()),
+            for_task: false,
+            grant: None,
         }),
         Just(Event::SessionStarted {
             session_id: "ss".into(),

@@ -1,6 +1,6 @@
 //! `gaffer approvals`, `gaffer approve|deny ID`, `gaffer auto on|off`.
 
-use crate::cli::Global;
+use crate::cli::{DecideArgs, Global};
 use crate::error::{CliError, Result};
 use crate::output;
 use crate::setup::{cli_actor, config_file, load_config, open_journal};
@@ -93,29 +93,45 @@ pub async fn list(global: &Global, json: bool, all: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `gaffer approve|deny` records.
+#[derive(Debug, Clone, Copy)]
+pub enum Verdict {
+    /// Approve or deny this request only.
+    Once(Decision),
+    /// Approve, and the same command for the rest of the task (`approve --for-task`).
+    AllowForTask,
+}
+
 /// Decide. Exit 0 when this call recorded the decision; exit 1 naming the recorded
 /// one when another decision came first (nothing changes).
-pub async fn decide(
-    global: &Global,
-    id: &str,
-    decision: Decision,
-    note: Option<String>,
-    json: bool,
-) -> Result<ExitCode> {
+pub async fn decide(global: &Global, args: &DecideArgs, verdict: Verdict) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
-    let d = app
-        .decide(id, decision, cli_actor(), note, Scope::default())
-        .await
-        .map_err(app_error)?;
+    let (id, note, json) = (&args.id, args.note.clone(), args.json);
+    let d = match verdict {
+        Verdict::Once(decision) => {
+            app.decide(id, decision, cli_actor(), note, Scope::default())
+                .await
+        }
+        Verdict::AllowForTask => {
+            app.allow_for_task(id, cli_actor(), note, Scope::default())
+                .await
+        }
+    }
+    .map_err(app_error)?;
     if json {
         output::json(&d.approval)?;
     }
     let a = &d.approval;
     if d.applied {
         if !json {
+            let scope = if a.for_task {
+                " for this task (the same command is approved again in this task)"
+            } else {
+                ""
+            };
             writeln!(
                 std::io::stdout().lock(),
-                "{} {}: {}",
+                "{}{scope} {}: {}",
                 a.state,
                 a.id,
                 a.summary

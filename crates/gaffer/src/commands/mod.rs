@@ -44,24 +44,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Db(DbCommand::Copy(args)) => db::copy(&cli.global, &args).await,
         Command::Approvals(args) => approvals::list(&cli.global, args.json, args.all).await,
         Command::Approve(args) => {
-            approvals::decide(
-                &cli.global,
-                &args.id,
-                gaffer_core::Decision::Approve,
-                args.note,
-                args.json,
-            )
-            .await
+            let approval = if args.for_task {
+                approvals::Verdict::AllowForTask
+            } else {
+                approvals::Verdict::Once(gaffer_core::Decision::Approve)
+            };
+            approvals::decide(&cli.global, &args.decide, approval).await
         }
         Command::Deny(args) => {
-            approvals::decide(
-                &cli.global,
-                &args.id,
-                gaffer_core::Decision::Deny,
-                args.note,
-                args.json,
-            )
-            .await
+            let denial = approvals::Verdict::Once(gaffer_core::Decision::Deny);
+            approvals::decide(&cli.global, &args, denial).await
         }
         Command::Auto(args) => {
             approvals::auto(

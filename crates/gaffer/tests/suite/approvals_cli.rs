@@ -7,6 +7,24 @@ use gaffer_store::{Durability, SqliteJournal};
 use std::sync::Arc;
 
 fn ask(home: &Home) -> String {
+    ask_for(
+        home,
+        1,
+        ApprovalKind::Plan,
+        "approve the plan: 3 subtasks",
+        Subject::default(),
+    )
+    .id
+}
+
+/// Ask approval `attempt` of task `t-one`'s step `plan`, as the engine does.
+fn ask_for(
+    home: &Home,
+    attempt: u32,
+    kind: ApprovalKind,
+    summary: &str,
+    subject: Subject,
+) -> gaffer_protocol::api::Approval {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let j = SqliteJournal::open(&home.db(), Durability::Normal)
@@ -16,16 +34,114 @@ fn ask(home: &Home) -> String {
         app.request_approval(ApprovalRequest {
             task_id: "t-one".into(),
             step_id: "plan".into(),
-            attempt: 1,
-            kind: ApprovalKind::Plan,
-            summary: "approve the plan: 3 subtasks".into(),
+            attempt,
+            kind,
+            summary: summary.into(),
             details: serde_json::json!({"plan": "1. a\n2. b\n3. c"}),
-            subject: Subject::default(),
+            subject,
         })
         .await
         .unwrap()
-        .id
     })
+}
+
+fn run(command: &str) -> Subject {
+    Subject {
+        tool: Some("run".into()),
+        command: Some(command.into()),
+        ..Subject::default()
+    }
+}
+
+#[test]
+fn approve_for_task_approves_the_same_command_again_and_is_audited() {
+    let home = Home::new();
+    home.seed();
+    let plan = ask(&home);
+    let out = home
+        .gaffer()
+        .args(["approve", &plan, "--for-task"])
+        .assert()
+        .code(1);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.contains("for_task") && err.contains("plan approval"),
+        "{err}"
+    );
+    // `deny` has no such flag: a usage error.
+    home.gaffer()
+        .args(["deny", &plan, "--for-task"])
+        .assert()
+        .code(2);
+
+    let deploy = ask_for(
+        &home,
+        2,
+        ApprovalKind::Tool,
+        "run make deploy",
+        run("make deploy"),
+    );
+    let out = home
+        .gaffer()
+        .args(["approve", &deploy.id, "--for-task", "--json"])
+        .env("USER", "ana")
+        .assert()
+        .success();
+    let a: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(
+        (a["state"].as_str(), a["for_task"].as_bool()),
+        (Some("approved"), Some(true))
+    );
+
+    let again = ask_for(
+        &home,
+        3,
+        ApprovalKind::Tool,
+        "run make deploy",
+        run("make deploy"),
+    );
+    assert_eq!(again.state, "approved");
+    assert_eq!(
+        again.decided_by.unwrap().name,
+        "allowed for this task by ana via cli"
+    );
+    let other = ask_for(
+        &home,
+        4,
+        ApprovalKind::Tool,
+        "run make clean",
+        run("make clean"),
+    );
+    assert_eq!(other.state, "pending");
+
+    let out = home
+        .gaffer()
+        .args(["audit", "--task", "t-one", "--json"])
+        .assert()
+        .success();
+    let trail: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let actions: Vec<(String, String)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"].as_str().unwrap().starts_with("approval_"))
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_owned(),
+                e["by"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("approval_allowed_for_task".to_owned(), "ana".to_owned()),
+            (
+                "approval_approved".to_owned(),
+                "allowed for this task by ana via cli".to_owned()
+            ),
+        ]
+    );
 }
 
 #[test]
