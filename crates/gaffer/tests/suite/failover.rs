@@ -331,8 +331,22 @@ async fn workers_killed_at_random_lose_no_task_and_repeat_no_effect() {
 
     let stages = c.stages().await;
     assert_eq!(stages.len(), TASKS);
-    let not_done: Vec<_> = stages.iter().filter(|(_, s)| *s != "done").collect();
-    assert!(not_done.is_empty(), "tasks not done: {not_done:?}");
+    let mut not_done = Vec::new();
+    for (id, stage) in stages.iter().filter(|(_, s)| *s != "done") {
+        // Why, in the journal's words: the outcome and every failed step's error.
+        let view = c.journal.task(id).await.unwrap().unwrap();
+        let errors: Vec<String> = view
+            .steps
+            .iter()
+            .filter_map(|s| Some(format!("{}: {}", s.step_id, s.error.as_deref()?)))
+            .collect();
+        not_done.push(format!("{id} {stage}: {:?} {errors:?}", view.task.outcome));
+    }
+    assert!(
+        not_done.is_empty(),
+        "tasks not done:\n{}",
+        not_done.join("\n")
+    );
 
     let log = gaffer_testkit::scenario::read_log(&c.effects());
     let mut taken_over = 0;
