@@ -437,3 +437,64 @@ each_backend! {
         assert_eq!(t.journal.projections().await.unwrap().approvals, pending);
     }
 }
+
+each_backend! {
+async fn a_grant_for_the_task_is_projected_live_and_by_a_rebuild(b: Backend) {
+    let t = temp_journal(b).await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    let ask = |id: &str, attempt: u32| {
+        at(Event::ApprovalRequested {
+            approval_id: id.into(),
+            step_id: "s".into(),
+            attempt,
+            kind: ApprovalKind::Tool,
+            summary: "run `make`".into(),
+            details: json!({ "subject": { "tool": "Bash", "command": "make" } }),
+        })
+    };
+    let approve = |id: &str, by: Actor, for_task: bool, grant: Option<&str>| {
+        at(Event::ApprovalDecided {
+            approval_id: id.into(),
+            decision: Decision::Approve,
+            by,
+            note: None,
+            for_task,
+            grant: grant.map(ApprovalId::from),
+        })
+    };
+    // One append each: the decision updates a row the request inserted.
+    let batches = vec![
+        vec![ask("ap-1", 1)],
+        vec![approve("ap-1", Actor::user("ann", "web"), true, None)],
+        vec![
+            ask("ap-2", 2),
+            approve(
+                "ap-2",
+                Actor::policy("allowed for this task by ann via web"),
+                false,
+                Some("ap-1"),
+            ),
+        ],
+    ];
+    for batch in batches {
+        let head = j.head(&"t-1".into()).await.unwrap();
+        j.append(&"t-1".into(), head, batch).await.unwrap();
+    }
+    let grants = |view: gaffer_store::TaskView| {
+        view.approvals
+            .iter()
+            .map(|a| (a.id.clone(), a.state.clone(), a.for_task))
+            .collect::<Vec<_>>()
+    };
+    let expected = vec![
+        ("ap-1".to_owned(), "approved".to_owned(), true),
+        ("ap-2".to_owned(), "approved".to_owned(), false),
+    ];
+    assert_eq!(grants(j.task("t-1").await.unwrap().unwrap()), expected);
+    let live = j.projections().await.unwrap();
+    j.rebuild().await.unwrap();
+    assert_eq!(j.projections().await.unwrap(), live);
+    assert_eq!(grants(j.task("t-1").await.unwrap().unwrap()), expected);
+}
+}
