@@ -39,6 +39,13 @@
 //!   with [`Decided::applied`] `= false` (the HTTP API answers 409
 //!   `already_decided` with it). A decision names its approval id; the optional
 //!   `scope` (task id, project id) must match or nothing is recorded.
+//! - **Allow for this task.** [`App::allow_for_task`] approves a `tool`
+//!   approval that names a command and records a grant (`for_task` on its
+//!   `approval_decided`). A later request of the **same task** for the same tool
+//!   and exactly the same command line is approved in the same append as its
+//!   request, by a `policy` actor naming the grantor, with the grant's id in
+//!   `approval_decided.grant` (the reducer checks that the grant covers it).
+//!   Other kinds, other commands and other tasks still ask.
 //! - **No polling.** [`App::wait_for_decision`] is woken by the journal's
 //!   committed-event broadcast; its only timer is the approval's own expiry.
 //!   Expiry records `approval_expired` with the reason the agent is shown and
@@ -60,6 +67,7 @@
 //! wait_for_decision(&approval_id) -> Result<Resolution>   // .approved(), .reason()
 //! decide(&approval_id, Decision, Actor, note: Option<String>, Scope { task_id, project_id })
 //!     -> Result<Decided { approval, applied }>       // applied = false: someone came first
+//! allow_for_task(&approval_id, Actor, note, Scope)     // approve + grant the same command in the task
 //! withdraw(&approval_id, reason) -> Result<Decided>  // the asker moved on
 //! approvals(state: Option<&str>) / approval(&id)     // newest first
 //! run_expiry()                                       // the server runs it: expiry with no waiter
