@@ -1,5 +1,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// What can go wrong with git.
 #[derive(Debug, thiserror::Error)]
@@ -91,17 +92,35 @@ pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Output> {
         .map_err(ForgeError::Spawn)
 }
 
+/// How long git's lock files (`index.lock`, `<ref>.lock`) are waited for before
+/// git's own "File exists" error is returned.
+const LOCK_WAIT: Duration = Duration::from_secs(15);
+
 /// Run git and return trimmed stdout, or a [`ForgeError::Git`] with its stderr.
+///
+/// A lock another git process holds is waited for: the worker that held a task
+/// before a takeover may still be finishing a command in the worktree. A lock
+/// still there after [`LOCK_WAIT`] (left by a crashed git) is git's error, which
+/// says which file to remove.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = run(dir, args)?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
-    } else {
-        Err(ForgeError::Git {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let out = run(dir, args)?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if stderr.contains(".lock': File exists") && started.elapsed() < LOCK_WAIT {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+            continue;
+        }
+        return Err(ForgeError::Git {
             args: args.join(" "),
             dir: dir.to_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
+            stderr,
+        });
     }
 }
 
@@ -370,6 +389,13 @@ impl Worktree {
             });
         }
         git(&self.path, &["add", "--all"])?;
+        // The add may have waited for another process's commit of this very step.
+        if let Some(sha) = self.find_step_commit(key)? {
+            return Ok(CommitOutcome {
+                sha,
+                created: false,
+            });
+        }
         let full = format!("{}\n\nGaffer-Step: {key}\n", message.trim());
         let mut args = vec!["commit", "--allow-empty", "--no-verify", "-q", "-m", &full];
         let identity = [

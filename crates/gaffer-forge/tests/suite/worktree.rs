@@ -121,3 +121,39 @@ fn slugs_are_branch_safe() {
     assert_eq!(slug("   ***   "), "task");
     assert!(slug(&"word ".repeat(40)).len() <= 40);
 }
+
+/// A worker whose lease lapsed may still be finishing a git command in the
+/// worktree when the next worker runs the same step: git's lock is waited for, not
+/// taken for a failure, and the step still makes its one commit.
+#[test]
+fn a_commit_waits_for_a_git_lock_another_process_holds_then_commits_once() {
+    let repo = fixture();
+    let data = tempfile::tempdir().unwrap();
+    let r = Repo::open(repo.path()).unwrap();
+    let wt = r
+        .ensure_worktree(&data.path().join("wt/t-1"), "gaffer/t-1-lock", "main")
+        .unwrap();
+    std::fs::write(wt.path.join("INSTALL.md"), "cargo install gaffer\n").unwrap();
+    let git_dir = Command::new("git")
+        .arg("-C")
+        .arg(&wt.path)
+        .args(["rev-parse", "--absolute-git-dir"])
+        .output()
+        .unwrap();
+    let lock = Path::new(String::from_utf8_lossy(&git_dir.stdout).trim()).join("index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let holder = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            std::fs::remove_file(lock).unwrap();
+        })
+    };
+    let made = wt
+        .commit_step("docs: installation", "t-1/commit/1")
+        .unwrap();
+    holder.join().unwrap();
+    assert!(made.created);
+    assert_eq!(wt.commits().unwrap().len(), 1);
+    assert_eq!(wt.find_step_commit("t-1/commit/1").unwrap(), Some(made.sha));
+}
