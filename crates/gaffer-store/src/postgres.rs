@@ -199,6 +199,9 @@ impl PgJournal {
         }
     }
 
+    /// Nothing more to do: the append's `NOTIFY` is delivered when it commits.
+    fn announce_committed(&self) {}
+
     /// The underlying pool, for tests and benchmarks.
     #[doc(hidden)]
     pub fn pool(&self) -> &PgPool {

@@ -141,7 +141,9 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 ///   every process sharing the database;
 /// - `const CLAIM_LOCK: &str`: appended to the claim's candidate query (PostgreSQL:
 ///   `FOR UPDATE OF t SKIP LOCKED`);
-/// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`.
+/// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`;
+/// - `fn announce_committed(&self)` on `$J`: called once an append has committed
+///   (SQLite wakes other processes' file watchers only now, when they can read it).
 macro_rules! journal_backend {
     ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
         use $crate::hash::{event_hash, GENESIS_HASH};
@@ -835,6 +837,7 @@ macro_rules! journal_backend {
                     }
                     return Err(e.into());
                 }
+                self.announce_committed();
                 if cache.len() >= CACHE_LIMIT {
                     cache.clear();
                 }

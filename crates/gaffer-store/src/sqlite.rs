@@ -38,7 +38,13 @@ pub struct SqliteJournal {
     /// What [`SqliteJournal::follow_other_processes`] has delivered.
     follow: FollowState,
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
+    /// `<file>-notify`, touched after each committed append: see [`SqliteJournal::follow_other_processes`].
+    committed: Option<std::fs::File>,
 }
+
+/// What follows the database file's name in the name of the file touched after
+/// each committed append.
+const COMMITTED_SUFFIX: &str = "-notify";
 
 impl SqliteJournal {
     /// Open (or create) the journal at `path`, migrating it to this build's schema.
@@ -75,6 +81,19 @@ impl SqliteJournal {
             migrate(&pool, path).await?;
         }
         let (events, _) = broadcast::channel(1024);
+        let signal = sibling(path, COMMITTED_SUFFIX);
+        let committed = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&signal)
+            .map_err(|e| {
+                tracing::warn!(
+                    "cannot open {}: other processes learn of this one's events only from the WAL: {e}",
+                    signal.display()
+                )
+            })
+            .ok();
         Ok(Self {
             path: path.to_owned(),
             pool,
@@ -82,6 +101,7 @@ impl SqliteJournal {
             events,
             follow: FollowState::default(),
             watcher: std::sync::Mutex::new(None),
+            committed,
         })
     }
 
@@ -90,6 +110,13 @@ impl SqliteJournal {
     /// file-system notifications on the database files, not by polling. Needs a
     /// running tokio runtime; without notifications it logs a warning and only
     /// this process's own events are delivered.
+    ///
+    /// The WAL is written before its commit is visible to readers (with
+    /// `synchronous=FULL` there is an fsync in between), and making it visible
+    /// changes only the memory-mapped `-shm` index, which raises no notification: a
+    /// reader woken by the WAL alone may find nothing new and then never be woken
+    /// for that commit. So every append touches `<file>-notify` once it has
+    /// committed, and that wakes the followers.
     pub async fn follow_other_processes(&self) -> Result<()> {
         if !self.start_following().await? {
             return Ok(());
@@ -100,10 +127,14 @@ impl SqliteJournal {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let wal = format!("{file}-wal");
+        let names = [
+            format!("{file}-wal"),
+            format!("{file}{COMMITTED_SUFFIX}"),
+            file,
+        ];
         let watched = move |p: &Path| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy() == file || n.to_string_lossy() == wal)
+                .is_some_and(|n| names.iter().any(|w| n.to_string_lossy() == *w))
         };
         use notify::Watcher;
         let mut watcher =
@@ -173,11 +204,27 @@ impl SqliteJournal {
         self.path.display().to_string()
     }
 
+    /// Wake other processes' followers: the append is committed, so they can read it.
+    fn announce_committed(&self) {
+        if let Some(file) = &self.committed {
+            if let Err(e) = file.set_modified(std::time::SystemTime::now()) {
+                tracing::warn!("touching {}{COMMITTED_SUFFIX}: {e}", self.path.display());
+            }
+        }
+    }
+
     /// The underlying pool, for benchmarks that compare against raw inserts.
     #[doc(hidden)]
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+}
+
+/// `path` with `suffix` added to its file name (`gaffer.db` → `gaffer.db-notify`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Migrate to this build's schema. Two processes opening a new database at once

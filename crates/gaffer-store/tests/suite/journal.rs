@@ -302,6 +302,42 @@ async fn events_of_another_process_reach_subscribers_once_without_polling(b: Bac
     assert!(rx.try_recv().is_err());
 }
 
+/// Regression: with `synchronous=FULL` (the default) a SQLite reader woken by the
+/// WAL write found the commit not yet visible, and was never woken again for it,
+/// so an approval decided in another process did not wake the waiting agent.
+async fn each_commit_of_another_process_wakes_followers_at_full_durability(b: Backend) {
+    let t = temp_journal(b).await;
+    let here = gaffer_store::open(&t.url(), gaffer_store::Durability::Full)
+        .await
+        .unwrap();
+    here.follow_other_processes().await.unwrap();
+    let mut rx = here.subscribe();
+    let other = gaffer_store::open(&t.url(), gaffer_store::Durability::Full)
+        .await
+        .unwrap();
+    other
+        .append(&"p-1".into(), 0, vec![at(project("p-1"))])
+        .await
+        .unwrap();
+    for n in 0..20 {
+        // Each append must arrive on its own: no later write comes to the rescue.
+        let id = format!("t-{n}");
+        other
+            .append(&id.as_str().into(), 0, vec![at(task(&id, "p-1"))])
+            .await
+            .unwrap();
+        loop {
+            let e = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("append {n} of the other process never arrived"))
+                .unwrap();
+            if e.stream_id == id {
+                break;
+            }
+        }
+    }
+}
+
 async fn the_blob_cache_round_trips_in_order_and_replaces(b: Backend) {
     let t = temp_journal(b).await;
     t.journal
