@@ -277,14 +277,7 @@ async fn drive(
                     return;
                 }
                 Ok(None) => {
-                    let status = p.exit_status().await;
-                    let stderr = p.stderr_tail();
-                    let agent = st.agent.clone();
-                    em.error(if st.prompt_req.is_some() {
-                        AgentError::ExitedMidTurn { agent, status, stderr }
-                    } else {
-                        AgentError::Exited { agent, status, stderr }
-                    }).await;
+                    em.error(p.exited(st.prompt_req.is_some()).await).await;
                     return;
                 }
             },

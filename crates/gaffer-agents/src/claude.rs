@@ -263,13 +263,7 @@ async fn drive(
                     return;
                 }
                 Ok(None) => {
-                    let status = p.exit_status().await;
-                    let stderr = p.stderr_tail();
-                    em.error(if st.in_turn {
-                        AgentError::ExitedMidTurn { agent: AGENT.into(), status, stderr }
-                    } else {
-                        AgentError::Exited { agent: AGENT.into(), status, stderr }
-                    }).await;
+                    em.error(p.exited(st.in_turn).await).await;
                     return;
                 }
             },
