@@ -33,14 +33,21 @@ pub fn find_executable_in(
     path: Option<std::ffi::OsString>,
     name: &str,
 ) -> Result<PathBuf> {
+    // Agents start in their worktree, so a relative path is made absolute here, where
+    // it was meant; a bare name (no `/`) is left for the agent's PATH lookup.
     if let Some(v) = override_value.filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(v));
+        let p = PathBuf::from(v);
+        return Ok(if p.components().count() > 1 {
+            std::path::absolute(&p).unwrap_or(p)
+        } else {
+            p
+        });
     }
     if let Some(paths) = path {
         for dir in std::env::split_paths(&paths) {
             let p = dir.join(name);
             if p.is_file() {
-                return Ok(p);
+                return Ok(std::path::absolute(&p).unwrap_or(p));
             }
         }
     }
@@ -290,6 +297,26 @@ impl AgentProcess {
         match &self.sandbox_note {
             Some(note) if sandbox::looks_refused(&tail) => format!("{tail}\n[{note}]"),
             _ => tail,
+        }
+    }
+
+    /// Why a session ends when its agent closed its output: [`AgentError::ExitedMidTurn`]
+    /// during a turn, [`AgentError::Exited`] between turns, with its status and stderr.
+    pub(crate) async fn exited(&mut self, mid_turn: bool) -> AgentError {
+        let status = self.exit_status().await;
+        let (agent, stderr) = (self.agent.clone(), self.stderr_tail());
+        if mid_turn {
+            AgentError::ExitedMidTurn {
+                agent,
+                status,
+                stderr,
+            }
+        } else {
+            AgentError::Exited {
+                agent,
+                status,
+                stderr,
+            }
         }
     }
 

@@ -79,7 +79,64 @@ fn executables_come_from_the_env_var_then_path() {
         .unwrap(),
         bin
     );
+    // Agents start in their worktree: a relative path is made absolute from here
+    // (else the agent is looked for inside the worktree); a bare name stays a name.
+    let here = std::env::current_dir().unwrap();
+    assert_eq!(
+        find_executable_in(
+            "GAFFER_CLAUDE_BIN",
+            Some("target/debug/fake-claude".into()),
+            None,
+            "claude"
+        )
+        .unwrap(),
+        here.join("target/debug/fake-claude")
+    );
+    assert_eq!(
+        find_executable_in(
+            "GAFFER_CLAUDE_BIN",
+            Some("claude-beta".into()),
+            None,
+            "claude"
+        )
+        .unwrap(),
+        Path::new("claude-beta")
+    );
+    let relative_dir = pathdiff(tmp.path(), &here);
+    let found = find_executable_in(
+        "GAFFER_CLAUDE_BIN",
+        None,
+        Some(relative_dir.into_os_string()),
+        "claude",
+    )
+    .unwrap();
+    assert!(found.is_absolute(), "{}", found.display());
+    assert_eq!(
+        std::fs::canonicalize(found).unwrap(),
+        std::fs::canonicalize(&bin).unwrap()
+    );
     let err = find_executable_in("GAFFER_GEMINI_BIN", None, None, "gemini").unwrap_err();
     assert!(matches!(err, AgentError::ExecutableNotFound { .. }));
     assert!(err.to_string().contains("GAFFER_GEMINI_BIN"), "{err}");
+}
+
+/// `to` as a path relative to `from` (both absolute).
+fn pathdiff(to: &Path, from: &Path) -> std::path::PathBuf {
+    let (to, from) = (
+        std::fs::canonicalize(to).unwrap(),
+        std::fs::canonicalize(from).unwrap(),
+    );
+    let common = to
+        .components()
+        .zip(from.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = std::path::PathBuf::new();
+    for _ in from.components().skip(common) {
+        out.push("..");
+    }
+    for c in to.components().skip(common) {
+        out.push(c);
+    }
+    out
 }
