@@ -1,7 +1,7 @@
 //! Projection rows → wire types.
 
 use gaffer_protocol::api;
-use gaffer_store::{ApprovalRow, LeaseState, ProjectRow, SessionRow, StepRow, TaskLease, TaskRow};
+use gaffer_store::{ApprovalRow, ProjectRow, SessionRow, StepRow, TaskLease, TaskRow};
 
 fn parse(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or(serde_json::Value::String(text.to_owned()))
@@ -110,12 +110,7 @@ pub(crate) fn worker(l: &TaskLease) -> api::TaskWorker {
         host: l.host.clone(),
         pid: l.pid,
         generation: l.lease.generation,
-        state: match l.state {
-            LeaseState::Held => "held",
-            LeaseState::Released => "released",
-            LeaseState::Expired => "expired",
-        }
-        .to_owned(),
+        state: l.state.as_str().to_owned(),
         acquired_at: l.lease.acquired_at,
         expires_at: l.lease.expires_at,
     }

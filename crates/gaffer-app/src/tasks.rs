@@ -4,7 +4,7 @@ use crate::error::{AppError, Result};
 use crate::{convert, new_id, App};
 use gaffer_core::{Actor, Event, ProjectId, Stage, StreamId, TaskId, TaskOptions};
 use gaffer_protocol::api;
-use gaffer_store::{NewEvent, StoreError, TaskFilter};
+use gaffer_store::{NewEvent, ProjectRow, StoreError, TaskFilter};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -102,16 +102,7 @@ impl App {
                 ));
             }
         }
-        let project = match self.project_row(req.project.trim()).await {
-            Ok(p) => p,
-            Err(AppError::NotFound { id, .. }) => {
-                return Err(AppError::invalid(
-                    "project",
-                    format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
-                ))
-            }
-            Err(e) => return Err(e),
-        };
+        let project = self.requested_project(&req.project).await?;
         let id = TaskId(new_id("t"));
         let event = Event::TaskCreated {
             task_id: id.clone(),
@@ -148,16 +139,7 @@ impl App {
                 "`issue` is empty; give an issue URL, OWNER/REPO#N or N",
             ));
         }
-        let project = match self.project_row(req.project.trim()).await {
-            Ok(p) => p,
-            Err(AppError::NotFound { id, .. }) => {
-                return Err(AppError::invalid(
-                    "project",
-                    format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
-                ))
-            }
-            Err(e) => return Err(e),
-        };
+        let project = self.requested_project(&req.project).await?;
         let issue = reader
             .read_issue(&project.name, Path::new(&project.path), reference.trim())
             .await?;
@@ -170,6 +152,17 @@ impl App {
             by,
         )
         .await
+    }
+
+    /// The project a request names, refused naming `project` when it is not registered.
+    async fn requested_project(&self, name: &str) -> Result<ProjectRow> {
+        match self.project_row(name.trim()).await {
+            Err(AppError::NotFound { id, .. }) => Err(AppError::invalid(
+                "project",
+                format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
+            )),
+            other => other,
+        }
     }
 
     /// Tasks, newest first.

@@ -77,6 +77,17 @@ pub enum LeaseState {
     Expired,
 }
 
+impl LeaseState {
+    /// `held`, `released` or `expired`, as the API and `task show --json` say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Released => "released",
+            Self::Expired => "expired",
+        }
+    }
+}
+
 /// A task's newest lease with its worker, for a task's page (`Journal::task`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskLease {

@@ -1144,21 +1144,20 @@ macro_rules! journal_backend {
                 .fetch_all(&mut *conn)
                 .await?;
                 let (head_seq, _) = read_head(&mut conn, id).await?;
-                let lease: Option<LeaseRow> =
-                    sqlx::query_as("SELECT * FROM task_leases WHERE task_id = $1")
-                        .bind(id)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                let lease = match lease {
-                    Some(lease) => {
-                        let worker: Option<(String, i64)> =
-                            sqlx::query_as("SELECT host, pid FROM workers WHERE id = $1")
-                                .bind(&lease.worker_id)
-                                .fetch_optional(&mut *conn)
-                                .await?;
-                        let (host, pid) = worker.unzip();
-                        let now = db_now(&mut conn).await?;
-                        Some(TaskLease::at(lease, host, pid, now))
+                // The lease with its worker's host and pid, in one read.
+                type Row = (String, String, i64, i64, i64, Option<String>, Option<i64>);
+                let row: Option<Row> = sqlx::query_as(
+                    "SELECT l.task_id, l.worker_id, l.generation, l.acquired_at, l.expires_at, w.host, w.pid
+                     FROM task_leases l LEFT JOIN workers w ON w.id = l.worker_id
+                     WHERE l.task_id = $1",
+                )
+                .bind(id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                let lease = match row {
+                    Some((task_id, worker_id, generation, acquired_at, expires_at, host, pid)) => {
+                        let lease = LeaseRow { task_id, worker_id, generation, acquired_at, expires_at };
+                        Some(TaskLease::at(lease, host, pid, db_now(&mut conn).await?))
                     }
                     None => None,
                 };
