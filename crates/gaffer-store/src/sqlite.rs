@@ -59,6 +59,14 @@ impl SqliteJournal {
         } else {
             false
         };
+        // Creating the file, switching it to WAL (an exclusive lock SQLite cannot
+        // wait for) and migrating conflict between processes opening a new
+        // database at once, so those that may do any of it take turns.
+        let turn = if current {
+            None
+        } else {
+            take_turn_to_create(path).await
+        };
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -80,6 +88,7 @@ impl SqliteJournal {
         if !current {
             migrate(&pool, path).await?;
         }
+        drop(turn);
         let (events, _) = broadcast::channel(1024);
         let signal = sibling(path, COMMITTED_SUFFIX);
         let committed = std::fs::OpenOptions::new()
@@ -225,6 +234,35 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
+}
+
+/// An exclusive advisory lock on `<file>-notify`, held until the returned file
+/// is dropped. Where the file system has no locks, opening goes on without one
+/// and relies on [`migrate`]'s retries.
+async fn take_turn_to_create(path: &Path) -> Option<std::fs::File> {
+    let lock_path = sibling(path, COMMITTED_SUFFIX);
+    let shown = lock_path.display().to_string();
+    let locked = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await;
+    match locked {
+        Ok(Ok(file)) => Some(file),
+        Ok(Err(e)) => {
+            tracing::warn!("cannot lock {shown} to create the database alone: {e}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("locking {shown}: {e}");
+            None
+        }
+    }
 }
 
 /// Migrate to this build's schema. Two processes opening a new database at once
