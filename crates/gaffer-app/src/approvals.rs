@@ -501,7 +501,9 @@ impl App {
                 format!("`note` is longer than {MAX_NOTE_BYTES} bytes"),
             ));
         }
-        let note = note.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+        let note = note
+            .map(|n| self.redacted(n.trim()))
+            .filter(|n| !n.is_empty());
         let (task_id, project_id) = self.home(id).await?;
         if let Some(t) = scope.task_id.as_deref().filter(|t| *t != task_id) {
             return Err(AppError::conflict(
@@ -553,7 +555,7 @@ impl App {
             reason: if reason.trim().is_empty() {
                 "the asker moved on".into()
             } else {
-                reason.trim().to_owned()
+                self.redacted(reason.trim())
             },
         };
         self.settle(&task_id, id, event, None).await

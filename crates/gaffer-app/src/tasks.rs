@@ -268,6 +268,7 @@ impl App {
         reason: Option<String>,
     ) -> Result<api::TaskDetail> {
         let stream = StreamId(id.to_owned());
+        let reason = reason.map(|r| self.redacted(&r));
         for _ in 0..32 {
             let view = self.task_view(id).await?;
             if is_final(&view.task.stage) {

@@ -284,3 +284,49 @@ async fn a_decision_from_another_process_wakes_the_waiter() {
     assert_eq!(r.outcome, Outcome::Approved);
     eprintln!("cross-process wake after {:?}", started.elapsed());
 }
+
+/// A decision note or a cancel reason quoting a secret is stored, shown and told to
+/// the agent with the secret replaced, like a request.
+#[tokio::test]
+async fn notes_and_cancel_reasons_are_stored_redacted() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let app = env.app.with_redaction(std::sync::Arc::new(|t: &str| {
+        t.replace("hunter2-secret", "[REDACTED]")
+    }));
+    let task = env.task_with_step("alpha", "plan").await;
+    let a = app
+        .request_approval(tool_request(&task, "plan", 1, command("deploy")))
+        .await
+        .unwrap();
+    app.decide(
+        &a.id,
+        Decision::Deny,
+        user("bob"),
+        Some("use hunter2-secret instead".into()),
+        Scope::default(),
+    )
+    .await
+    .unwrap();
+    let told = app.wait_for_decision(&a.id).await.unwrap();
+    assert_eq!(
+        told.reason(),
+        "denied by bob (test): use [REDACTED] instead"
+    );
+    let b = app
+        .request_approval(tool_request(&task, "plan", 2, command("deploy")))
+        .await
+        .unwrap();
+    app.cancel_task(&task, user("alice"), Some("leaked hunter2-secret".into()))
+        .await
+        .unwrap();
+    let withdrawn = app.wait_for_decision(&b.id).await.unwrap();
+    assert!(
+        !withdrawn.reason().contains("hunter2"),
+        "{}",
+        withdrawn.reason()
+    );
+    let journal = format!("{:?}", app.journal().events_after(0, 1000).await.unwrap());
+    assert!(!journal.contains("hunter2-secret"), "{journal}");
+    assert!(journal.contains("leaked [REDACTED]"), "{journal}");
+}
