@@ -25,7 +25,7 @@ pub fn policy_file(global: &Global) -> PathBuf {
 }
 
 /// Config, policy and the app service over the configured journal, redacting the
-/// configured secrets from the requests it stores.
+/// configured secrets from what people send it (requests, notes, reasons).
 pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
     let config = load_config(global)?;
     let policy = Policy::load(&policy_file(global)).map_err(|e| CliError::config(e.to_string()))?;
