@@ -1,10 +1,10 @@
 //! The PostgreSQL journal: the same schema, SQL and semantics as SQLite's, for
 //! many gaffer processes on many machines sharing one database.
 //!
-//! Appends take one transaction-scoped advisory lock, so global positions commit
-//! in order (a reader of `events_after` never skips an event that commits later
-//! with a smaller position) and a head read under the lock is exact; the
-//! `(stream_id, seq)` key refuses a fork even without it. Each append sends a
+//! Appends write with row locks: the `(stream_id, seq)` key refuses a fork, and the
+//! task's projection row orders an append and a takeover of the task (see
+//! `append_as`). Only the inserts and the commit hold one transaction-scoped
+//! advisory lock, so global positions commit in order. Each append sends a
 //! `NOTIFY` that is delivered only if it commits; [`PgJournal::follow_other_processes`]
 //! listens and hands other processes' events to this process's subscribers once.
 
@@ -28,8 +28,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const NOTIFY_CHANNEL: &str = "gaffer_events";
 
-/// The advisory lock key of the one writer path ("gaffer" in ASCII).
-const WRITER_LOCK: i64 = 0x6761_6666_6572;
+/// The advisory lock key that orders positions ("gaffer" in ASCII).
+const POSITIONS_LOCK: i64 = 0x6761_6666_6572;
 
 /// The journal in a PostgreSQL database (its current schema, normally `public`).
 pub struct PgJournal {
@@ -237,14 +237,10 @@ async fn check_schema(conn: &mut PgConnection, shown: &str) -> Result<Option<i64
     .await
 }
 
+/// A transaction that writes with row locks only: appends to different tasks,
+/// claims (`SKIP LOCKED`) and heartbeats pass each other.
 async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
-    let mut tx = pool.begin().await?;
-    // The one writer path across every process: held until commit or rollback.
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(WRITER_LOCK)
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
+    Ok(pool.begin().await?)
 }
 
 async fn begin_read(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
@@ -253,10 +249,26 @@ async fn begin_read(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
         .await?)
 }
 
-/// Lease bookkeeping takes row locks only, not the writer lock: claims by many
-/// workers pass each other (`SKIP LOCKED`) and do not queue behind appends.
-async fn begin_lease(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
-    Ok(pool.begin().await?)
+/// Taken right before an append inserts its events and held to its commit, so
+/// positions commit in order (a reader of `events_after` never skips an event
+/// that commits later with a smaller position). Only the inserts and the commit
+/// happen under it: everything else an append does comes before.
+async fn lock_positions(tx: &mut PgConnection) -> Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(POSITIONS_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// A rebuild rewrites every projection from every event: first wait for the
+/// appends writing projections and keep new ones out, then take the positions.
+/// In this order, because appends take them in this order.
+async fn lock_for_rebuild(tx: &mut PgConnection) -> Result<()> {
+    sqlx::query("LOCK TABLE projects, tasks, steps, approvals, sessions IN EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await?;
+    lock_positions(tx).await
 }
 
 /// The database server's clock: every machine judges lease expiry by the same one.
@@ -271,15 +283,15 @@ async fn db_now(conn: &mut PgConnection) -> Result<i64> {
 /// A task another worker is claiming this instant is skipped, not waited for.
 const CLAIM_LOCK: &str = " FOR UPDATE OF t SKIP LOCKED";
 
-/// Wake other processes' followers; PostgreSQL delivers it only if the append commits.
-async fn announce(tx: &mut PgConnection, written: &[RecordedEvent]) -> Result<()> {
-    if let Some(last) = written.last() {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(NOTIFY_CHANNEL)
-            .bind(last.pos.to_string())
-            .execute(&mut *tx)
-            .await?;
-    }
+/// Wake other processes' followers; PostgreSQL delivers it only if the append
+/// commits, and only after. Followers read from their cursor; the payload, the
+/// stream, is for people watching the channel.
+async fn announce(tx: &mut PgConnection, stream: &StreamId) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(NOTIFY_CHANNEL)
+        .bind(stream.as_str())
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 

@@ -130,13 +130,15 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 /// `$J` is the journal type, with fields `pool`, `writer`, `events`, `follow`;
 /// `$DB` the sqlx database, `$Conn` its connection, `$Row` its row. The module
 /// that invokes it defines:
-/// - `async fn begin_write(pool) -> Result<Transaction<'static, $DB>>`: a transaction
-///   that holds the one writer path until it ends;
+/// - `async fn begin_write(pool) -> Result<Transaction<'static, $DB>>`: a writing
+///   transaction (SQLite: the one writer; PostgreSQL: row locks only);
+/// - `async fn lock_positions(tx) -> Result<()>`: taken by an append right before it
+///   inserts its events, held to its commit, so positions commit in order;
+/// - `async fn lock_for_rebuild(tx) -> Result<()>`: keeps appends out while a rebuild
+///   rewrites the projections;
 /// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
-/// - `async fn announce(tx, written: &[RecordedEvent]) -> Result<()>`: called before an
-///   append commits (PostgreSQL notifies other nodes; SQLite does nothing);
-/// - `async fn begin_lease(pool) -> Result<Transaction<'static, $DB>>`: a transaction for
-///   lease bookkeeping (SQLite: the writer lock; PostgreSQL: row locks only);
+/// - `async fn announce(tx, stream) -> Result<()>`: called before an append commits
+///   (PostgreSQL notifies other nodes; SQLite does nothing);
 /// - `async fn db_now(conn) -> Result<i64>`: the clock leases expire by (ms), one for
 ///   every process sharing the database;
 /// - `const CLAIM_LOCK: &str`: appended to the claim's candidate query (PostgreSQL:
@@ -175,7 +177,10 @@ macro_rules! journal_backend {
         }
 
         /// Refuse an append under `lease` unless the task's lease still has its worker
-        /// and generation. Read in the append's transaction, after the writer lock.
+        /// and generation. Read in the append's transaction after it has written the
+        /// task's row: a takeover locks that row (`claim_task`), so it either
+        /// committed before this read, which then sees it, or waits for this append
+        /// to end (on PostgreSQL it skips the task; on SQLite there is one writer).
         async fn check_lease(conn: &mut $Conn, stream: &StreamId, lease: &Lease) -> Result<()> {
             let holder: Option<(String, i64)> = sqlx::query_as(
                 "SELECT worker_id, generation FROM task_leases WHERE task_id = $1",
@@ -728,9 +733,6 @@ macro_rules! journal_backend {
             ) -> Result<Appended> {
                 let mut cache = self.writer.lock().await;
                 let mut tx = begin_write(&self.pool).await?;
-                if let Some(lease) = lease {
-                    check_lease(&mut tx, stream, lease).await?;
-                }
                 // A cached state at the expected head saves reading the head: if another
                 // process appended meanwhile, the (stream_id, seq) key refuses our insert.
                 let cached = cache
@@ -751,13 +753,17 @@ macro_rules! journal_backend {
                     }
                 };
                 if events.is_empty() {
+                    if let Some(lease) = lease {
+                        check_lease(&mut tx, stream, lease).await?;
+                    }
                     return Ok(Appended {
                         head_seq,
                         head_hash,
                     });
                 }
+                // Everything but the inserts happens first, outside the positions lock.
                 let mut touched = Vec::with_capacity(events.len());
-                let mut written = Vec::with_capacity(events.len());
+                let mut rows = Vec::with_capacity(events.len());
                 let (mut seq, mut prev) = (head_seq, head_hash);
                 for (index, new) in events.into_iter().enumerate() {
                     let rejected = |reason| StoreError::Rejected {
@@ -775,6 +781,23 @@ macro_rules! journal_backend {
                     let payload = serde_json::to_string(&new.event)
                         .map_err(|e| corrupt(stream.as_str(), seq, e))?;
                     let hash = event_hash(&prev, stream.as_str(), seq, new.at, &payload);
+                    let touch = new.event.touched();
+                    if !touched.contains(&touch) {
+                        touched.push(touch);
+                    }
+                    rows.push((seq, payload, new, std::mem::replace(&mut prev, hash.clone()), hash));
+                }
+                let Some(state) = state else {
+                    return Err(corrupt(stream.as_str(), seq, "no state after append"));
+                };
+                write_touched(&mut tx, &state, &touched).await?;
+                if let Some(lease) = lease {
+                    check_lease(&mut tx, stream, lease).await?;
+                }
+                announce(&mut tx, stream).await?;
+                lock_positions(&mut tx).await?;
+                let mut written = Vec::with_capacity(rows.len());
+                for (seq, payload, new, prev_hash, hash) in rows {
                     let pos: i64 = sqlx::query_scalar(
                         "INSERT INTO events (stream_id, seq, at, type, payload, prev_hash, hash,
                            worker_id, lease_generation)
@@ -785,7 +808,7 @@ macro_rules! journal_backend {
                     .bind(new.at)
                     .bind(new.event.kind())
                     .bind(&payload)
-                    .bind(&prev)
+                    .bind(&prev_hash)
                     .bind(&hash)
                     .bind(lease.map(|l| l.worker_id.as_str()))
                     .bind(lease.map(|l| l.generation))
@@ -801,25 +824,15 @@ macro_rules! journal_backend {
                         }
                         _ => StoreError::Db(e),
                     })?;
-                    let touch = new.event.touched();
-                    if !touched.contains(&touch) {
-                        touched.push(touch);
-                    }
                     written.push(RecordedEvent {
                         pos,
                         stream_id: stream.0.clone(),
                         seq,
                         at: new.at,
                         event: new.event,
-                        hash: hash.clone(),
+                        hash,
                     });
-                    prev = hash;
                 }
-                let Some(state) = state else {
-                    return Err(corrupt(stream.as_str(), seq, "no state after append"));
-                };
-                write_touched(&mut tx, &state, &touched).await?;
-                announce(&mut tx, &written).await?;
                 // Mark our events before they become visible, so a follower never delivers them twice.
                 let following = {
                     let mut f = $crate::shared::lock(&self.follow);
@@ -883,7 +896,7 @@ macro_rules! journal_backend {
             }
 
             async fn register_worker(&self, worker: &WorkerInfo) -> Result<()> {
-                let mut tx = begin_lease(&self.pool).await?;
+                let mut tx = begin_write(&self.pool).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query(
                     "INSERT INTO workers (id, host, pid, lease_ms, started_at, heartbeat_at)
@@ -907,7 +920,7 @@ macro_rules! journal_backend {
                 skip: &[String],
                 only_task: Option<&str>,
             ) -> Result<Option<Lease>> {
-                let mut tx = begin_lease(&self.pool).await?;
+                let mut tx = begin_write(&self.pool).await?;
                 let now = db_now(&mut tx).await?;
                 let mut q = sqlx::QueryBuilder::<$DB>::new(
                     "SELECT t.id, t.project_id, COALESCE(l.generation, 0) FROM tasks t
@@ -969,7 +982,7 @@ macro_rules! journal_backend {
             }
 
             async fn heartbeat(&self, worker: &WorkerInfo, held: &[Lease]) -> Result<Vec<String>> {
-                let mut tx = begin_lease(&self.pool).await?;
+                let mut tx = begin_write(&self.pool).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query("UPDATE workers SET heartbeat_at = $1 WHERE id = $2")
                     .bind(now)
@@ -1000,7 +1013,7 @@ macro_rules! journal_backend {
             }
 
             async fn release_lease(&self, lease: &Lease, end: LeaseEnd) -> Result<()> {
-                let mut tx = begin_lease(&self.pool).await?;
+                let mut tx = begin_write(&self.pool).await?;
                 sqlx::query(
                     "UPDATE task_leases SET expires_at = 0
                      WHERE task_id = $1 AND worker_id = $2 AND generation = $3",
@@ -1028,7 +1041,7 @@ macro_rules! journal_backend {
             }
 
             async fn stop_worker(&self, worker_id: &str) -> Result<()> {
-                let mut tx = begin_lease(&self.pool).await?;
+                let mut tx = begin_write(&self.pool).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query("UPDATE workers SET stopped_at = $1 WHERE id = $2")
                     .bind(now)
@@ -1212,6 +1225,7 @@ macro_rules! journal_backend {
             async fn rebuild(&self) -> Result<usize> {
                 let mut cache = self.writer.lock().await;
                 let mut tx = begin_write(&self.pool).await?;
+                lock_for_rebuild(&mut tx).await?;
                 let (projections, count, _, _) = replay_all(&mut tx, false).await?;
                 for table in ["sessions", "approvals", "steps", "tasks", "projects"] {
                     sqlx::query(&format!("DELETE FROM {table}"))

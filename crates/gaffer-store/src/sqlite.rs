@@ -334,8 +334,14 @@ async fn begin_read(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
     Ok(pool.begin().await?)
 }
 
-async fn begin_lease(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
-    begin_write(pool).await
+/// Nothing more to take: `BEGIN IMMEDIATE` already made this the only writer.
+async fn lock_positions(_tx: &mut SqliteConnection) -> Result<()> {
+    Ok(())
+}
+
+/// Nothing more to take: `BEGIN IMMEDIATE` already made this the only writer.
+async fn lock_for_rebuild(_tx: &mut SqliteConnection) -> Result<()> {
+    Ok(())
 }
 
 /// One machine shares a SQLite file: its clock is everyone's.
@@ -347,7 +353,7 @@ async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
 const CLAIM_LOCK: &str = "";
 
 /// Nothing to announce: other processes on this file follow it by file-system notifications.
-async fn announce(_tx: &mut SqliteConnection, _written: &[RecordedEvent]) -> Result<()> {
+async fn announce(_tx: &mut SqliteConnection, _stream: &StreamId) -> Result<()> {
     Ok(())
 }
 

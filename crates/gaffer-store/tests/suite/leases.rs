@@ -156,6 +156,61 @@ async fn claims_skip_finished_tasks_and_busy_projects_and_take_the_oldest_first(
     assert_eq!((again.task_id.as_str(), again.generation), ("t-a", 2));
 }
 
+/// A holder appending at full speed while another process takes its task over:
+/// every append of the old holder commits before the takeover or is refused, so
+/// once the new holder has its lease the head moves only for it.
+async fn an_append_racing_a_takeover_commits_before_it_or_not_at_all(b: Backend) {
+    let t = temp_journal(b).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let stream = StreamId::from("t-1");
+    let handles = [t.reopen().await, t.reopen().await];
+    let workers = [registered(&handles[0], "w-0").await, registered(&handles[1], "w-1").await];
+    let mut holder = handles[0].claim_task(&workers[0], &[], None).await.unwrap().unwrap();
+    let head = t.journal.head(&stream).await.unwrap();
+    fenced(&handles[0], &holder, vec![Event::StepStarted { step_id: "s".into() }]).await.unwrap();
+    assert_eq!(t.journal.head(&stream).await.unwrap(), head + 1);
+    let mut who = 0;
+    for round in 0..40u64 {
+        let (h, lease, task) = (handles[who].clone(), holder.clone(), stream.clone());
+        let appender = tokio::spawn(async move {
+            let mut written = 0;
+            loop {
+                let head = h.head(&task).await.unwrap();
+                let activity = Event::AgentActivity { step_id: "s".into(), activity: serde_json::json!({"n": written}) };
+                match h.append_fenced(&task, head, vec![at(activity)], &lease).await {
+                    Ok(_) => written += 1,
+                    Err(StoreError::Conflict { .. }) => {}
+                    Err(StoreError::LeaseLost { .. }) => return written,
+                    Err(e) => panic!("append: {e}"),
+                }
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(1 + round % 7)).await;
+        let next = 1 - who;
+        t.sql("UPDATE task_leases SET expires_at = 1").await.unwrap();
+        // A claim skips a task whose row an append has locked this instant: retry.
+        let mut taken = None;
+        for _ in 0..5000 {
+            taken = handles[next].claim_task(&workers[next], &[], None).await.unwrap();
+            if taken.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let taken = taken.expect("an expired lease is taken over");
+        let at_takeover = handles[next].head(&stream).await.unwrap();
+        appender.await.unwrap();
+        assert_eq!(
+            handles[next].head(&stream).await.unwrap(),
+            at_takeover,
+            "round {round}: generation {} wrote after generation {} took the task",
+            holder.generation,
+            taken.generation
+        );
+        (holder, who) = (taken, next);
+    }
+}
+
 async fn concurrent_claimers_in_separate_processes_never_get_the_same_task(b: Backend) {
     let t = temp_journal(b).await;
     let j = &t.journal;
