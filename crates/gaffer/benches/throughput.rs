@@ -7,7 +7,10 @@
 //! lease, connection pool and wake-ups through the database (file-system
 //! notifications on SQLite, `LISTEN/NOTIFY` on PostgreSQL), as on many machines.
 //! Agents are the testkit's fake Claude Code with zero latency; git, worktrees and
-//! the project's check command are real. Every worker is up before the clock
+//! the project's check command are real. A second series has every agent turn
+//! take 100 ms, as if the model answered instantly but the agent CLI did not:
+//! there the workers spend part of their time waiting, not computing, which shows
+//! how the pipeline scales when the machine's cores are not the limit. Every worker is up before the clock
 //! starts; it starts when the first task is queued (from this process, on its own
 //! connection) and stops when the last task is done.
 //!
@@ -21,7 +24,7 @@
 //!
 //! `cargo bench -p gaffer --bench throughput` runs 48 tasks per configuration;
 //! without `--bench` (as `cargo test --benches` runs it) 4 tasks with 1 and 2
-//! workers. Either way every task must end done with exactly one owner write.
+//! workers and zero-latency agents only. Either way every task must end done with exactly one owner write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -87,7 +90,8 @@ struct Site {
 }
 
 impl Site {
-    fn new(url: Option<String>) -> Self {
+    /// Every agent turn first sleeps `agent_ms`.
+    fn new(url: Option<String>, agent_ms: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         for sub in ["scenarios", "fake-state", "data"] {
@@ -97,7 +101,12 @@ impl Site {
         std::fs::write(d.join("config.toml"), "").unwrap();
         let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
         // One turn per role, played for every task.
-        let script = |role: &str, turn: serde_json::Value| {
+        let script = |role: &str, mut turn: serde_json::Value| {
+            if agent_ms > 0 {
+                if let Some(steps) = turn["steps"].as_array_mut() {
+                    steps.insert(0, json!({ "sleep_ms": agent_ms }));
+                }
+            }
             std::fs::write(
                 d.join(format!("scenarios/{role}.json")),
                 json!({ "cycle": true, "turns": [turn] }).to_string(),
@@ -310,12 +319,12 @@ fn ticks_per_sec() -> f64 {
         .unwrap_or(100.0)
 }
 
-async fn measure(backend: Backend, workers: usize, tasks: usize) -> Measured {
+async fn measure(backend: Backend, workers: usize, tasks: usize, agent_ms: u64) -> Measured {
     let url = match backend {
         Backend::Sqlite => None,
         Backend::Postgres => Some(gaffer_testkit::postgres::fresh_database().await),
     };
-    let site = Site::new(url);
+    let site = Site::new(url, agent_ms);
     let journal = gaffer_store::open(&site.url, Durability::Normal)
         .await
         .unwrap();
@@ -475,7 +484,11 @@ fn is_final(stage: &str) -> bool {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let (tasks, counts): (usize, &[usize]) = if full { (48, &[1, 2, 4]) } else { (4, &[1, 2]) };
+    let (tasks, counts, agent_ms): (usize, &[usize], &[u64]) = if full {
+        (48, &[1, 2, 4], &[0, 100])
+    } else {
+        (4, &[1, 2], &[0])
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -486,20 +499,23 @@ fn main() {
         if gaffer_testkit::postgres::available() {
             backends.push(Backend::Postgres);
         }
-        let mut results: BTreeMap<(Backend, usize), Measured> = BTreeMap::new();
-        for &workers in counts {
-            for &backend in &backends {
-                let m = measure(backend, workers, tasks).await;
-                eprintln!(
-                    "{} worker(s) on {}: {:.2} tasks/s",
-                    workers,
-                    backend.name(),
-                    m.tasks_per_sec
-                );
-                results.insert((backend, workers), m);
+        for &ms in agent_ms {
+            let mut results: BTreeMap<(Backend, usize), Measured> = BTreeMap::new();
+            for &workers in counts {
+                for &backend in &backends {
+                    let m = measure(backend, workers, tasks, ms).await;
+                    eprintln!(
+                        "{} worker(s) on {}, agents {ms} ms: {:.2} tasks/s",
+                        workers,
+                        backend.name(),
+                        m.tasks_per_sec
+                    );
+                    results.insert((backend, workers), m);
+                }
             }
+            report(tasks, counts, &backends, &results, ms);
+            println!();
         }
-        report(tasks, counts, &backends, &results);
     });
 }
 
@@ -508,9 +524,15 @@ fn report(
     counts: &[usize],
     backends: &[Backend],
     results: &BTreeMap<(Backend, usize), Measured>,
+    agent_ms: u64,
 ) {
+    let agents = if agent_ms == 0 {
+        "zero-latency fake agents".to_owned()
+    } else {
+        format!("fake agents taking {agent_ms} ms a turn")
+    };
     println!(
-        "pipeline throughput: {tasks} tasks per run, each worker a `gaffer worker --count 1` process, zero-latency fake agents; load average {}",
+        "pipeline throughput: {tasks} tasks per run, each worker a `gaffer worker --count 1` process, {agents}; load average {}",
         std::fs::read_to_string("/proc/loadavg")
             .unwrap_or_default()
             .split_whitespace()
@@ -536,7 +558,11 @@ fn report(
         let ratio = results[&(b, last)].tasks_per_sec / results[&(b, first)].tasks_per_sec;
         print!(" | {:>17.2}×", ratio);
     }
-    println!("   (target on PostgreSQL, 1→4: ≥ 2.5×)");
+    if agent_ms == 0 {
+        println!("   (target on PostgreSQL, 1→4: ≥ 2.5×)");
+    } else {
+        println!();
+    }
     // With every core busy on the pipeline, throughput is at most cores / CPU per
     // task: the most any number of workers could reach on this machine.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
