@@ -121,16 +121,31 @@ pub fn command_definitions() -> Value {
             vec![opt("id", "Task id", false)]
         ),
         cmd("tasks", "Recent tasks of this channel's project", vec![]),
-        cmd("cancel", "Cancel a task", vec![opt("id", "Task id", true)]),
+        cmd(
+            "cancel",
+            "Cancel a task",
+            vec![
+                opt("id", "Task id", true),
+                opt("reason", "Why, for the record", false)
+            ]
+        ),
         cmd(
             "approve",
             "Approve a pending approval",
-            vec![opt("id", "Approval id", true)]
+            vec![
+                opt("id", "Approval id", true),
+                opt("note", "A note for the agent and the record", false),
+                json!({ "type": 5, "name": "for_task", "required": false,
+                    "description": "Also approve exactly this command again for the rest of this task (tool approvals only)" })
+            ]
         ),
         cmd(
             "deny",
             "Deny a pending approval",
-            vec![opt("id", "Approval id", true)]
+            vec![
+                opt("id", "Approval id", true),
+                opt("note", "Why, told to the agent", false)
+            ]
         ),
         json!({ "name": "auto", "type": 1, "description": "Turn this project's auto-approve on or off",
             "options": [{ "type": 3, "name": "state", "description": "on or off", "required": true,
@@ -812,7 +827,7 @@ impl Adapter {
             "cancel" | "approve" | "deny" | "auto" if !self.may_decide(user_id, roles) => self.refusal(),
             "cancel" => {
                 let Some(id) = id_opt("id") else { return Reply::private("Name the task: `/cancel id: t-…`.") };
-                match self.app().cancel_task(&id, actor, None).await {
+                match self.app().cancel_task(&id, actor, id_opt("reason")).await {
                     Ok(d) => Reply::public(format!("Cancelled `{}`.", d.task.id)),
                     Err(e) => Reply::private(format!("Could not cancel: {}", explain(&e))),
                 }
@@ -826,7 +841,13 @@ impl Adapter {
                     Err(_) => None,
                 };
                 let scope = Scope { task_id: None, project_id };
-                match self.app().decide(&id, decision, actor, None, scope).await {
+                let note = id_opt("note");
+                let decided = if i.flag("for_task") && decision == Decision::Approve {
+                    self.app().allow_for_task(&id, actor, note, scope).await
+                } else {
+                    self.app().decide(&id, decision, actor, note, scope).await
+                };
+                match decided {
                     Ok(d) => {
                         self.mark(&d.approval.task_id);
                         if d.applied {

@@ -50,7 +50,7 @@ pub struct Message {
 pub struct CommandOption {
     /// Its name.
     pub name: String,
-    /// Its value (a string for every option gaffer registers).
+    /// Its value: a string, or a boolean for a flag.
     #[serde(default)]
     pub value: Value,
 }
@@ -110,6 +110,14 @@ impl Interaction {
             .iter()
             .find(|o| o.name == name)
             .and_then(|o| o.value.as_str().map(str::to_owned))
+    }
+
+    /// A boolean option of a command; absent is false.
+    pub fn flag(&self, name: &str) -> bool {
+        self.data
+            .options
+            .iter()
+            .any(|o| o.name == name && o.value.as_bool() == Some(true))
     }
 }
 

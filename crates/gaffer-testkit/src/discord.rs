@@ -480,9 +480,25 @@ impl FakeDiscord {
         name: &str,
         options: &[(&str, &str)],
     ) -> String {
+        let options: Vec<(&str, Value)> = options.iter().map(|(k, v)| (*k, json!(v))).collect();
+        self.slash_with(channel, user, name, &options)
+    }
+
+    /// [`FakeDiscord::slash`] with options of any type: a boolean is sent as
+    /// Discord's BOOLEAN option (type 5), anything else as a STRING (type 3).
+    pub fn slash_with(
+        &self,
+        channel: &str,
+        user: &FakeUser,
+        name: &str,
+        options: &[(&str, Value)],
+    ) -> String {
         let options: Vec<Value> = options
             .iter()
-            .map(|(k, v)| json!({ "name": k, "type": 3, "value": v }))
+            .map(|(k, v)| {
+                let kind = if v.is_boolean() { 5 } else { 3 };
+                json!({ "name": k, "type": kind, "value": v })
+            })
             .collect();
         self.interaction(
             2,

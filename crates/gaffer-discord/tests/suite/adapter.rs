@@ -617,3 +617,85 @@ async fn allow_for_this_task_approves_the_same_command_again_in_that_task_only()
     let other_thread = w.thread_of(&other_task).await;
     w.approval_message(&other_thread, &elsewhere.id).await;
 }
+
+#[tokio::test]
+async fn slash_approve_takes_a_note_and_for_task_and_cancel_takes_a_reason() {
+    let w = World::new().await;
+    let task = w.task("Publish the crate").await;
+    let thread = w.thread_of(&task).await;
+    let a = w.approval(&task, "publish", 1).await;
+    w.approval_message(&thread, &a.id).await;
+
+    let slash = w.discord.slash_with(
+        ROOM,
+        &bob(),
+        "approve",
+        &[
+            ("id", json!(a.id)),
+            ("note", json!("  fine for this crate ")),
+            ("for_task", json!(true)),
+        ],
+    );
+    let answer = w
+        .discord
+        .wait_for("the decision", WAIT, |d| d.callback(&slash))
+        .await;
+    assert!(
+        !answer.ephemeral()
+            && answer
+                .content()
+                .contains("approved for this task by bob (via discord)"),
+        "{answer:?}"
+    );
+    let granted = w.app.approval(&a.id).await.unwrap();
+    assert!(granted.for_task, "{granted:?}");
+    assert_eq!(granted.note.as_deref(), Some("fine for this crate"));
+    // The grant covers the same command later in this task.
+    let again = w.approval(&task, "publish", 2).await;
+    assert_eq!(again.state, "approved");
+
+    // for_task false is a plain approval; /deny takes a note too.
+    let b = w
+        .approval_to_run(&task, "publish", 3, "cargo publish --allow-dirty")
+        .await;
+    let slash = w.discord.slash_with(
+        ROOM,
+        &bob(),
+        "deny",
+        &[("id", json!(b.id)), ("note", json!("not dirty"))],
+    );
+    w.discord
+        .wait_for("the denial", WAIT, |d| d.callback(&slash))
+        .await;
+    let denied = w.app.approval(&b.id).await.unwrap();
+    assert_eq!(
+        (
+            denied.state.as_str(),
+            denied.for_task,
+            denied.note.as_deref()
+        ),
+        ("denied", false, Some("not dirty"))
+    );
+
+    let slash = w.discord.slash_with(
+        ROOM,
+        &bob(),
+        "cancel",
+        &[("id", json!(task)), ("reason", json!("wrong crate"))],
+    );
+    w.discord
+        .wait_for("the cancel", WAIT, |d| d.callback(&slash))
+        .await;
+    let reasons: Vec<Option<String>> = w
+        .journal
+        .events_after(0, 1_000_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::TaskCancelled { reason, .. } if e.stream_id == task => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons, vec![Some("wrong crate".to_owned())]);
+}
