@@ -9,7 +9,8 @@
 //! listens and hands other processes' events to this process's subscribers once.
 
 use crate::shared::{
-    deliver_foreign, journal_backend, lock, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
+    deliver_foreign, journal_backend, lock, schema_verdict, FollowState, FOLLOW_BATCH,
+    SCHEMA_VERSION_SQL,
 };
 use crate::sqlite::Durability;
 use crate::{Result, StoreError};
@@ -145,7 +146,9 @@ impl PgJournal {
                     // A notification, or a lost connection (re-established by the next
                     // call): either way, deliver whatever committed past the cursor.
                     Ok(_) => {
-                        let fetch = |after| read_events_after(&pool, after, 500);
+                        // Notifications that arrived meanwhile are answered by this one read.
+                        while listener.next_buffered().is_some() {}
+                        let fetch = |after| read_events_after(&pool, after, FOLLOW_BATCH);
                         if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
                             tracing::warn!("reading other processes' events: {e}");
                         }

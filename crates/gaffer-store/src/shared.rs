@@ -39,8 +39,13 @@ pub(crate) fn lock(follow: &std::sync::Mutex<Follow>) -> std::sync::MutexGuard<'
     follow.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How many events a follower reads at once.
+pub(crate) const FOLLOW_BATCH: i64 = 500;
+
 /// Broadcast every committed event past the cursor that this process did not append.
-/// `fetch(after)` reads the next committed events in position order.
+/// `fetch(after)` reads the next committed events in position order, at most
+/// [`FOLLOW_BATCH`]; a shorter batch was all there was, so no read is spent to
+/// find nothing (every worker follows every append: each read counts).
 pub(crate) async fn deliver_foreign<F, Fut>(
     fetch: F,
     follow: &std::sync::Mutex<Follow>,
@@ -53,9 +58,7 @@ where
     loop {
         let cursor = lock(follow).cursor;
         let batch = fetch(cursor).await?;
-        if batch.is_empty() {
-            return Ok(());
-        }
+        let more = batch.len() as i64 >= FOLLOW_BATCH;
         for e in batch {
             let own = {
                 let mut f = lock(follow);
@@ -65,6 +68,9 @@ where
             if !own {
                 let _ = events.send(e);
             }
+        }
+        if !more {
+            return Ok(());
         }
     }
 }

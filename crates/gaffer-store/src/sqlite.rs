@@ -1,7 +1,7 @@
 //! The SQLite journal: WAL, `busy_timeout`, foreign keys, one writer path.
 
 use crate::shared::{
-    deliver_foreign, journal_backend, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
+    deliver_foreign, journal_backend, schema_verdict, FollowState, FOLLOW_BATCH, SCHEMA_VERSION_SQL,
 };
 use crate::{Result, StoreError};
 use sqlx::migrate::Migrator;
@@ -177,7 +177,7 @@ impl SqliteJournal {
         tokio::spawn(async move {
             while woken.recv().await.is_some() {
                 while woken.try_recv().is_ok() {}
-                let fetch = |after| read_events_after(&pool, after, 500);
+                let fetch = |after| read_events_after(&pool, after, FOLLOW_BATCH);
                 if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
                     tracing::warn!("reading other processes' events: {e}");
                 }

@@ -336,6 +336,28 @@ async fn events_of_another_process_reach_subscribers_once_without_polling(b: Bac
     assert!(rx.try_recv().is_err());
 }
 
+/// One commit of more events than a follower reads at once (500) arrives whole,
+/// in order, from one notification.
+async fn a_commit_larger_than_a_read_reaches_followers_whole(b: Backend) {
+    let t = temp_journal(b).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    t.journal.follow_other_processes().await.unwrap();
+    let mut rx = t.journal.subscribe();
+    let other = t.reopen().await;
+    let mut events = vec![at(Event::StepStarted { step_id: "s".into() })];
+    events.extend((0..700).map(|n| at(Event::AgentActivity { step_id: "s".into(), activity: json!({"n": n}) })));
+    other.append(&"t-1".into(), 2, events).await.unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 701 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of 701 events arrived", seqs.len()))
+            .unwrap();
+        seqs.push(e.seq);
+    }
+    assert_eq!(seqs, (3..=703).collect::<Vec<i64>>());
+}
+
 /// Regression: with `synchronous=FULL` (the default) a SQLite reader woken by the
 /// WAL write found the commit not yet visible, and was never woken again for it,
 /// so an approval decided in another process did not wake the waiting agent.
