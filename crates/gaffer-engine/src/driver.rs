@@ -28,6 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// The tokenizer context selection counts its budget in.
+pub(crate) const CONTEXT_TOKENIZER: gaffer_index::TokenizerKind =
+    gaffer_index::TokenizerKind::Cl100k;
+
 /// How the engine runs tasks.
 #[derive(Clone)]
 pub struct Settings {
@@ -530,7 +534,7 @@ impl Engine {
             ..Default::default()
         };
         let picked = tokio::task::spawn_blocking(move || {
-            let tok = gaffer_index::TokenizerKind::Cl100k;
+            let tok = CONTEXT_TOKENIZER;
             match changed {
                 Some(files) => {
                     gaffer_index::select_neighbourhood(&root, &files, &opts, tok, cache.as_ref())

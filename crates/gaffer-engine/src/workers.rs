@@ -207,6 +207,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Load what each process loads once, on its first task otherwise (the context
+    /// tokenizer, a fraction of a second), so that no task waits for it. Call it
+    /// before taking work.
+    pub async fn warm_up() {
+        let tokenizer = tokio::task::spawn_blocking(|| {
+            gaffer_index::Tokenizer::load(crate::driver::CONTEXT_TOKENIZER).map(|_| ())
+        });
+        if let Ok(Err(e)) = tokenizer.await {
+            tracing::warn!("loading the context tokenizer: {e}");
+        }
+    }
+
     /// Run tasks as worker `me` until `shutdown`: claim what the limits allow, run
     /// each fenced by its lease, renew the leases by heartbeat, and drop at once a
     /// task whose lease was lost. On shutdown running tasks are dropped, not

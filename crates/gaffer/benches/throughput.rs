@@ -165,7 +165,7 @@ impl Site {
             .stderr(std::fs::File::create(d.join(format!("worker-{n}.err"))).unwrap())
             .spawn()
             .unwrap();
-        // "gaffer worker <id> is running …": it is registered and claiming.
+        // "gaffer worker <id> is running …": warmed up, it registers and claims next.
         let mut first = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)

@@ -38,6 +38,7 @@ pub fn spawn_workers(
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        Engine::warm_up().await;
         if let Err(e) = engine.work(&me, limits, stop).await {
             tracing::error!(error = %e, "workers stopped");
         }
@@ -70,6 +71,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     let engine = crate::commands::run::engine(&config, &app).await?;
     let me = me(&config);
     let limits = limits(&config, args.count, args.per_project);
+    Engine::warm_up().await;
     println!(
         "gaffer worker {} is running up to {} task{} on {} (leases of {}s; Ctrl-C stops it)",
         me.id,
