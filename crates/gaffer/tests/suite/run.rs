@@ -623,3 +623,63 @@ fn agent_garbage_mid_stream_fails_the_task_with_a_clear_error() {
         }
     }
 }
+
+/// #10 through the whole pipeline: with `sandbox.mode = "required"` an owner that
+/// writes to `~/.ssh` is refused by the kernel, the task fails saying so (its
+/// outcome and the owner's step name the sandbox), and nothing is written.
+#[test]
+fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
+    let support = gaffer_agents::sandbox::support();
+    if !support.filesystem() {
+        eprintln!("skipping: {}", support.describe());
+        return;
+    }
+    let b = Bench::new();
+    b.home.write_config("[sandbox]\nmode = \"required\"\n");
+    b.script_all();
+    let ssh = b.home.dir.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let keys = ssh.join("authorized_keys");
+    let escape = json!({ "steps": [
+        { "say": "adding my key" },
+        { "write_file": { "path": keys.display().to_string(), "content": "ssh-ed25519 AAAA attacker" } },
+        { "say": "done" }
+    ] });
+    b.script("owner", vec![escape.clone(), escape.clone(), escape]);
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let s = json_of(&out);
+    assert_eq!(s["state"], "failed", "{s}");
+    let id = s["task_id"].as_str().unwrap();
+    let shown = json_of(
+        &b.gaffer_std()
+            .args(["task", "show", id, "--json"])
+            .output()
+            .unwrap(),
+    );
+    let failed_step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["state"] == "failed")
+        .unwrap_or_else(|| panic!("no failed step: {shown:#}"));
+    for (what, text) in [
+        ("the task's outcome", &shown["task"]["outcome"]["reason"]),
+        ("the failed step", &failed_step["error"]),
+    ] {
+        let text = text.as_str().unwrap_or_default();
+        for says in ["Permission denied", "sandbox (Landlock)"] {
+            assert!(text.contains(says), "{what} names {says:?}: {text}");
+        }
+    }
+    assert!(!keys.exists(), "the kernel let the write through");
+    assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
+}
