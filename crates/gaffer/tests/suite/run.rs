@@ -582,25 +582,7 @@ fn agent_garbage_mid_stream_fails_the_task_with_a_clear_error() {
         { "say": "never read" }
     ] });
     b.script("planner", vec![garbage.clone(), garbage.clone(), garbage]);
-    let out = b
-        .gaffer_std()
-        .args(["run", REQUEST, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json", "--agent", "claude"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    let s = json_of(&out);
-    assert_eq!(s["state"], "failed", "{s}");
-    let id = s["task_id"].as_str().unwrap();
-    let shown = json_of(
-        &b.gaffer_std()
-            .args(["task", "show", id, "--json"])
-            .output()
-            .unwrap(),
-    );
+    let (s, shown) = run_to_failure(&b);
     let plan_step = shown["steps"]
         .as_array()
         .unwrap()
@@ -646,6 +628,29 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
         { "say": "done" }
     ] });
     b.script("owner", vec![escape.clone(), escape.clone(), escape]);
+    let (_, shown) = run_to_failure(&b);
+    let failed_step = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["state"] == "failed")
+        .unwrap_or_else(|| panic!("no failed step: {shown:#}"));
+    for (what, text) in [
+        ("the task's outcome", &shown["task"]["outcome"]["reason"]),
+        ("the failed step", &failed_step["error"]),
+    ] {
+        let text = text.as_str().unwrap_or_default();
+        for says in ["Permission denied", "sandbox (Landlock)"] {
+            assert!(text.contains(says), "{what} names {says:?}: {text}");
+        }
+    }
+    assert!(!keys.exists(), "the kernel let the write through");
+    assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
+}
+
+/// `gaffer run --yes --json` of [`REQUEST`], which must fail (exit 1, state
+/// `failed`): what it printed, and what `gaffer task show --json` shows then.
+fn run_to_failure(b: &Bench) -> (Value, Value) {
     let out = b
         .gaffer_std()
         .args(["run", REQUEST, "--repo"])
@@ -665,21 +670,5 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
             .output()
             .unwrap(),
     );
-    let failed_step = shown["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|st| st["state"] == "failed")
-        .unwrap_or_else(|| panic!("no failed step: {shown:#}"));
-    for (what, text) in [
-        ("the task's outcome", &shown["task"]["outcome"]["reason"]),
-        ("the failed step", &failed_step["error"]),
-    ] {
-        let text = text.as_str().unwrap_or_default();
-        for says in ["Permission denied", "sandbox (Landlock)"] {
-            assert!(text.contains(says), "{what} names {says:?}: {text}");
-        }
-    }
-    assert!(!keys.exists(), "the kernel let the write through");
-    assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
+    (s, shown)
 }
