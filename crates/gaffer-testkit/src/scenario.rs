@@ -269,14 +269,21 @@ pub fn log_effect(line: &str) {
         if p.is_empty() {
             return;
         }
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-        {
-            let _ = writeln!(f, "{}", line.replace('\n', "\\n"));
-        }
+        let _ = append_line(Path::new(&p), line);
     }
+}
+
+/// Append `line` to the log at `path`, whole: many fakes in many processes log to
+/// one file at once, so the line and its newline go in one `write` (`writeln!`
+/// makes two, and another writer's line could land between them).
+pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let mut whole = line.replace('\n', "\\n");
+    whole.push('\n');
+    f.write_all(whole.as_bytes())
 }
 
 /// Read an effect log into lines.

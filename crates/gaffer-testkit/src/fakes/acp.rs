@@ -10,14 +10,7 @@ use super::{exit_now, fail, Io};
 use crate::scenario::{do_write, log_effect, state_dir, Scenario, Step};
 
 fn append(path: &std::path::Path, v: &Value) {
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{v}");
-    }
+    let _ = crate::scenario::append_line(path, &v.to_string());
 }
 
 fn reply(io: &mut Io, id: &Value, result: Value) {

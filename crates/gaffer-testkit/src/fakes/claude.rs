@@ -44,14 +44,7 @@ fn config_dir() -> PathBuf {
 }
 
 fn append(path: &std::path::Path, v: &Value) {
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{v}");
-    }
+    let _ = crate::scenario::append_line(path, &v.to_string());
 }
 
 /// Entry point of `fake-claude`.

@@ -23,14 +23,7 @@ fn err(io: &mut Io, id: &Value, code: i64, message: &str) {
 }
 
 fn append(path: &std::path::Path, v: &Value) {
-    use std::io::Write;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{v}");
-    }
+    let _ = crate::scenario::append_line(path, &v.to_string());
 }
 
 struct Totals {
