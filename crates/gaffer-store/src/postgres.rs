@@ -29,6 +29,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub const NOTIFY_CHANNEL: &str = "gaffer_events";
 
+/// How long a transaction of this journal may sit idle before the server ends it
+/// (unless the URL's `options` set `idle_in_transaction_session_timeout`). Only a
+/// stopped or hung process leaves one idle, and the row locks it holds would keep
+/// its task from being taken over: a takeover skips a locked task.
+const IDLE_IN_TRANSACTION: &str = "60s";
+
 /// The advisory lock key that orders positions ("gaffer" in ASCII).
 const POSITIONS_LOCK: i64 = 0x6761_6666_6572;
 
@@ -89,6 +95,13 @@ impl PgJournal {
             .log_statements(tracing::log::LevelFilter::Debug);
         if durability == Durability::Normal {
             options = options.options([("synchronous_commit", "off")]);
+        }
+        let idle_set = options
+            .get_options()
+            .is_some_and(|o| o.contains("idle_in_transaction_session_timeout"));
+        if !idle_set {
+            options =
+                options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
         }
         let current = {
             // An unreachable host would otherwise wait for the system's TCP timeout.
@@ -268,10 +281,20 @@ async fn lock_positions(tx: &mut PgConnection) -> Result<()> {
 /// appends writing projections and keep new ones out, then take the positions.
 /// In this order, because appends take them in this order.
 async fn lock_for_rebuild(tx: &mut PgConnection) -> Result<()> {
+    allow_long_transaction(tx).await?;
     sqlx::query("LOCK TABLE projects, tasks, steps, approvals, sessions IN EXCLUSIVE MODE")
         .execute(&mut *tx)
         .await?;
     lock_positions(tx).await
+}
+
+/// A rebuild or a verify replays every event between its statements: exempt its
+/// transaction from [`IDLE_IN_TRANSACTION`].
+async fn allow_long_transaction(tx: &mut PgConnection) -> Result<()> {
+    sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0")
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 /// The database server's clock: every machine judges lease expiry by the same one.

@@ -142,6 +142,8 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 ///   inserts its events, held to its commit, so positions commit in order;
 /// - `async fn lock_for_rebuild(tx) -> Result<()>`: keeps appends out while a rebuild
 ///   rewrites the projections;
+/// - `async fn allow_long_transaction(tx) -> Result<()>`: lets a transaction that
+///   replays every event stay open as long as that takes;
 /// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
 /// - `async fn announce(tx, stream) -> Result<()>`: called before an append commits
 ///   (PostgreSQL notifies other nodes; SQLite does nothing);
@@ -1247,6 +1249,7 @@ macro_rules! journal_backend {
             async fn verify(&self) -> Result<VerifyReport> {
                 // One read transaction: the events and the projections come from one snapshot.
                 let mut tx = begin_read(&self.pool).await?;
+                allow_long_transaction(&mut tx).await?;
                 let (mut rebuilt, events, broken, streams) = replay_all(&mut tx, true).await?;
                 let broken = match broken {
                     Some(b) => Some(b),

@@ -344,6 +344,11 @@ async fn lock_for_rebuild(_tx: &mut SqliteConnection) -> Result<()> {
     Ok(())
 }
 
+/// SQLite ends no transaction for being idle.
+async fn allow_long_transaction(_tx: &mut SqliteConnection) -> Result<()> {
+    Ok(())
+}
+
 /// One machine shares a SQLite file: its clock is everyone's.
 async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
     Ok(crate::now_ms())

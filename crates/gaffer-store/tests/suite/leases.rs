@@ -271,3 +271,59 @@ async fn workers_are_listed_with_their_leases_heartbeats_and_counts(b: Backend) 
     assert!(j.claim_task(&a, &[], None).await.unwrap().is_some(), "a stopped worker's task is free at once");
 }
 }
+
+/// A worker hung inside an append (stopped, its connection still open) holds its
+/// task's row lock, and a takeover skips a locked task. The server ends such an
+/// idle transaction (`idle_in_transaction_session_timeout`, 60 s unless the URL
+/// says otherwise; 1 s here), so the task is taken over after all.
+#[tokio::test]
+async fn a_worker_hung_inside_a_transaction_does_not_keep_its_task_from_a_takeover() {
+    if !Backend::Postgres.available() {
+        return;
+    }
+    let t = temp_journal(Backend::Postgres).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let plain = gaffer_store::PgJournal::open(&t.url(), gaffer_store::Durability::Normal)
+        .await
+        .unwrap();
+    let shown: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+        .fetch_one(plain.pool())
+        .await
+        .unwrap();
+    assert_eq!(shown, "1min", "the default for the journal's sessions");
+
+    let url = format!(
+        "{}?options=-c%20idle_in_transaction_session_timeout%3D1s",
+        t.url()
+    );
+    let hung = gaffer_store::PgJournal::open(&url, gaffer_store::Durability::Normal)
+        .await
+        .unwrap();
+    let mut tx = hung.pool().begin().await.unwrap();
+    sqlx::query("UPDATE tasks SET stage = stage WHERE id = 't-1'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let w = registered(&t.journal, "w-b").await;
+    assert_eq!(
+        t.journal.claim_task(&w, &[], None).await.unwrap(),
+        None,
+        "the hung transaction's lock is skipped"
+    );
+    let started = std::time::Instant::now();
+    let lease = loop {
+        if let Some(lease) = t.journal.claim_task(&w, &[], None).await.unwrap() {
+            break lease;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the hung transaction was never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(lease.task_id, "t-1");
+    assert!(
+        tx.commit().await.is_err(),
+        "the server ended the hung transaction"
+    );
+}
