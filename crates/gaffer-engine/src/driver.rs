@@ -88,6 +88,8 @@ pub struct Engine {
     app: App,
     agents: Arc<dyn AgentFactory>,
     pub(crate) settings: Settings,
+    /// The tasks [`Engine::work`] runs now, shared by every clone.
+    pub(crate) held: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Engine {
@@ -97,6 +99,7 @@ impl Engine {
             app,
             agents,
             settings,
+            held: Arc::default(),
         }
     }
 
@@ -112,6 +115,7 @@ impl Engine {
             app,
             agents: self.agents.clone(),
             settings: self.settings.clone(),
+            held: self.held.clone(),
         }
     }
 

@@ -219,6 +219,23 @@ impl Engine {
         }
     }
 
+    /// What a process that only runs tasks needs to hear of other processes' events,
+    /// for [`gaffer_store::Journal::follow_only`]: new tasks (to claim them), new
+    /// approvals (the expiry timer), and everything of the tasks [`Engine::work`]
+    /// runs now (decisions, cancellations). A task is added before its run starts,
+    /// so its run misses nothing: what it does not hear was in the state it read.
+    pub fn events_work_needs(&self) -> gaffer_store::WantedEvents {
+        let held = self.held.clone();
+        Arc::new(move |stream: &str, kind: &str| {
+            kind == "task_created"
+                || kind == "approval_requested"
+                || held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(stream)
+        })
+    }
+
     /// Run tasks as worker `me` until `shutdown`: claim what the limits allow, run
     /// each fenced by its lease, renew the leases by heartbeat, and drop at once a
     /// task whose lease was lost. On shutdown running tasks are dropped, not
@@ -245,6 +262,10 @@ impl Engine {
         let mut tasks_elsewhere: HashSet<String> = HashSet::new();
         let mut projects_reported: HashSet<String> = HashSet::new();
         loop {
+            self.held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|t| running.values().any(|(l, _)| l.task_id == *t));
             let mut elsewhere = if look {
                 self.projects_elsewhere().await.unwrap_or_else(|e| {
                     tracing::warn!("reading the projects: {e}");
@@ -281,6 +302,10 @@ impl Engine {
                     }
                 };
                 tracing::info!(task = %lease.task_id, generation = lease.generation, "leased");
+                self.held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(lease.task_id.clone());
                 let engine = self.clone();
                 let token = shutdown.child_token();
                 let handle = set.spawn({
@@ -302,6 +327,7 @@ impl Engine {
                         }
                     }
                     journal.stop_worker(&me.id).await?;
+                    self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
                     return Ok(());
                 }
                 Some(done) = set.join_next_with_id() => {

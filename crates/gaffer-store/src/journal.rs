@@ -140,6 +140,9 @@ pub struct DiscordMessage {
     pub rendered: String,
 }
 
+/// Which other processes' events a follower delivers: `(stream id, event kind)`.
+pub type WantedEvents = std::sync::Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
 /// The journal. Appends are the only writes; everything else is derived.
 #[async_trait::async_trait]
 pub trait Journal: Send + Sync {
@@ -267,6 +270,12 @@ pub trait Journal: Send + Sync {
     /// Deliver events that other processes (or other machines) append to this
     /// process's subscribers too, once each. Needs a running tokio runtime.
     async fn follow_other_processes(&self) -> Result<()>;
+
+    /// From now on deliver only the other processes' events `wanted` accepts (by
+    /// stream id and event kind); the rest are passed over without being decoded
+    /// and, on PostgreSQL, without being read when nothing in a commit is wanted.
+    /// For a process that only runs tasks: every worker follows every append.
+    fn follow_only(&self, wanted: WantedEvents);
 
     /// Where the journal lives, for messages: a file path, or a URL with its
     /// password masked.

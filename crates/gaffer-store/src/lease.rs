@@ -283,6 +283,9 @@ impl Journal for FencedJournal {
     async fn follow_other_processes(&self) -> Result<()> {
         self.inner.follow_other_processes().await
     }
+    fn follow_only(&self, wanted: crate::WantedEvents) {
+        self.inner.follow_only(wanted)
+    }
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()> {
         self.inner.register_worker(worker).await
     }

@@ -9,8 +9,7 @@
 //! listens and hands other processes' events to this process's subscribers once.
 
 use crate::shared::{
-    deliver_foreign, journal_backend, lock, schema_verdict, FollowState, FOLLOW_BATCH,
-    SCHEMA_VERSION_SQL,
+    deliver_foreign, journal_backend, lock, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
 };
 use crate::sqlite::Durability;
 use crate::{Result, StoreError};
@@ -158,10 +157,26 @@ impl PgJournal {
                 match listener.try_recv().await {
                     // A notification, or a lost connection (re-established by the next
                     // call): either way, deliver whatever committed past the cursor.
-                    Ok(_) => {
-                        // Notifications that arrived meanwhile are answered by this one read.
-                        while listener.next_buffered().is_some() {}
-                        let fetch = |after| read_events_after(&pool, after, FOLLOW_BATCH);
+                    Ok(first) => {
+                        // Notifications that arrived meanwhile are answered by this one
+                        // read, which is skipped when none of them holds a wanted event.
+                        // A lost connection (no notification) may have missed any.
+                        let wanted = |n: &Option<sqlx::postgres::PgNotification>| {
+                            let f = lock(&follow);
+                            match n.as_ref().and_then(|n| n.payload().split_once(' ')) {
+                                Some((stream, kinds)) => f.wants_any(stream, kinds.split(',')),
+                                None => true,
+                            }
+                        };
+                        let mut read = wanted(&first);
+                        while let Some(n) = listener.next_buffered() {
+                            read |= wanted(&Some(n));
+                        }
+                        if !read {
+                            continue;
+                        }
+                        let only = lock(&follow).wanted.clone();
+                        let fetch = |after| read_foreign_after(&pool, after, only.clone());
                         if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
                             tracing::warn!("reading other processes' events: {e}");
                         }
@@ -310,12 +325,12 @@ async fn db_now(conn: &mut PgConnection) -> Result<i64> {
 const CLAIM_LOCK: &str = " FOR UPDATE OF t SKIP LOCKED";
 
 /// Wake other processes' followers; PostgreSQL delivers it only if the append
-/// commits, and only after. Followers read from their cursor; the payload, the
-/// stream, is for people watching the channel.
-async fn announce(tx: &mut PgConnection, stream: &StreamId) -> Result<()> {
+/// commits, and only after. Followers read from their cursor; the payload,
+/// `<stream> <kind>,<kind>…`, lets one that wants only some events skip the read.
+async fn announce(tx: &mut PgConnection, stream: &StreamId, kinds: &str) -> Result<()> {
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(NOTIFY_CHANNEL)
-        .bind(stream.as_str())
+        .bind(format!("{stream} {kinds}"))
         .execute(&mut *tx)
         .await?;
     Ok(())

@@ -30,6 +30,22 @@ pub(crate) struct Follow {
     pub(crate) own: std::collections::BTreeSet<i64>,
     /// Whether a follower runs (otherwise nothing is tracked).
     pub(crate) active: bool,
+    /// Which of the other processes' events to deliver (all without one).
+    pub(crate) wanted: Option<crate::WantedEvents>,
+}
+
+impl Follow {
+    /// Whether a commit that announced `kinds` on `stream` holds anything wanted.
+    pub(crate) fn wants_any<'k>(
+        &self,
+        stream: &str,
+        mut kinds: impl Iterator<Item = &'k str>,
+    ) -> bool {
+        match &self.wanted {
+            None => true,
+            Some(wanted) => kinds.any(|kind| wanted(stream, kind)),
+        }
+    }
 }
 
 pub(crate) type FollowState = std::sync::Arc<std::sync::Mutex<Follow>>;
@@ -44,8 +60,9 @@ pub(crate) const FOLLOW_BATCH: i64 = 500;
 
 /// Broadcast every committed event past the cursor that this process did not append.
 /// `fetch(after)` reads the next committed events in position order, at most
-/// [`FOLLOW_BATCH`]; a shorter batch was all there was, so no read is spent to
-/// find nothing (every worker follows every append: each read counts).
+/// [`FOLLOW_BATCH`], each as its position and, if wanted, the event; a shorter batch
+/// was all there was, so no read is spent to find nothing (every worker follows
+/// every append: each read counts).
 pub(crate) async fn deliver_foreign<F, Fut>(
     fetch: F,
     follow: &std::sync::Mutex<Follow>,
@@ -53,19 +70,19 @@ pub(crate) async fn deliver_foreign<F, Fut>(
 ) -> Result<()>
 where
     F: Fn(i64) -> Fut,
-    Fut: Future<Output = Result<Vec<RecordedEvent>>>,
+    Fut: Future<Output = Result<Vec<(i64, Option<RecordedEvent>)>>>,
 {
     loop {
         let cursor = lock(follow).cursor;
         let batch = fetch(cursor).await?;
         let more = batch.len() as i64 >= FOLLOW_BATCH;
-        for e in batch {
+        for (pos, event) in batch {
             let own = {
                 let mut f = lock(follow);
-                f.cursor = e.pos;
-                f.own.remove(&e.pos)
+                f.cursor = pos;
+                f.own.remove(&pos)
             };
-            if !own {
+            if let Some(e) = event.filter(|_| !own) {
                 let _ = events.send(e);
             }
         }
@@ -145,7 +162,7 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 /// - `async fn allow_long_transaction(tx) -> Result<()>`: lets a transaction that
 ///   replays every event stay open as long as that takes;
 /// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
-/// - `async fn announce(tx, stream) -> Result<()>`: called before an append commits
+/// - `async fn announce(tx, stream, kinds) -> Result<()>`: called before an append commits
 ///   (PostgreSQL notifies other nodes; SQLite does nothing);
 /// - `async fn db_now(conn) -> Result<i64>`: the clock leases expire by (ms), one for
 ///   every process sharing the database;
@@ -233,6 +250,34 @@ macro_rules! journal_backend {
         }
 
         /// Committed events after global position `after`, at most `limit`.
+        /// What a follower reads: the next events after `after`, each as its position
+        /// and, if `wanted` accepts it (or there is no `wanted`), the decoded event.
+        async fn read_foreign_after<'e, E>(
+            conn: E,
+            after: i64,
+            wanted: Option<$crate::WantedEvents>,
+        ) -> Result<Vec<(i64, Option<RecordedEvent>)>>
+        where
+            E: sqlx::Executor<'e, Database = $DB>,
+        {
+            let rows = sqlx::query(
+                "SELECT pos, stream_id, seq, at, type, payload, hash FROM events
+                 WHERE pos > $1 ORDER BY pos LIMIT $2",
+            )
+            .bind(after)
+            .bind($crate::shared::FOLLOW_BATCH)
+            .fetch_all(conn)
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    let take = wanted.as_ref().is_none_or(|w| {
+                        w(row.get::<&str, _>("stream_id"), row.get::<&str, _>("type"))
+                    });
+                    Ok((row.get("pos"), if take { Some(recorded(row)?) } else { None }))
+                })
+                .collect()
+        }
+
         async fn read_events_after<'e, E>(conn: E, after: i64, limit: i64) -> Result<Vec<RecordedEvent>>
         where
             E: sqlx::Executor<'e, Database = $DB>,
@@ -771,6 +816,7 @@ macro_rules! journal_backend {
                 }
                 // Everything but the inserts happens first, outside the positions lock.
                 let mut touched = Vec::with_capacity(events.len());
+                let mut kinds: Vec<&str> = Vec::new();
                 let mut rows = Vec::with_capacity(events.len());
                 let (mut seq, mut prev) = (head_seq, head_hash);
                 for (index, new) in events.into_iter().enumerate() {
@@ -793,6 +839,9 @@ macro_rules! journal_backend {
                     if !touched.contains(&touch) {
                         touched.push(touch);
                     }
+                    if !kinds.contains(&new.event.kind()) {
+                        kinds.push(new.event.kind());
+                    }
                     rows.push((seq, payload, new, std::mem::replace(&mut prev, hash.clone()), hash));
                 }
                 let Some(state) = state else {
@@ -802,7 +851,7 @@ macro_rules! journal_backend {
                 if let Some(lease) = lease {
                     check_lease(&mut tx, stream, lease).await?;
                 }
-                announce(&mut tx, stream).await?;
+                announce(&mut tx, stream, &kinds.join(",")).await?;
                 lock_positions(&mut tx).await?;
                 let mut written = Vec::with_capacity(rows.len());
                 for (seq, payload, new, prev_hash, hash) in rows {
@@ -1305,6 +1354,10 @@ macro_rules! journal_backend {
 
             async fn follow_other_processes(&self) -> Result<()> {
                 <$J>::follow_other_processes(self).await
+            }
+
+            fn follow_only(&self, wanted: $crate::WantedEvents) {
+                $crate::shared::lock(&self.follow).wanted = Some(wanted);
             }
 
             fn location(&self) -> String {

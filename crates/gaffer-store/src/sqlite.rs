@@ -1,7 +1,7 @@
 //! The SQLite journal: WAL, `busy_timeout`, foreign keys, one writer path.
 
 use crate::shared::{
-    deliver_foreign, journal_backend, schema_verdict, FollowState, FOLLOW_BATCH, SCHEMA_VERSION_SQL,
+    deliver_foreign, journal_backend, schema_verdict, FollowState, SCHEMA_VERSION_SQL,
 };
 use crate::{Result, StoreError};
 use sqlx::migrate::Migrator;
@@ -177,7 +177,8 @@ impl SqliteJournal {
         tokio::spawn(async move {
             while woken.recv().await.is_some() {
                 while woken.try_recv().is_ok() {}
-                let fetch = |after| read_events_after(&pool, after, FOLLOW_BATCH);
+                let wanted = crate::shared::lock(&follow).wanted.clone();
+                let fetch = |after| read_foreign_after(&pool, after, wanted.clone());
                 if let Err(e) = deliver_foreign(fetch, &follow, &events).await {
                     tracing::warn!("reading other processes' events: {e}");
                 }
@@ -358,7 +359,7 @@ async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
 const CLAIM_LOCK: &str = "";
 
 /// Nothing to announce: other processes on this file follow it by file-system notifications.
-async fn announce(_tx: &mut SqliteConnection, _stream: &StreamId) -> Result<()> {
+async fn announce(_tx: &mut SqliteConnection, _stream: &StreamId, _kinds: &str) -> Result<()> {
     Ok(())
 }
 

@@ -28,6 +28,7 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
     let first = w.task("first request", true).await;
     let second = w.task("second request", true).await;
     let mut events = w.journal.subscribe();
+    let wanted = w.engine.events_work_needs();
     let shutdown = CancellationToken::new();
     let engine = w.engine.clone();
     let token = shutdown.clone();
@@ -56,6 +57,10 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
         if let Event::TaskDone { .. } = e.event {
             done.push(TaskId(e.stream_id.clone()));
         }
+        // A task's run hears every event of its task from other processes.
+        if let Event::TaskLeased { .. } = e.event {
+            assert!(wanted(&e.stream_id, "approval_decided"), "{}", e.stream_id);
+        }
         assert!(
             !matches!(e.event, Event::TaskFailed { .. }),
             "{:?}",
@@ -70,6 +75,13 @@ async fn workers_run_queued_and_new_tasks_one_per_project_at_a_time() {
     }
     shutdown.cancel();
     work.await.unwrap().unwrap();
+    // Other tasks' events are not needed, nor those of tasks no longer run; new
+    // tasks and approvals always are.
+    for id in [&first, &second, &third] {
+        assert!(!wanted(&id.0, "approval_decided"), "{id:?}");
+    }
+    assert!(wanted("t-other", "task_created") && wanted("t-other", "approval_requested"));
+    assert!(!wanted("t-other", "step_started"));
     let mut all = done.clone();
     all.sort();
     let mut expected = vec![first.clone(), second.clone(), third.clone()];

@@ -336,6 +336,54 @@ async fn events_of_another_process_reach_subscribers_once_without_polling(b: Bac
     assert!(rx.try_recv().is_err());
 }
 
+/// A follower told to deliver only some events (here: new tasks, and everything
+/// of task `t-keep`) delivers exactly those of other processes, in order, and
+/// still every event this process appends itself.
+async fn a_follower_delivers_only_the_wanted_events_of_other_processes(b: Backend) {
+    let t = temp_journal(b).await;
+    t.journal.follow_other_processes().await.unwrap();
+    t.journal.follow_only(std::sync::Arc::new(|stream: &str, kind: &str| {
+        kind == "task_created" || stream == "t-keep"
+    }));
+    let mut rx = t.journal.subscribe();
+    let other = t.reopen().await;
+    other.append(&"p-1".into(), 0, vec![at(project("p-1"))]).await.unwrap();
+    for id in ["t-skip", "t-keep"] {
+        other
+            .append(&id.into(), 0, vec![at(task(id, "p-1")), at(step("s", Intent::NonIdempotent))])
+            .await
+            .unwrap();
+    }
+    for id in ["t-skip", "t-keep", "t-skip"] {
+        let head = other.head(&id.into()).await.unwrap();
+        let e = if head == 2 { Event::StepStarted { step_id: "s".into() } } else { Event::AgentActivity { step_id: "s".into(), activity: json!({}) } };
+        other.append(&id.into(), head, vec![at(e)]).await.unwrap();
+    }
+    // This process's own append is delivered by the append itself, wanted or not.
+    t.journal.append(&"p-2".into(), 0, vec![at(project("p-2"))]).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 5 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {got:?} arrived"))
+            .unwrap();
+        got.push(format!("{} {}", e.stream_id, e.event.kind()));
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "p-2 project_registered",
+            "t-keep step_intent_recorded",
+            "t-keep step_started",
+            "t-keep task_created",
+            "t-skip task_created",
+        ]
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "an unwanted event was delivered");
+}
+
 /// One commit of more events than a follower reads at once (500) arrives whole,
 /// in order, from one notification.
 async fn a_commit_larger_than_a_read_reaches_followers_whole(b: Backend) {
@@ -507,8 +555,11 @@ async fn postgres_notifies_once_per_committed_append_and_never_for_a_refused_one
     }
     assert_eq!(
         got,
-        vec!["p-1", "t-1"],
-        "one notification per committed append, naming its stream"
+        vec![
+            "p-1 project_registered",
+            "t-1 task_created,step_intent_recorded"
+        ],
+        "one notification per committed append, naming its stream and its kinds"
     );
     let more = tokio::time::timeout(std::time::Duration::from_millis(300), listener.recv()).await;
     assert!(more.is_err(), "an extra notification: {more:?}");

@@ -71,6 +71,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     let engine = crate::commands::run::engine(&config, &app).await?;
     let me = me(&config);
     let limits = limits(&config, args.count, args.per_project);
+    // This process serves nothing else: it need not read every other worker's events.
+    app.journal().follow_only(engine.events_work_needs());
     Engine::warm_up().await;
     println!(
         "gaffer worker {} is running up to {} task{} on {} (leases of {}s; Ctrl-C stops it)",
