@@ -421,8 +421,9 @@ impl Adapter {
             }
             // Never posted, or posted by a run that crashed before it could record the id.
             intent => {
+                let tried = intent.is_some();
                 let channel = intent.map_or_else(|| channel.to_owned(), |m| m.channel_id);
-                self.post(k, id, &channel, body, files, digest).await
+                self.post(k, id, &channel, body, files, digest, tried).await
             }
         }
     }
@@ -434,7 +435,9 @@ impl Adapter {
     /// (and whose repost may come after the nonce window), is first looked for
     /// among the channel's recent messages by its buttons. A message found or
     /// returned by its nonce shows what was current when it was first posted: it
-    /// is edited if that differs from `body`.
+    /// is edited if that differs from `body`. `tried`: the intent is recorded
+    /// already (an earlier run got as far as posting).
+    #[allow(clippy::too_many_arguments)]
     async fn post(
         &self,
         k: &str,
@@ -443,14 +446,15 @@ impl Adapter {
         body: &Value,
         files: &[rest::Attachment],
         digest: String,
+        tried: bool,
     ) -> Result<String> {
-        let found = match self.recorded(k, id).await? {
-            Some(_) if k == kind::APPROVAL => self.find_approval_message(channel, id).await?,
-            Some(_) => None,
-            None => {
-                self.record(k, id, channel, "", String::new()).await?;
-                None
-            }
+        let found = if !tried {
+            self.record(k, id, channel, "", String::new()).await?;
+            None
+        } else if k == kind::APPROVAL {
+            self.find_approval_message(channel, id).await?
+        } else {
+            None
         };
         let shown = match found {
             Some(m) => m,
