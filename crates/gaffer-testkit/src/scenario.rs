@@ -317,3 +317,35 @@ pub fn do_write(who: &str, w: &FileWrite) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Scripts in `dir` (`planner.json`, `owner.json`, `reviewer.json`) that play one
+/// task, "add an installation section to README", for every task they are given
+/// (`cycle`): a one-subtask plan, the owner's write of `README.md` (the effect
+/// tests count), a `done` verdict. Every turn first sleeps `turn_ms` (0: none).
+pub fn write_install_section_cycle(dir: &Path, turn_ms: u64) -> std::io::Result<()> {
+    let plan = serde_json::json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    let turns = [
+        (
+            "planner",
+            serde_json::json!([{ "say": format!("```json\n{plan}\n```") }]),
+        ),
+        (
+            "owner",
+            serde_json::json!([{ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } }, { "say": "added" }]),
+        ),
+        (
+            "reviewer",
+            serde_json::json!([{ "say": "```json\n{\"verdict\":\"done\"}\n```" }]),
+        ),
+    ];
+    for (role, mut steps) in turns {
+        if turn_ms > 0 {
+            if let Some(steps) = steps.as_array_mut() {
+                steps.insert(0, serde_json::json!({ "sleep_ms": turn_ms }));
+            }
+        }
+        let script = serde_json::json!({ "cycle": true, "turns": [{ "steps": steps }] });
+        std::fs::write(dir.join(format!("{role}.json")), script.to_string())?;
+    }
+    Ok(())
+}

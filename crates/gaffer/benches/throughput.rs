@@ -32,7 +32,6 @@ use gaffer_app::{AddProject, App, NewTask, Policy};
 use gaffer_core::{Actor, Event};
 use gaffer_store::{Durability, Journal, TaskFilter};
 use gaffer_testkit::git::git;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -99,32 +98,8 @@ impl Site {
         }
         std::fs::write(d.join("effects.log"), "").unwrap();
         std::fs::write(d.join("config.toml"), "").unwrap();
-        let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-        // One turn per role, played for every task.
-        let script = |role: &str, mut turn: serde_json::Value| {
-            if agent_ms > 0 {
-                if let Some(steps) = turn["steps"].as_array_mut() {
-                    steps.insert(0, json!({ "sleep_ms": agent_ms }));
-                }
-            }
-            std::fs::write(
-                d.join(format!("scenarios/{role}.json")),
-                json!({ "cycle": true, "turns": [turn] }).to_string(),
-            )
+        gaffer_testkit::scenario::write_install_section_cycle(&d.join("scenarios"), agent_ms)
             .unwrap();
-        };
-        script(
-            "planner",
-            json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }] }),
-        );
-        script(
-            "owner",
-            json!({ "steps": [{ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } }, { "say": "added" }] }),
-        );
-        script(
-            "reviewer",
-            json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] }),
-        );
         let url = url.unwrap_or_else(|| d.join("data/gaffer.db").display().to_string());
         Self { dir, url }
     }

@@ -63,27 +63,7 @@ impl Cluster {
         home.write_config("");
         let scenarios = home.dir.path().join("scenarios");
         std::fs::create_dir_all(&scenarios).unwrap();
-        let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-        // One turn per role, played for every task (`cycle`).
-        let script = |role: &str, turn: Value| {
-            std::fs::write(
-                scenarios.join(format!("{role}.json")),
-                json!({ "cycle": true, "turns": [turn] }).to_string(),
-            )
-            .unwrap();
-        };
-        script(
-            "planner",
-            json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }] }),
-        );
-        script(
-            "owner",
-            json!({ "steps": [{ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } }, { "say": "added" }] }),
-        );
-        script(
-            "reviewer",
-            json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] }),
-        );
+        gaffer_testkit::scenario::write_install_section_cycle(&scenarios, 0).unwrap();
         let journal = gaffer_store::open(&url, Durability::Normal).await.unwrap();
         Some(Self { home, url, journal })
     }
