@@ -100,7 +100,7 @@ use gaffer_store::Journal;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Replaces secret values in text a person sent (a task's request) before it is
+/// Replaces secret values in text a person sent (a request, a note, a reason) before it is
 /// stored: the front end knows the secrets (configured values, credential shapes),
 /// the app service only applies them.
 pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
