@@ -117,6 +117,27 @@ async fn wait_for(c: &Client, what: &str, js_condition: &str) {
     }
 }
 
+/// A picture of the element `css`. The page re-renders it when events arrive, so
+/// the element found can be gone by the time it is pictured: find it again.
+async fn element_screenshot(c: &Client, css: &str) -> Vec<u8> {
+    let mut tries = 0;
+    loop {
+        let shot = match c.find(Locator::Css(css)).await {
+            Ok(e) => e.screenshot().await,
+            Err(e) => Err(e),
+        };
+        match shot {
+            Ok(png) => return png,
+            Err(e) if tries < 20 => {
+                tries += 1;
+                eprintln!("picturing {css} again: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("cannot picture {css}: {e}"),
+        }
+    }
+}
+
 fn worktree_with_a_change(wt: &std::path::Path) {
     std::fs::create_dir_all(wt.join("src")).unwrap();
     git(wt, &["init", "-q"]);
@@ -259,10 +280,9 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         "document.querySelector('#diff pre.diff .add .kw')",
     )
     .await;
-    let diff = page.find(Locator::Css("#diff")).await.unwrap();
     std::fs::write(
         artifacts().join("task-diff.png"),
-        diff.screenshot().await.unwrap(),
+        element_screenshot(&page, "#diff").await,
     )
     .unwrap();
 
