@@ -8,18 +8,30 @@
 //! died, so the reducer can decide which run again and which need a probe or a
 //! human. [`Engine::work`] is a worker: it leases tasks from the journal, so many
 //! processes on many machines share the work and never run one task twice at once.
+//!
+//! Where things are: `driver` records, dispatches and recovers; `steps/<kind>`
+//! holds each step kind's body (worktree, plan, owner, review, arbiter, check,
+//! summary, ship); `turn` runs one agent session for a step; `gate` records the
+//! approvals steps and agents ask for; `recovery` handles steps a crash
+//! interrupted; `context` picks repository files for prompts; `workers` leases
+//! tasks.
 
 pub mod agents;
+mod context;
 mod driver;
 mod error;
+mod failure;
+mod gate;
 pub mod pipeline;
 pub mod prompts;
-mod ship;
+mod recovery;
+mod steps;
+mod turn;
 mod workers;
 
 pub use agents::{sandbox_from_config, AgentFactory, Backends, JournalCounters};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, Limits, Next, StepKind};
-pub use ship::{Credential, Shipping, Tracker};
+pub use steps::ship::{Credential, Shipping, Tracker};
 pub use workers::{this_process, Concurrency};

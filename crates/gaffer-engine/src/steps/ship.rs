@@ -13,7 +13,7 @@
 //! - Tokens are resolved when a step needs them and never leave `gaffer-forge`'s
 //!   `Secret`: errors are redacted there and again by the engine's redactor.
 
-use crate::driver::{fail, Failure};
+use crate::failure::{fail, Failure};
 use crate::pipeline::{plan_of, receipt_of as receipt, StepKind};
 use crate::{prompts, Engine, Result};
 use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};

@@ -1,0 +1,137 @@
+//! Approvals asked by steps: [`Engine::ask`] records one and waits for its
+//! decision; [`Gate`] turns each permission request of an agent into one.
+
+use crate::error::EngineError;
+use crate::failure::Failure;
+use crate::{prompts, Engine};
+use gaffer_agents::{ApprovalGate, PermissionDecision, PermissionRequest};
+use gaffer_app::{ApprovalRequest, Subject};
+use gaffer_core::{ApprovalKind, Intent, Step, TaskState};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn ask(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        attempt: u32,
+        kind: ApprovalKind,
+        summary: String,
+        details: Value,
+        subject: Subject,
+    ) -> Result<gaffer_app::Resolution, Failure> {
+        let approval = self
+            .app
+            .request_approval(ApprovalRequest {
+                task_id: task.id.clone(),
+                step_id: step.id.clone(),
+                attempt,
+                kind,
+                summary,
+                details,
+                subject,
+            })
+            .await
+            .map_err(EngineError::from)?;
+        Ok(self
+            .app
+            .wait_for_decision(&approval.id)
+            .await
+            .map_err(EngineError::from)?)
+    }
+}
+
+/// Turns every permission request of one step into one gaffer approval.
+pub(crate) struct Gate {
+    engine: Engine,
+    task: TaskState,
+    step: Step,
+    asked: AtomicU32,
+}
+
+impl Gate {
+    /// The gate for one attempt of `step`.
+    pub(crate) fn new(engine: Engine, task: TaskState, step: Step) -> Self {
+        Self {
+            engine,
+            task,
+            step,
+            asked: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The paths a tool call names, for path-glob rules.
+fn paths_of(input: &Value) -> Vec<String> {
+    ["file_path", "path", "notebook_path"]
+        .iter()
+        .filter_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+fn command_of(input: &Value) -> Option<String> {
+    if let Some(c) = input.get("command") {
+        return match c {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        };
+    }
+    input.get("argv").and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+#[async_trait::async_trait]
+impl ApprovalGate for Gate {
+    async fn decide(&self, request: PermissionRequest) -> PermissionDecision {
+        // One approval per request of this step attempt; attempts never share keys.
+        let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        let attempt = self.step.attempt * 1000 + n;
+        let command = command_of(&request.input);
+        let paths = paths_of(&request.input);
+        let what = command
+            .clone()
+            .or_else(|| paths.first().cloned())
+            .unwrap_or_else(|| prompts::head(&request.input.to_string(), 200));
+        let summary = format!(
+            "{} wants to run {}: {}",
+            self.step.name, request.tool_name, what
+        );
+        let subject = Subject {
+            tool: Some(request.tool_name.clone()),
+            command,
+            paths,
+            intent: Some(Intent::NonIdempotent),
+        };
+        let details = json!({ "tool": request.tool_name, "input": request.input, "reason": request.reason, "agent_request": request.id });
+        match self
+            .engine
+            .ask(
+                &self.task,
+                &self.step,
+                attempt,
+                ApprovalKind::Tool,
+                summary,
+                details,
+                subject,
+            )
+            .await
+        {
+            Ok(r) if r.approved() => PermissionDecision::allow(),
+            Ok(r) => PermissionDecision::deny(r.reason()),
+            Err(_) => PermissionDecision::deny("gaffer could not record the approval"),
+        }
+    }
+}

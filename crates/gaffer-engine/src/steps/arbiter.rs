@@ -1,0 +1,92 @@
+//! The arbiter: a fresh read-only session that rules when owner and reviewer
+//! disagree, and the escalation of its ruling to a person.
+
+use crate::failure::{fail, Failure};
+use crate::pipeline::plan_of;
+use crate::{prompts, Engine};
+use gaffer_agents::Mode;
+use gaffer_app::Subject;
+use gaffer_core::{ApprovalKind, Role, Step, TaskState};
+use gaffer_protocol::contracts::Ruling;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+impl Engine {
+    pub(crate) async fn arbitrate(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        cancel: &CancellationToken,
+    ) -> Result<Value, Failure> {
+        let wt = self.worktree(task)?;
+        let plan = plan_of(task)
+            .map(|p| prompts::plan_text(&p))
+            .unwrap_or_default();
+        let diff = wt.diff()?;
+        let trigger = step.input.to_string();
+        let prompt = prompts::fill(
+            prompts::ARBITER,
+            &[
+                ("request", &task.request),
+                ("plan", &plan),
+                ("diff", &prompts::head(&diff, 60_000)),
+                ("history", &self.history(task)),
+                ("trigger", &trigger),
+            ],
+        );
+        let turn = self
+            .agent_turn(
+                task,
+                step,
+                Role::Arbiter,
+                Mode::ReadOnly,
+                &wt,
+                prompt,
+                cancel,
+                |text| Ruling::parse(text).map(|r| json!(r)),
+            )
+            .await?;
+        let ruling = turn.parsed.unwrap_or_else(|e| {
+            json!(Ruling::Escalate {
+                reason: format!("the arbiter's ruling could not be read after a retry: {e}")
+            })
+        });
+        Ok(json!({ "ruling": ruling, "usage": turn.usage }))
+    }
+
+    pub(crate) async fn escalation(&self, task: &TaskState, step: &Step) -> Result<Value, Failure> {
+        let reason = step
+            .input
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("the arbiter asks a human");
+        let summary = format!(
+            "The arbiter escalates: {}. Approve to go on to the checks; deny to block the task.",
+            prompts::head(reason, 300)
+        );
+        let diff = self
+            .worktree(task)
+            .ok()
+            .and_then(|wt| wt.diff().ok())
+            .unwrap_or_default();
+        let details = json!({ "reason": reason, "diff": prompts::head(&diff, 8000) });
+        let resolution = self
+            .ask(
+                task,
+                step,
+                1,
+                ApprovalKind::Escalation,
+                summary,
+                details,
+                Subject::default(),
+            )
+            .await?;
+        if resolution.approved() {
+            Ok(
+                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
+            )
+        } else {
+            Err(fail(resolution.reason()))
+        }
+    }
+}

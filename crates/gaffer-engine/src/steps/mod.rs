@@ -1,0 +1,11 @@
+//! The body of each step kind, one module each. The driver records a step's
+//! intent, calls its body here, and records the receipt or the failure.
+
+pub(crate) mod arbiter;
+pub(crate) mod check;
+pub(crate) mod owner;
+pub(crate) mod plan;
+pub(crate) mod review;
+pub mod ship;
+pub(crate) mod summary;
+pub(crate) mod worktree;

@@ -1,0 +1,105 @@
+//! The task's worktree: made once (idempotent), read back from its receipt, and
+//! committed to once per subtask or fix (found again by its trailer after a crash).
+
+use crate::failure::{fail, Failure};
+use crate::pipeline::{plan_of, StepKind};
+use crate::{prompts, Engine};
+use gaffer_core::{Step, TaskState};
+use gaffer_forge::{slug, Repo, Worktree};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+impl Engine {
+    pub(crate) fn worktree(&self, task: &TaskState) -> Result<Worktree, Failure> {
+        let receipt = task
+            .steps
+            .get(&StepKind::Worktree.id())
+            .and_then(|s| s.receipt.as_ref())
+            .ok_or_else(|| fail("the worktree step has no receipt"))?;
+        let field = |k: &str| {
+            receipt
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Ok(Worktree {
+            path: PathBuf::from(field("path")),
+            branch: field("branch"),
+            base: field("base"),
+        })
+    }
+
+    pub(crate) async fn make_worktree(&self, task: &TaskState) -> Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let repo = Repo::open(std::path::Path::new(&project.path))?;
+        let base = match &task.options.base {
+            Some(b) => b.clone(),
+            None => repo.default_branch()?,
+        };
+        repo.ensure_clean(&base)?;
+        let dir = self
+            .settings
+            .data_dir
+            .join("worktrees")
+            .join(task.id.as_str());
+        let branch = format!("gaffer/{}-{}", task.id, slug(&task.request));
+        let wt = repo.ensure_worktree(&dir, &branch, &base)?;
+        // Whether the plan's subtasks become tracker tasks: decided once, here, so
+        // `decide` reads it from the journal.
+        let tracker = self.settings.trackers.contains_key(&project.name);
+        Ok(
+            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "base_ref": base, "tracker": tracker }),
+        )
+    }
+
+    pub(crate) fn commit(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        title: &str,
+    ) -> Result<Value, Failure> {
+        let wt = self.worktree(task)?;
+        let key = format!("{}/{}", task.id, step.id);
+        // The request is the user's own text and may quote a secret: the message is
+        // pushed and shown by the forge, and goes to git on its command line.
+        let message = self.settings.redactor.redact(&format!(
+            "{title}\n\ngaffer task {}: {}",
+            task.id,
+            prompts::head(&task.request, 500)
+        ));
+        let out = wt.commit_step(&message, &key)?;
+        Ok(json!({ "sha": out.sha, "created": out.created }))
+    }
+
+    /// `commit/N`: the subtask's change, titled after the subtask.
+    pub(crate) fn commit_subtask(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        n: u32,
+    ) -> Result<Value, Failure> {
+        let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
+        let title = plan
+            .subtasks
+            .get(n as usize - 1)
+            .map_or_else(|| format!("subtask {n}"), |s| s.title.clone());
+        self.commit(task, step, &title)
+    }
+
+    /// `commit-fix/N`: the fix's change, titled after what asked for it.
+    pub(crate) fn commit_fix(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        n: u32,
+    ) -> Result<Value, Failure> {
+        let reason = task
+            .steps
+            .get(&StepKind::Fix(n).id())
+            .and_then(|s| s.input.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("review");
+        self.commit(task, step, &format!("Address {reason} feedback ({n})"))
+    }
+}
