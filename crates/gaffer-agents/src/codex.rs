@@ -1,6 +1,6 @@
 //! Codex backend: `codex app-server`, JSON-RPC 2.0 over stdio (JSONL, `"jsonrpc"` header
 //! omitted). `initialize` / `initialized`, `thread/start` (cwd, model, `approvalPolicy:
-//! "on-request"`, `sandbox: "read-only" | "workspace-write"`), `thread/resume`,
+//! "untrusted"`, `sandbox: "read-only" | "workspace-write"`), `thread/resume`,
 //! `turn/start`, `turn/interrupt`. `item/commandExecution/requestApproval` and
 //! `item/fileChange/requestApproval` go through the [`ApprovalGate`] and are answered
 //! `{"decision": "accept" | "decline"}`.
@@ -59,11 +59,13 @@ pub fn codex_home(env: &BTreeMap<String, String>) -> PathBuf {
         .unwrap_or_else(|| home_dir().join(".codex"))
 }
 
-/// The `thread/start` params gaffer sends.
+/// The `thread/start` params gaffer sends. `approvalPolicy: "untrusted"`: Codex asks before
+/// every patch and every command outside its own short list of read-only ones, so they
+/// reach gaffer's gate and policy (with `on-request` it would run them without asking).
 pub fn thread_start_params(opts: &StartOptions, cwd: &str) -> Value {
     let mut p = json!({
         "cwd": cwd,
-        "approvalPolicy": "on-request",
+        "approvalPolicy": "untrusted",
         "sandbox": match opts.mode { Mode::ReadOnly => "read-only", Mode::ReadWrite => "workspace-write" },
     });
     if let Some(m) = &opts.model {

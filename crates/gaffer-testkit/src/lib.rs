@@ -6,6 +6,9 @@
 //!   [`bins::fake_bin`].
 //! * [`llm::FakeLlmServer`]: an OpenAI-compatible Chat Completions + Anthropic Messages
 //!   server on loopback, driven by the same scenario format.
+//! * [`model::ModelServer`]: a scripted model server speaking Anthropic Messages, OpenAI
+//!   Responses and Gemini `streamGenerateContent` (streaming), for the real agent CLIs
+//!   [`clis`] finds (installed from npm by `scripts/agent-clis/install`).
 //! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
 //! * [`postgres`]: a throwaway PostgreSQL server and a fresh database per test.
 //! * [`discord::FakeDiscord`]: Discord's REST API and gateway websocket on loopback.
@@ -14,10 +17,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod bins;
+pub mod clis;
 pub mod discord;
 pub mod fakes;
 pub mod forge;
 pub mod git;
 pub mod llm;
+pub mod model;
 pub mod postgres;
 pub mod scenario;

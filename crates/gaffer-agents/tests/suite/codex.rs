@@ -76,7 +76,7 @@ async fn command_accepted_then_file_change_declined() {
         .find(|l| l.contains("thread/start"))
         .unwrap();
     assert!(
-        start.contains("\"approvalPolicy\":\"on-request\""),
+        start.contains("\"approvalPolicy\":\"untrusted\""),
         "{start}"
     );
     assert!(start.contains("\"sandbox\":\"workspace-write\""), "{start}");

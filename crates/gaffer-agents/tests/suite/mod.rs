@@ -2,6 +2,7 @@ mod acp;
 mod claude;
 mod codex;
 mod hostile;
+mod real_cli;
 mod sandbox;
 mod support;
 mod toolloop;

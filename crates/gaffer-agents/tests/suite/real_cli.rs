@@ -1,0 +1,226 @@
+//! The production backends driving the real agent CLIs (installed from npm by
+//! `scripts/agent-clis/install`) against the testkit's scripted model server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gaffer_agents::acp::{AcpBackend, AcpConfig};
+use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
+use gaffer_agents::codex::{CodexBackend, CodexConfig};
+use gaffer_agents::{
+    AgentBackend, AgentEvent, Mode, PermissionDecision, PermissionKind, StartOptions, TurnStatus,
+};
+use gaffer_testkit::clis::{Cli, CliHome};
+use gaffer_testkit::model::{call, say, ModelScript, ModelServer};
+use serde_json::json;
+
+use super::support::*;
+
+/// A workspace (a git repository) and a home for `cli` talking to `server`.
+struct Real {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    home: CliHome,
+}
+
+impl Real {
+    fn new(cli: Cli, server: &ModelServer) -> Real {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws").canonicalize_or_create();
+        gaffer_testkit::git::git(&ws, &["init", "-q"]);
+        std::fs::write(ws.join("README.md"), "# demo\n").unwrap();
+        gaffer_testkit::git::git(&ws, &["add", "."]);
+        gaffer_testkit::git::git(&ws, &["commit", "-qm", "init"]);
+        let home = CliHome::new(cli, server, model(cli)).unwrap();
+        Real {
+            _dir: dir,
+            ws,
+            home,
+        }
+    }
+
+    fn opts(&self, role: &str, mode: Mode) -> StartOptions {
+        StartOptions {
+            workspace: self.ws.clone(),
+            role: role.into(),
+            role_prompt: format!("You are the {role}. Follow the request."),
+            mode,
+            env: self.home.env.clone(),
+            task_id: "task-1".into(),
+            project: "demo".into(),
+            model: Some(model(self.home.cli).into()),
+            sandbox: Default::default(),
+        }
+    }
+
+    fn backend(&self) -> Arc<dyn AgentBackend> {
+        let bin = Some(self.home.cli.bin());
+        match self.home.cli {
+            Cli::Claude => Arc::new(ClaudeBackend::new(ClaudeConfig {
+                bin,
+                ..Default::default()
+            })),
+            Cli::Codex => Arc::new(CodexBackend::new(CodexConfig {
+                bin,
+                ..Default::default()
+            })),
+            Cli::Gemini => {
+                let mut cfg = AcpConfig::gemini();
+                cfg.bin = bin;
+                cfg.state_dirs = vec![self.home.home.join(".gemini")];
+                Arc::new(AcpBackend::new(cfg))
+            }
+        }
+    }
+}
+
+/// Models the CLIs know, so each offers the tools it offers its real users.
+fn model(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "claude-sonnet-4-5",
+        Cli::Codex => "gpt-5-codex",
+        Cli::Gemini => "gemini-2.5-pro",
+    }
+}
+
+trait CanonicalizeOrCreate {
+    fn canonicalize_or_create(self) -> PathBuf;
+}
+
+impl CanonicalizeOrCreate for PathBuf {
+    fn canonicalize_or_create(self) -> PathBuf {
+        std::fs::create_dir_all(&self).unwrap();
+        self.canonicalize().unwrap()
+    }
+}
+
+/// Start a session of `cli` as `role` and play one turn of `prompt`, the gate answering
+/// `decisions` in order.
+async fn one_turn(
+    cli: Cli,
+    script: ModelScript,
+    mode: Mode,
+    prompt: &str,
+    decisions: Vec<PermissionDecision>,
+) -> Played {
+    let server = ModelServer::start(script).await.unwrap();
+    let real = Real::new(cli, &server);
+    let gate = RecordingGate::new(decisions);
+    let mut s = real
+        .backend()
+        .start(real.opts("owner", mode), gate.clone())
+        .await
+        .unwrap();
+    let (events, res) = turn(s.as_mut(), prompt).await;
+    let result = res.unwrap_or_else(|e| panic!("{e}\nmodel saw:\n{}", server.describe()));
+    assert!(
+        server.failures().is_empty(),
+        "{:?}\n{}",
+        server.failures(),
+        server.describe()
+    );
+    assert!(
+        server.strays().is_empty(),
+        "the CLI reached past the model: {:?}",
+        server.strays()
+    );
+    Played {
+        real,
+        server,
+        gate,
+        events,
+        result,
+    }
+}
+
+struct Played {
+    real: Real,
+    server: ModelServer,
+    gate: Arc<RecordingGate>,
+    events: Vec<AgentEvent>,
+    result: gaffer_agents::TurnResult,
+}
+
+#[tokio::test]
+async fn real_claude_owner_writes_through_its_write_tool_after_the_gate_allows() {
+    let script = ModelScript::new().role(
+        "owner",
+        vec![
+            call(
+                "Write",
+                json!({"file_path": "hello.txt", "content": "hi\n"}),
+            ),
+            say("I wrote hello.txt."),
+        ],
+    );
+    let p = one_turn(
+        Cli::Claude,
+        script,
+        Mode::ReadWrite,
+        "write hello.txt",
+        vec![PermissionDecision::allow()],
+    )
+    .await;
+    assert_eq!(p.result.status, TurnStatus::Completed);
+    assert_eq!(p.result.text, "I wrote hello.txt.");
+    assert_eq!(
+        std::fs::read_to_string(p.real.ws.join("hello.txt")).unwrap(),
+        "hi\n"
+    );
+    let seen = p.gate.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].tool_name, "Write");
+    assert_eq!(seen[0].kind, PermissionKind::FileChange);
+    // The model server's usage, as Claude Code summed it over the turn's two requests.
+    assert!(p.result.usage.input_tokens > 0 && p.result.usage.output_tokens > 0);
+    assert!(p.result.usage.cost_usd.is_some_and(|c| c > 0.0));
+    assert_eq!(p.server.requests_of("owner").len(), 2);
+    // The tool result the model saw is Claude Code's own.
+    let second = &p.server.requests_of("owner")[1];
+    assert!(second.body.to_string().contains("tool_result"));
+}
+
+#[tokio::test]
+async fn real_codex_owner_edits_through_apply_patch_after_the_gate_allows() {
+    let patch =
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch\nEOF\n";
+    let script = ModelScript::new().role(
+        "owner",
+        vec![
+            call("exec_command", json!({"cmd": patch})),
+            say("I added hello.txt."),
+        ],
+    );
+    let p = one_turn(
+        Cli::Codex,
+        script,
+        Mode::ReadWrite,
+        "add hello.txt",
+        vec![PermissionDecision::allow()],
+    )
+    .await;
+    assert_eq!(p.result.status, TurnStatus::Completed, "{:#?}", p.events);
+    assert_eq!(p.result.text, "I added hello.txt.");
+    assert_eq!(
+        std::fs::read_to_string(p.real.ws.join("hello.txt")).unwrap(),
+        "hi\n"
+    );
+    let seen = p.gate.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].kind, PermissionKind::FileChange);
+    assert!(p.result.usage.input_tokens > 0 && p.result.usage.output_tokens > 0);
+}
+
+#[tokio::test]
+async fn real_gemini_answers_a_turn_over_acp() {
+    let script = ModelScript::new().role("owner", vec![say("hello there")]);
+    let p = one_turn(Cli::Gemini, script, Mode::ReadWrite, "say hello", vec![]).await;
+    assert_eq!(p.result.status, TurnStatus::Completed);
+    assert_eq!(p.result.text, "hello there");
+    let req = &p.server.requests_of("owner")[0];
+    assert!(
+        req.uri.contains(":streamGenerateContent?alt=sse"),
+        "{}",
+        req.uri
+    );
+}
