@@ -364,6 +364,66 @@ async fn relay(
     Ok(())
 }
 
+/// The tokens of a turn from its `session/prompt` result: the schema's `usage`
+/// (`inputTokens`, `outputTokens`, `cachedReadTokens`) or, where an agent reports them
+/// as Gemini CLI does, `_meta.quota.token_count` (`input_tokens`, `output_tokens`).
+fn prompt_usage(result: &Value) -> Usage {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    if let Some(u) = result.get("usage").filter(|u| u.is_object()) {
+        let cached = n(u.get("cachedReadTokens"));
+        return Usage {
+            input_tokens: n(u.get("inputTokens")).saturating_sub(cached),
+            output_tokens: n(u.get("outputTokens")),
+            cached_input_tokens: cached,
+            cost_usd: None,
+        };
+    }
+    let count = result.pointer("/_meta/quota/token_count");
+    Usage {
+        input_tokens: n(count.and_then(|c| c.get("input_tokens"))),
+        output_tokens: n(count.and_then(|c| c.get("output_tokens"))),
+        cached_input_tokens: 0,
+        cost_usd: None,
+    }
+}
+
+/// What a permission request's `toolCall` asks, for the gate: its input, the command
+/// line and the paths. The schema makes `rawInput` optional and Gemini CLI sends none
+/// (only `title`, `kind`, `content`, `locations`), so without it the input is what the
+/// request shows, the command of an `execute` call is its title (Gemini CLI's title of a
+/// shell call is the command line), and the paths are its locations and diffs.
+fn shown_call(tc: &Value, title: &str, kind: &str) -> (Value, Option<String>, Vec<String>) {
+    let raw = tc.get("rawInput").filter(|v| !v.is_null());
+    let mut paths = raw.map(PermissionRequest::paths_in).unwrap_or_default();
+    let named = |key: &str| {
+        tc.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|v| key == "locations" || v.get("type").and_then(Value::as_str) == Some("diff"))
+            .filter_map(|v| v.get("path").and_then(Value::as_str).map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    for p in named("locations").into_iter().chain(named("content")) {
+        if !paths.contains(&p) {
+            paths.push(p);
+        }
+    }
+    let command = raw
+        .and_then(PermissionRequest::command_in)
+        .or_else(|| (kind == "execute" && !title.is_empty()).then(|| title.to_string()));
+    let input = match raw {
+        Some(raw) => raw.clone(),
+        None => json!({
+            "title": title,
+            "kind": kind,
+            "locations": tc.get("locations").cloned().unwrap_or(json!([])),
+            "content": tc.get("content").cloned().unwrap_or(json!([])),
+        }),
+    };
+    (input, command, paths)
+}
+
 fn content_text(v: &Value) -> String {
     match v {
         Value::Array(a) => a
@@ -411,11 +471,13 @@ async fn handle_line(
                     "cancelled" => TurnStatus::Interrupted,
                     _ => TurnStatus::Failed,
                 };
+                let usage = prompt_usage(&result);
+                em.emit(AgentEvent::Usage { usage }).await;
                 em.emit(AgentEvent::TurnCompleted {
                     result: TurnResult {
                         status,
                         text: std::mem::take(&mut st.text),
-                        usage: Usage::default(),
+                        usage,
                         session_id: st.session.clone(),
                         reason: (status != TurnStatus::Completed).then_some(stop),
                     },
@@ -446,12 +508,15 @@ async fn handle_line(
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            let (input, command, paths) = shown_call(&tc, &title, &kind);
             let pr = PermissionRequest {
                 id: format!("acp:{}:{}", st.session, tcid),
                 agent: AgentKind::Acp,
                 session_id: st.session.clone(),
                 tool_name: title,
-                input: tc.get("rawInput").cloned().unwrap_or(Value::Null),
+                input,
+                command,
+                paths,
                 kind: match kind.as_str() {
                     "execute" => PermissionKind::Command,
                     "edit" | "delete" | "move" => PermissionKind::FileChange,

@@ -495,6 +495,10 @@ async fn handle_line(
                 agent: AgentKind::ClaudeCode,
                 session_id: st.expected.clone(),
                 tool_name,
+                command: (kind == PermissionKind::Command)
+                    .then(|| PermissionRequest::command_in(&input))
+                    .flatten(),
+                paths: PermissionRequest::paths_in(&input),
                 input: input.clone(),
                 kind,
                 reason: decision_reason,

@@ -412,6 +412,12 @@ async fn handle_line(
                 } else {
                     "fileChange".into()
                 },
+                command: PermissionRequest::command_in(&input),
+                paths: input
+                    .get("changes")
+                    .and_then(Value::as_array)
+                    .map(|changes| changes.iter().map(|c| s(c, "path").to_string()).collect())
+                    .unwrap_or_default(),
                 input,
                 kind,
                 reason: params

@@ -267,6 +267,8 @@ async fn ask(ctx: &Ctx, c: &Call, kind: PermissionKind) -> PermissionDecision {
         session_id: ctx.session_id.clone(),
         tool_name: c.name.clone(),
         input: c.arguments.clone(),
+        command: PermissionRequest::command_in(&c.arguments),
+        paths: PermissionRequest::paths_in(&c.arguments),
         kind,
         reason: None,
     };

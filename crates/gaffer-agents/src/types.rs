@@ -143,12 +143,50 @@ pub struct PermissionRequest {
     pub session_id: String,
     /// Tool name as the agent calls it (`Bash`, `commandExecution`, `run`, ...).
     pub tool_name: String,
-    /// Tool input (redacted).
+    /// Tool input (redacted): the agent's own arguments, or (ACP agents that send none)
+    /// what the request shows (`title`, `kind`, `locations`, `content`).
     pub input: Value,
+    /// The command line it asks to run, when it runs one: what policy rules and a
+    /// per-task grant match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The files it names (as the agent wrote them), for path rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
     /// Kind of action.
     pub kind: PermissionKind,
     /// Why the agent asks, when it says.
     pub reason: Option<String>,
+}
+
+impl PermissionRequest {
+    /// The command line in a tool input: `command` (a string, or an argv array joined
+    /// with spaces) or `argv`.
+    pub fn command_in(input: &Value) -> Option<String> {
+        let line = |v: &Value| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        };
+        input
+            .get("command")
+            .and_then(line)
+            .or_else(|| input.get("argv").and_then(line))
+    }
+
+    /// The paths a tool input names: `file_path`, `path`, `notebook_path`.
+    pub fn paths_in(input: &Value) -> Vec<String> {
+        ["file_path", "path", "notebook_path"]
+            .iter()
+            .filter_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_owned))
+            .collect()
+    }
 }
 
 /// The engine's answer to a [`PermissionRequest`].

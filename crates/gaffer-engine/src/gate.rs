@@ -63,44 +63,15 @@ impl Gate {
     }
 }
 
-/// The paths a tool call names, for path-glob rules.
-fn paths_of(input: &Value) -> Vec<String> {
-    ["file_path", "path", "notebook_path"]
-        .iter()
-        .filter_map(|k| input.get(*k).and_then(Value::as_str).map(str::to_owned))
-        .collect()
-}
-
-fn command_of(input: &Value) -> Option<String> {
-    if let Some(c) = input.get("command") {
-        return match c {
-            Value::String(s) => Some(s.clone()),
-            Value::Array(parts) => Some(
-                parts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
-            _ => None,
-        };
-    }
-    input.get("argv").and_then(Value::as_array).map(|a| {
-        a.iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" ")
-    })
-}
-
 #[async_trait::async_trait]
 impl ApprovalGate for Gate {
     async fn decide(&self, request: PermissionRequest) -> PermissionDecision {
         // One approval per request of this step attempt; attempts never share keys.
         let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let attempt = self.step.attempt * 1000 + n;
-        let command = command_of(&request.input);
-        let paths = paths_of(&request.input);
+        // The backend read the command line and the paths out of the agent's own request.
+        let command = request.command.clone();
+        let paths = request.paths.clone();
         let what = command
             .clone()
             .or_else(|| paths.first().cloned())

@@ -12,6 +12,7 @@ use gaffer_agents::{
 };
 use gaffer_testkit::clis::{Cli, CliHome};
 use gaffer_testkit::model::{call, say, ModelScript, ModelServer};
+use gaffer_testkit::scenario::{FakeUsage, LlmReply};
 use serde_json::json;
 
 use super::support::*;
@@ -171,6 +172,10 @@ async fn real_claude_owner_writes_through_its_write_tool_after_the_gate_allows()
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].tool_name, "Write");
     assert_eq!(seen[0].kind, PermissionKind::FileChange);
+    assert_eq!(
+        seen[0].paths,
+        vec![p.real.ws.join("hello.txt").display().to_string()]
+    );
     // The model server's usage, as Claude Code summed it over the turn's two requests.
     assert!(p.result.usage.input_tokens > 0 && p.result.usage.output_tokens > 0);
     assert!(p.result.usage.cost_usd.is_some_and(|c| c > 0.0));
@@ -208,6 +213,10 @@ async fn real_codex_owner_edits_through_apply_patch_after_the_gate_allows() {
     let seen = p.gate.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].kind, PermissionKind::FileChange);
+    assert!(
+        seen[0].paths.iter().any(|p| p.ends_with("hello.txt")),
+        "{seen:#?}"
+    );
     assert!(p.result.usage.input_tokens > 0 && p.result.usage.output_tokens > 0);
 }
 
@@ -222,5 +231,76 @@ async fn real_gemini_answers_a_turn_over_acp() {
         req.uri.contains(":streamGenerateContent?alt=sse"),
         "{}",
         req.uri
+    );
+}
+
+#[tokio::test]
+async fn real_gemini_usage_reaches_the_turn_result() {
+    let script = ModelScript::new().role(
+        "owner",
+        vec![LlmReply {
+            text: Some("counted".into()),
+            usage: Some(FakeUsage {
+                input_tokens: 1200,
+                output_tokens: 34,
+                cached_input_tokens: 0,
+            }),
+            ..LlmReply::default()
+        }],
+    );
+    let p = one_turn(Cli::Gemini, script, Mode::ReadWrite, "count", vec![]).await;
+    assert_eq!(p.result.status, TurnStatus::Completed);
+    // Gemini CLI reports the turn's tokens in the session/prompt result's `_meta.quota`.
+    assert_eq!(p.result.usage.input_tokens, 1200, "{:?}", p.result.usage);
+    assert_eq!(p.result.usage.output_tokens, 34);
+    assert!(p
+        .events
+        .iter()
+        .any(|e| matches!(e, AgentEvent::Usage { usage } if usage.input_tokens == 1200)));
+}
+
+#[tokio::test]
+async fn real_gemini_permission_requests_name_the_command_and_the_paths() {
+    let script = ModelScript::new().role(
+        "owner",
+        vec![
+            call(
+                "run_shell_command",
+                json!({"command": "echo checked > check.log", "description": "run the check"}),
+            ),
+            call(
+                "write_file",
+                json!({"file_path": "notes/todo.txt", "content": "later\n"}),
+            ),
+            say("done"),
+        ],
+    );
+    let p = one_turn(
+        Cli::Gemini,
+        script,
+        Mode::ReadWrite,
+        "check, then note",
+        vec![PermissionDecision::allow(), PermissionDecision::allow()],
+    )
+    .await;
+    assert_eq!(p.result.status, TurnStatus::Completed, "{:#?}", p.events);
+    let seen = p.gate.seen();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    let (shell, write) = (&seen[0], &seen[1]);
+    assert_eq!(shell.kind, PermissionKind::Command);
+    assert_eq!(
+        shell.command.as_deref(),
+        Some("echo checked > check.log"),
+        "{shell:#?}"
+    );
+    assert_ne!(shell.input, serde_json::Value::Null, "{shell:#?}");
+    assert_eq!(write.kind, PermissionKind::FileChange);
+    let todo = p.real.ws.join("notes/todo.txt").display().to_string();
+    assert_eq!(write.paths, vec![todo.clone()], "{write:#?}");
+    assert!(write.input.to_string().contains("later"), "{write:#?}");
+    assert_eq!(std::fs::read_to_string(&todo).unwrap(), "later\n");
+    assert_eq!(
+        std::fs::read_to_string(p.real.ws.join("check.log")).unwrap(),
+        "checked\n"
     );
 }
