@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod prompts;
 mod recovery;
 mod steps;
+mod text;
 mod turn;
 mod workers;
 

@@ -15,7 +15,7 @@
 
 use crate::failure::{fail, Failure};
 use crate::pipeline::{plan_of, receipt_of as receipt, StepKind};
-use crate::{prompts, Engine, Result};
+use crate::{prompts, text, Engine, Result};
 use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};
 use gaffer_core::{ApprovalKind, Event, Intent, ProjectState, Step, StepId, TaskState};
 use gaffer_forge::{
@@ -315,8 +315,10 @@ impl Engine {
     /// The pull request's title and body: the request, the plan, what changed, the
     /// review verdicts, the check, the cost.
     fn pull_request_text(&self, task: &TaskState) -> (String, String) {
-        let first = task.request.lines().next().unwrap_or_default().trim();
-        let title = prompts::head(first, 72);
+        let redact = |t: &str| self.settings.redactor.redact(t);
+        // The first line that says something, redacted before it is measured.
+        let first = task.request.lines().find(|l| !l.trim().is_empty());
+        let title = text::one_line(&redact(first.unwrap_or_default()), 72);
         let ship = receipt(task, StepKind::Ship);
         let list = |key: &str| {
             ship.and_then(|r| r.get(key))
@@ -328,7 +330,12 @@ impl Engine {
         if let Some(plan) = plan_of(task) {
             body.push_str("## Plan\n\n");
             for (i, s) in plan.subtasks.iter().enumerate() {
-                body.push_str(&format!("{}. **{}** — {}\n", i + 1, s.title, s.description));
+                body.push_str(&format!(
+                    "{}. **{}** — {}\n",
+                    i + 1,
+                    text::one_line(&s.title, 200),
+                    text::one_line(&s.description, 1000)
+                ));
             }
             body.push('\n');
         }
@@ -336,8 +343,8 @@ impl Engine {
         for c in list("commits") {
             body.push_str(&format!(
                 "- {} {}\n",
-                prompts::head(c["sha"].as_str().unwrap_or_default(), 10),
-                c["subject"].as_str().unwrap_or_default()
+                text::short_sha(c["sha"].as_str().unwrap_or_default()),
+                text::one_line(c["subject"].as_str().unwrap_or_default(), 200)
             ));
         }
         let files: Vec<String> = list("changed_files")
@@ -357,7 +364,7 @@ impl Engine {
                 .get("feedback")
                 .or_else(|| v.get("reason"))
                 .and_then(Value::as_str)
-                .map(|d| format!(": {}", prompts::head(d, 300)))
+                .map(|d| format!(": {}", text::one_line(d, 300)))
                 .unwrap_or_default();
             body.push_str(&format!(
                 "- round {}: {}{detail}\n",
@@ -399,10 +406,7 @@ impl Engine {
             body.push_str(&format!("\nFrom {issue}\n"));
         }
         body.push_str(&format!("\n_gaffer task {}_\n", task.id));
-        (
-            self.settings.redactor.redact(&title),
-            self.settings.redactor.redact(&body),
-        )
+        (title, redact(&body))
     }
 
     /// `pr`: the open pull request for the branch, or a new one (find before create).
@@ -470,7 +474,7 @@ impl Engine {
                 Ok(found) => break found,
                 Err(e) => {
                     round += 1;
-                    let what = format!("waiting for CI on {}", prompts::head(&sha, 10));
+                    let what = format!("waiting for CI on {}", text::short_sha(&sha));
                     self.retry_or_give_up(task, step, round, &what, &e).await?;
                 }
             }

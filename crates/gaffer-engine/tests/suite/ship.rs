@@ -632,3 +632,124 @@ async fn a_crash_while_waiting_for_the_ship_approval_asks_the_same_approval_agai
     assert_eq!(ships.len(), 1, "one ship approval, never a second");
     assert_eq!(fake.prs().len(), 1);
 }
+
+/// A request of exactly 200 characters on one line, in words.
+fn long_request() -> String {
+    let words =
+        "so that it explains cargo install with the locked flag and the minimum Rust version";
+    let mut r = String::from("Rewrite the installation section of the README");
+    for w in words.split(' ').cycle() {
+        if r.len() + 1 + w.len() > 200 {
+            break;
+        }
+        r.push(' ');
+        r.push_str(w);
+    }
+    while r.len() < 200 {
+        r.push('!');
+    }
+    r
+}
+
+#[tokio::test]
+async fn a_long_request_gives_a_one_line_title_a_readable_body_and_a_clean_ci_question() {
+    let request = long_request();
+    assert_eq!(request.chars().count(), 200);
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::GitHub, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    fake.attach_remote(&remote);
+    let w = World::build("true", |s| {
+        let mut ship = shipping(ForgeKind::GitHub, &fake.base_url(), &remote.url(), TOKEN);
+        // No check reports at first: the wait ends and a person is asked.
+        ship.ci.no_checks_after = Some(Duration::from_millis(300));
+        s.shipping.insert("demo".into(), ship);
+    })
+    .await;
+    script_one_subtask(&w);
+    w.script(
+        "reviewer",
+        vec![
+            verdict(json!({ "verdict": "changes_requested", "feedback": format!("Mention the MSRV.\n\nAlso: {}", "long feedback ".repeat(40)) })),
+            verdict(json!({ "verdict": "done" })),
+        ],
+    );
+    w.script(
+        "owner",
+        vec![
+            write("README.md", README_DONE),
+            write("README.md", &format!("{README_DONE}\nMSRV: 1.80\n")),
+        ],
+    );
+    let id = w.task(&request, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let sha = ci_waits(&mut events, &id, "ci/1").await;
+    let (approval, summary) = trouble(&mut events, &id).await;
+    assert!(
+        summary.starts_with(&format!("waiting for CI on {} failed: ", &sha[..10])),
+        "{summary}"
+    );
+    assert!(!summary.contains("(cut"), "{summary}");
+    fake.set_check_run(&sha, "build", "completed", Some("success"), None);
+    w.app
+        .decide(
+            &approval,
+            Decision::Approve,
+            Actor::user("ana", "test"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), Stage::Done);
+
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1);
+    let (title, body) = (&prs[0].title, &prs[0].body);
+    assert!(!title.contains('\n'), "{title:?}");
+    assert!(
+        title.chars().count() <= 72,
+        "{} chars: {title:?}",
+        title.chars().count()
+    );
+    let kept = title.strip_suffix('…').expect("a cut title ends with …");
+    assert!(request.starts_with(kept), "{title:?}");
+    assert!(
+        request[kept.len()..].starts_with(' '),
+        "cut at a word boundary: {title:?}"
+    );
+    // The body: the whole request, one line per commit, one line per verdict.
+    assert!(!body.contains("(cut"), "{body}");
+    assert!(body.starts_with(&format!("{request}\n\n")), "{body}");
+    let view = w.view(&id).await;
+    let commits: Vec<Value> = receipt(&view, "ship")["commits"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(commits.len(), 2);
+    for c in &commits {
+        let line = format!(
+            "- {} {}\n",
+            &c["sha"].as_str().unwrap()[..10],
+            c["subject"].as_str().unwrap()
+        );
+        assert!(body.contains(&line), "no line {line:?} in\n{body}");
+    }
+    let review: Vec<&str> = body
+        .lines()
+        .skip_while(|l| *l != "## Review")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(review.len(), 2, "{review:#?}");
+    assert!(
+        review[0]
+            .starts_with("- round 1: changes_requested: Mention the MSRV. Also: long feedback"),
+        "{review:#?}"
+    );
+    assert!(review[0].chars().count() <= 340, "{review:#?}");
+    assert_eq!(review[1], "- round 2: done");
+}
