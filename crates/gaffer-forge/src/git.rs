@@ -422,12 +422,21 @@ impl Worktree {
         git(&self.path, &["diff", &self.base])
     }
 
-    /// Files changed against the base.
+    /// Files changed against the base, sorted: committed or not, and new files git
+    /// does not track yet (which `git diff` leaves out), but not ignored ones. Names
+    /// are as on disk (`-z`: no quoting of unusual characters).
     pub fn changed_files(&self) -> Result<Vec<String>> {
-        Ok(git(&self.path, &["diff", "--name-only", &self.base])?
-            .lines()
-            .map(str::to_owned)
-            .collect())
+        let tracked = git(&self.path, &["diff", "--name-only", "-z", &self.base])?;
+        let new = git(
+            &self.path,
+            &["ls-files", "-z", "--others", "--exclude-standard"],
+        )?;
+        let files: std::collections::BTreeSet<&str> = tracked
+            .split('\0')
+            .chain(new.split('\0'))
+            .filter(|f| !f.is_empty())
+            .collect();
+        Ok(files.into_iter().map(str::to_owned).collect())
     }
 
     /// `(sha, subject)` of each commit since the base, oldest first.

@@ -631,3 +631,75 @@ async fn a_check_that_runs_too_long_is_stopped_and_counts_as_failed() {
         "{receipt}"
     );
 }
+
+#[tokio::test]
+async fn new_files_are_in_changed_files_of_the_owner_turn_and_of_the_crash_question() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    w.script(
+        "owner",
+        vec![
+            // Turn 1 adds a file, then the process dies mid-turn.
+            json!({ "steps": [{ "write_file": { "path": "docs/INSTALL.md", "content": "cargo install demo\n" } }, { "sleep_ms": 60000 }, { "say": "never" }] }),
+            // The turn again, after a person said go on.
+            json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "done" }] }),
+        ],
+    );
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    let run = w.spawn(&id);
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("docs/INSTALL.md").exists() {
+        assert!(std::time::Instant::now() < deadline, "owner never started");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+
+    // After the restart a person is asked, and told which files changed.
+    assert!(w.engine.recover_task(&id).await.unwrap());
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (approval, summary) = loop {
+        let e = events.recv().await.unwrap();
+        if let gaffer_core::Event::ApprovalRequested {
+            approval_id,
+            summary,
+            ..
+        } = e.event
+        {
+            break (approval_id.0, summary);
+        }
+    };
+    assert!(
+        summary.contains("uncommitted changes in: docs/INSTALL.md"),
+        "{summary}"
+    );
+    w.app
+        .decide(
+            &approval,
+            Decision::Approve,
+            Actor::user("ana", "test"),
+            None,
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), Stage::Done);
+    let view = w.view(&id).await;
+    let turn = view.steps.iter().find(|s| s.step_id == "code/1").unwrap();
+    let receipt: serde_json::Value =
+        serde_json::from_str(turn.receipt.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        receipt["changed_files"],
+        json!(["README.md", "docs/INSTALL.md"])
+    );
+    assert_eq!(
+        World::summary(&view)["changed_files"],
+        json!(["README.md", "docs/INSTALL.md"])
+    );
+}

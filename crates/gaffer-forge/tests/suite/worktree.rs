@@ -157,3 +157,32 @@ fn a_commit_waits_for_a_git_lock_another_process_holds_then_commits_once() {
     assert_eq!(wt.commits().unwrap().len(), 1);
     assert_eq!(wt.find_step_commit("t-1/commit/1").unwrap(), Some(made.sha));
 }
+
+#[test]
+fn changed_files_lists_new_files_but_not_ignored_ones() {
+    let repo = fixture();
+    std::fs::write(repo.path().join(".gitignore"), "target/\n").unwrap();
+    sh(repo.path(), &["add", "."]);
+    sh(repo.path(), &["commit", "-q", "-m", "ignore target"]);
+    let data = tempfile::tempdir().unwrap();
+    let r = Repo::open(repo.path()).unwrap();
+    let wt = r
+        .ensure_worktree(&data.path().join("wt/t-1"), "gaffer/t-1", "main")
+        .unwrap();
+    std::fs::write(wt.path.join("README.md"), "# changed\n").unwrap();
+    std::fs::create_dir_all(wt.path.join("docs/new dir")).unwrap();
+    std::fs::write(wt.path.join("docs/new dir/Ünïcode.md"), "new\n").unwrap();
+    std::fs::create_dir_all(wt.path.join("target")).unwrap();
+    std::fs::write(wt.path.join("target/out.o"), "built\n").unwrap();
+    assert_eq!(
+        wt.changed_files().unwrap(),
+        ["README.md", "docs/new dir/Ünïcode.md"]
+    );
+    // Committed or not, a new file is a change against the base.
+    wt.commit_step("add docs", "t-1/commit/1").unwrap();
+    std::fs::write(wt.path.join("NOTES.md"), "later\n").unwrap();
+    assert_eq!(
+        wt.changed_files().unwrap(),
+        ["NOTES.md", "README.md", "docs/new dir/Ünïcode.md"]
+    );
+}
