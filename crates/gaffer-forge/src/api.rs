@@ -446,6 +446,10 @@ pub trait Forge: Send + Sync {
     /// use [`Forge::ensure_pr`]).
     async fn create_pr(&self, pr: &NewPullRequest) -> Result<PullRequest, ApiError>;
 
+    /// Add labels (by name) to pull request `number`; labels it has already are kept.
+    /// Idempotent.
+    async fn label_pr(&self, number: u64, labels: &[String]) -> Result<(), ApiError>;
+
     /// The CI state of a commit.
     async fn ci_status(&self, sha: &str) -> Result<CiStatus, ApiError>;
 
@@ -472,7 +476,10 @@ pub trait Forge: Send + Sync {
     /// The open PR for `pr.head`, or a new one: the find-before-create the engine's
     /// ship step (and its reconciliation after a crash) should use. Returns the PR and
     /// whether it was created now. A create that the forge refuses because a PR for
-    /// the head already exists (a race) is answered with that PR.
+    /// the head already exists (a race) is answered with that PR. A create whose
+    /// answer was lost ([`ApiError::effect_unknown`]: a timeout, a cut connection, a
+    /// 5xx) is looked up too: found, it is the PR this call made (labelled now, as
+    /// the create would have); not found or unreadable, the create's error stands.
     async fn ensure_pr(&self, pr: &NewPullRequest) -> Result<(PullRequest, bool), ApiError> {
         if let Some(found) = self.find_open_pr(&pr.head).await? {
             return Ok((found, false));
@@ -482,6 +489,10 @@ pub trait Forge: Send + Sync {
             Err(e @ ApiError::Rejected { .. }) => match self.find_open_pr(&pr.head).await? {
                 Some(found) => Ok((found, false)),
                 None => Err(e),
+            },
+            Err(e) if e.effect_unknown() => match self.find_open_pr(&pr.head).await {
+                Ok(Some(found)) => Ok((labelled(self, found, &pr.labels).await, true)),
+                Ok(None) | Err(_) => Err(e),
             },
             Err(e) => Err(e),
         }
@@ -857,6 +868,41 @@ pub(crate) async fn get_issue(
     let (path, what) = issue_paths(&r);
     let reply = http.send(Method::GET, &path, None, &what).await?;
     issue_from(http, &r, &reply.body)
+}
+
+/// `pr` with `labels` added; a failure is a warning on it, not an error: the pull
+/// request exists either way.
+pub(crate) async fn labelled<F: Forge + ?Sized>(
+    forge: &F,
+    mut pr: PullRequest,
+    labels: &[String],
+) -> PullRequest {
+    if !labels.is_empty() {
+        if let Err(e) = forge.label_pr(pr.number, labels).await {
+            pr.warnings.push(format!("labels not set: {e}"));
+        }
+    }
+    pr
+}
+
+/// Add labels to pull request `number` (its issue, on both forges).
+pub(crate) async fn label_pr(
+    http: &Http,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    labels: &[String],
+) -> Result<(), ApiError> {
+    let path = format!("/repos/{}/{}/issues/{number}/labels", enc(owner), enc(repo));
+    let body = serde_json::json!({ "labels": labels });
+    http.send(
+        Method::POST,
+        &path,
+        Some(&body),
+        "the pull request's labels",
+    )
+    .await
+    .map(drop)
 }
 
 /// Comment on an issue (non-idempotent: reconcile with [`find_issue_comment`]).

@@ -5,9 +5,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::{
-    comment_on_issue, enc, find_issue_comment, get_issue, pr_from, ApiError, CiCheck, CiState,
-    CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue, NewPullRequest,
-    PullRequest,
+    comment_on_issue, enc, find_issue_comment, get_issue, label_pr, labelled, pr_from, ApiError,
+    CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue,
+    NewPullRequest, PullRequest,
 };
 
 /// A Gitea or Forgejo repository.
@@ -106,24 +106,12 @@ impl Forge for Gitea {
             .http
             .send(Method::POST, &path, Some(&body), &what)
             .await?;
-        let mut created = pr_from(&self.http, &reply.body)?;
-        if !pr.labels.is_empty() {
-            let path = format!("{}/issues/{}/labels", self.repo_path(), created.number);
-            let body = json!({ "labels": pr.labels });
-            if let Err(e) = self
-                .http
-                .send(
-                    Method::POST,
-                    &path,
-                    Some(&body),
-                    "the pull request's labels",
-                )
-                .await
-            {
-                created.warnings.push(format!("labels not set: {e}"));
-            }
-        }
-        Ok(created)
+        let created = pr_from(&self.http, &reply.body)?;
+        Ok(labelled(self, created, &pr.labels).await)
+    }
+
+    async fn label_pr(&self, number: u64, labels: &[String]) -> Result<(), ApiError> {
+        label_pr(&self.http, &self.owner, &self.repo, number, labels).await
     }
 
     async fn ci_status(&self, sha: &str) -> Result<CiStatus, ApiError> {

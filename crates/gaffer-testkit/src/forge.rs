@@ -12,7 +12,9 @@
 //!   GitHub check runs (`GET …/commits/{ref}/check-runs`) and Actions job logs
 //!   (`GET …/actions/jobs/{id}/logs` → 302 to a plain-text log). A wrong token is 401;
 //!   an unknown repository, issue or branch 404; rate limits are 403/429 with
-//!   `Retry-After` / `X-RateLimit-*`.
+//!   `Retry-After` / `X-RateLimit-*`. A create's answer can be made to hang
+//!   ([`FakeForge::hang_next_pr_create`]) or be cut off
+//!   ([`FakeForge::cut_next_pr_create_answer`]) after the PR was made.
 //! * [`FakeVikunja`]: `PUT /api/v1/projects/{id}/tasks`, `GET|POST /api/v1/tasks/{id}`,
 //!   `GET /api/v1/tasks?s=…` (search).
 //! * [`BareRemote`]: `git init --bare`, optionally with a `pre-receive` hook that
@@ -132,6 +134,7 @@ struct ForgeState {
     requests: Mutex<Vec<String>>,
     rate_limit: Mutex<Option<RateLimit>>,
     hang_next_create: Mutex<bool>,
+    cut_next_create: Mutex<bool>,
     refuse_prs: Mutex<Option<(u16, String)>>,
     ci_for_every_commit: Mutex<Option<String>>,
 }
@@ -191,6 +194,7 @@ impl FakeForge {
             requests: Mutex::default(),
             rate_limit: Mutex::new(None),
             hang_next_create: Mutex::new(false),
+            cut_next_create: Mutex::new(false),
             refuse_prs: Mutex::new(None),
             ci_for_every_commit: Mutex::new(None),
         });
@@ -309,6 +313,13 @@ impl FakeForge {
     /// crashed before reading it).
     pub fn hang_next_pr_create(&self) {
         *self.state.hang_next_create.lock().unwrap() = true;
+    }
+
+    /// The next PR create is recorded, and then its answer is lost: the connection
+    /// is cut after the status line, as a proxy or a network that gives up does. The
+    /// client sees an error although the PR exists.
+    pub fn cut_next_pr_create_answer(&self) {
+        *self.state.cut_next_create.lock().unwrap() = true;
     }
 
     /// Refuse every PR create with `status` and `message` (e.g. 422 for a protected
@@ -960,6 +971,15 @@ async fn create_pr(st: &ForgeState, body: &Value) -> Response {
     let hang = std::mem::take(&mut *st.hang_next_create.lock().unwrap());
     if hang {
         tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    if std::mem::take(&mut *st.cut_next_create.lock().unwrap()) {
+        let cut = futures::stream::once(async {
+            Err::<Bytes, _>(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "the answer was lost",
+            ))
+        });
+        return (StatusCode::CREATED, axum::body::Body::from_stream(cut)).into_response();
     }
     (StatusCode::CREATED, Json(pr_json(st, &pr))).into_response()
 }

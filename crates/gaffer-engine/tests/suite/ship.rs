@@ -753,3 +753,45 @@ async fn a_long_request_gives_a_one_line_title_a_readable_body_and_a_clean_ci_qu
     assert!(review[0].chars().count() <= 340, "{review:#?}");
     assert_eq!(review[1], "- round 2: done");
 }
+
+#[tokio::test]
+async fn a_lost_answer_to_the_pr_create_finds_the_pr_without_asking_anyone() {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let w = World::build("true", |s| {
+        s.shipping.insert(
+            "demo".into(),
+            shipping(ForgeKind::Gitea, &fake.base_url(), &remote.url(), TOKEN),
+        );
+    })
+    .await;
+    script_one_subtask(&w);
+    let id = issue_task(&w, None).await;
+    // The forge makes the PR; its answer is lost on the way (no crash).
+    fake.cut_next_pr_create_answer();
+    let mut events = w.journal.subscribe();
+    tokio::select! {
+        stage = w.spawn(&id) => assert_eq!(stage.unwrap().unwrap(), Stage::Done),
+        (_, summary) = trouble(&mut events, &id) => panic!("a person was asked: {summary}"),
+    }
+
+    let prs = fake.prs();
+    assert_eq!(prs.len(), 1, "{prs:#?}");
+    assert_eq!(prs[0].labels, ["gaffer"]);
+    let creates = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("POST /api/v1/repos/acme/demo/pulls"))
+        .count();
+    assert_eq!(creates, 1, "{:#?}", fake.requests());
+    let view = w.view(&id).await;
+    let kinds: Vec<&str> = view.approvals.iter().map(|a| a.kind.as_str()).collect();
+    assert_eq!(kinds, ["plan", "ship"], "nobody was asked about the forge");
+    let pr = receipt(&view, "pr");
+    assert_eq!(pr["number"], prs[0].number);
+    assert_eq!(pr["created"], true);
+}

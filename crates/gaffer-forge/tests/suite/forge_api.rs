@@ -157,6 +157,38 @@ async fn a_crash_between_create_sent_and_response_recorded_is_reconciled_by_look
 }
 
 #[tokio::test]
+async fn a_create_whose_answer_is_lost_is_looked_up_and_labelled_without_a_second_create() {
+    for flavor in BOTH {
+        let (fake, _remote, _dir, sha) = shipped(flavor).await;
+        let mut c = config(&fake.base_url(), flavor, TOKEN);
+        c.request_timeout = Duration::from_millis(1500);
+        let forge = connect(c).unwrap();
+        // The answer never comes (a timeout), then the connection is cut mid-answer.
+        for lose in [
+            FakeForge::hang_next_pr_create,
+            FakeForge::cut_next_pr_create_answer,
+        ] {
+            for pr in fake.prs() {
+                fake.close_pr(pr.number);
+            }
+            lose(&fake);
+            let before = fake.prs().len();
+            let (pr, created) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+            let prs = fake.prs();
+            assert_eq!(prs.len(), before + 1, "{flavor:?}: one create, no second");
+            let made = prs.last().unwrap();
+            assert!(created, "{flavor:?}: this call made it");
+            assert_eq!(
+                (pr.number, pr.head_sha.as_str()),
+                (made.number, sha.as_str())
+            );
+            assert_eq!(made.labels, ["gaffer"], "{flavor:?}");
+            assert!(pr.warnings.is_empty(), "{flavor:?}: {:?}", pr.warnings);
+        }
+    }
+}
+
+#[tokio::test]
 async fn ci_on_github_pending_then_failure_with_log_then_success_on_a_new_commit() {
     let fake = Arc::new(
         FakeForge::start(Flavor::GitHub, "acme", "app", TOKEN)
