@@ -146,6 +146,9 @@ pub struct Config {
     pub durability: Durability,
     /// HTTP listen address.
     pub listen: SocketAddr,
+    /// Host names (besides loopback names and IP addresses) the server answers to:
+    /// a request whose `Host` names anything else is refused (DNS rebinding).
+    pub public_names: Vec<String>,
     /// tracing filter.
     pub log_level: String,
     /// Concurrent tasks on this machine.
@@ -273,6 +276,7 @@ impl Config {
             database_url: None,
             durability: Durability::Full,
             listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
+            public_names: Vec::new(),
             log_level: "warn".into(),
             workers: 2,
             workers_per_project: 1,
@@ -432,6 +436,7 @@ struct RawDatabase {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Option<String>,
+    public_names: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -571,6 +576,32 @@ fn overlay(
     }
 }
 
+/// `[server] public_names`: host names as a browser puts them in `Host` (no scheme,
+/// port or path), lower-cased.
+fn public_names<'a>(
+    origin: &str,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<Vec<String>, ConfigError> {
+    names
+        .map(|name| {
+            let ok = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+            if ok {
+                Ok(name.to_ascii_lowercase())
+            } else {
+                Err(invalid(
+                    origin,
+                    "server.public_names",
+                    format!("has `{name}`; write host names only, like \"gaffer.example.com\" (no scheme, port or path)"),
+                ))
+            }
+        })
+        .collect()
+}
+
 fn resolve(
     raw: RawConfig,
     origin: &str,
@@ -634,6 +665,17 @@ fn resolve(
             )
         })?;
     }
+
+    config.public_names = match (sources.env)("GAFFER_SERVER_PUBLIC_NAMES") {
+        Some(v) => public_names(
+            "environment variable GAFFER_SERVER_PUBLIC_NAMES",
+            v.split(',').map(str::trim).filter(|n| !n.is_empty()),
+        )?,
+        None => public_names(
+            origin,
+            raw.server.public_names.iter().flatten().map(String::as_str),
+        )?,
+    };
 
     let (level, _) = overlay(sources, "GAFFER_LOG", raw.log.level, origin);
     if let Some(level) = level {

@@ -18,7 +18,7 @@
 
 use gaffer_app::{AddProject, App, ApprovalRequest, NewTask, Policy, Scope, Subject};
 use gaffer_core::{Actor, ApprovalKind, Decision, Event, Intent, StepId, StreamId, TaskId};
-use gaffer_server::{Server, ServerConfig};
+use gaffer_server::{LocalSecret, Server, ServerConfig};
 use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,12 +169,31 @@ fn report(label: &str, lat: &[Duration], target_ms: u32) {
     );
 }
 
+/// The person's credential every decision of the bench carries.
+fn local() -> LocalSecret {
+    static LOCAL: std::sync::OnceLock<LocalSecret> = std::sync::OnceLock::new();
+    LOCAL.get_or_init(|| LocalSecret::generate("bench")).clone()
+}
+
+/// A client sending the bench's local secret.
+fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", local().expose()).parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
 /// A server over its own app service on `journal`, on a free loopback port: its
 /// base URL, and the sender that stops it.
 async fn serve(journal: Arc<dyn Journal>) -> (String, tokio::sync::oneshot::Sender<()>) {
     let server = Server::bind(
         App::new(journal, Policy::default()),
-        ServerConfig::new("127.0.0.1:0".parse().unwrap()),
+        ServerConfig::new("127.0.0.1:0".parse().unwrap(), local()),
     )
     .await
     .unwrap();
@@ -194,7 +213,7 @@ async fn cross_node(url: &str, dir: &std::path::Path, n: usize, label: &str) {
     node_b.follow_other_processes().await.unwrap();
     let (waiter, keys) = setup(dir, n, node_b.clone()).await;
     let (base, stop) = serve(node_a.clone()).await;
-    let client = reqwest::Client::new();
+    let client = client();
     let lat = run(&waiter, &keys, Decider::Http(&client, &base)).await;
     report(
         &format!("HTTP POST /decision on node A → waiter on node B, {label}"),
@@ -225,7 +244,7 @@ fn main() {
                 .unwrap();
             let (app, keys) = setup(dir.path(), n * 2, Arc::new(journal)).await;
             let (base, stop) = serve(app.journal().clone()).await;
-            let client = reqwest::Client::new();
+            let client = client();
             let lat = run(&app, &keys[..n], Decider::Http(&client, &base)).await;
             report(
                 &format!("HTTP POST /decision → waiter, synchronous={label}"),

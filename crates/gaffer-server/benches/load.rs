@@ -11,7 +11,7 @@
 use futures::StreamExt;
 use gaffer_app::{AddProject, App, Policy};
 use gaffer_core::Actor;
-use gaffer_server::{Server, ServerConfig};
+use gaffer_server::{LocalSecret, Server, ServerConfig};
 use gaffer_store::{Durability, SqliteJournal};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,7 +43,10 @@ fn main() {
         app.add_project(AddProject { path: repo.to_string_lossy().into_owned(), name: Some("load".into()), check: None }, Actor::user("b", "bench"))
             .await
             .unwrap();
-        let server = Server::bind(app.clone(), ServerConfig::new("127.0.0.1:0".parse().unwrap())).await.unwrap();
+        let local = LocalSecret::generate("bench");
+        let mut auth = reqwest::header::HeaderMap::new();
+        auth.insert(reqwest::header::AUTHORIZATION, format!("Bearer {}", local.expose()).parse().unwrap());
+        let server = Server::bind(app.clone(), ServerConfig::new("127.0.0.1:0".parse().unwrap(), local)).await.unwrap();
         let base = format!("http://{}", server.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(server.run(async move {
@@ -56,7 +59,7 @@ fn main() {
         let mut sse = Vec::new();
         // Set to the last journal position once the load stops: readers end there.
         let (end_tx, end_rx) = tokio::sync::watch::channel(None::<i64>);
-        let sse_http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let sse_http = reqwest::Client::builder().pool_max_idle_per_host(0).default_headers(auth.clone()).build().unwrap();
         for _ in 0..sse_clients {
             let r = sse_http.get(format!("{base}/api/events")).send().await.unwrap();
             assert_eq!(r.status(), 200);
@@ -97,7 +100,7 @@ fn main() {
         tokio::time::sleep(Duration::from_millis(200)).await;
 
         // REST workers in a closed loop: 1 create per 4 requests.
-        let http = reqwest::Client::new();
+        let http = reqwest::Client::builder().default_headers(auth).build().unwrap();
         let mut rest = Vec::new();
         let started = Instant::now();
         for w in 0..workers {

@@ -1,20 +1,28 @@
 //! Who is calling, and may they.
 //!
-//! - No tokens configured: only loopback clients are answered, as `local` with
-//!   the admin role.
-//! - Tokens configured: every route but `/login` needs one, as
-//!   `Authorization: Bearer <token>` or the `gaffer_token` cookie that `/login`
-//!   sets for the web page. Tokens are compared in constant time (SHA-256 digests
+//! - Every route but `/login` and the static `/assets/*` needs a credential, on
+//!   loopback too: being on this machine proves nothing (agents are here). It is
+//!   `Authorization: Bearer <secret>` — an API token from policy.toml, or the local
+//!   secret ([`crate::local`]) — or a cookie the login sets for the web page: the
+//!   signed session of a login link (`gaffer_session`) or an API token
+//!   (`gaffer_token`). Secrets are compared in constant time (SHA-256 digests
 //!   compared with `subtle`).
+//! - No tokens configured: only loopback clients are answered at all.
+//! - Who: a token is its name; a local credential is the person running gaffer
+//!   (the OS user), `via` `api:local-secret` or `web:login-link`. No request is
+//!   ever an anonymous `local`.
 //! - Roles: `viewer` reads; `approver` also decides approvals and creates,
 //!   cancels and retries tasks; `admin` also adds projects and flips auto-approve.
-//!   The middleware checks the role of every request ([`required_role`]) before
-//!   routing, so a new route is protected without a line of its own.
-//! - CSRF: a state-changing request authenticated by something the browser sends
-//!   on its own (the cookie, or being on loopback) must carry `X-CSRF-Token` with
-//!   the server's token, which only the server's own page knows, whenever it comes
-//!   from a browser (it has `Origin`, `Sec-Fetch-Site` or a cookie). A bearer token
-//!   is not ambient, so API clients need no CSRF token.
+//!   The local secret is admin. The middleware checks the role of every request
+//!   ([`required_role`]) before routing, so a new route is protected without a
+//!   line of its own.
+//! - CSRF: a state-changing request authenticated by a cookie (something the
+//!   browser sends on its own) must carry `X-CSRF-Token` with the token only the
+//!   server's own page knows (derived from the local secret, so it survives a
+//!   restart), whenever it comes from a browser (it has `Origin`,
+//!   `Sec-Fetch-Site` or a cookie). A bearer credential is not ambient, so API
+//!   clients need no CSRF token. Host and Origin are checked before this
+//!   ([`crate::guard`]).
 
 use crate::error::ApiError;
 use crate::ServerState;
@@ -104,6 +112,18 @@ impl std::fmt::Debug for Token {
     }
 }
 
+impl Token {
+    /// The caller this token makes: `web:<name>` through the login cookie (ambient),
+    /// `api:<name>` as a bearer.
+    fn caller(&self, ambient: bool) -> Caller {
+        Caller {
+            name: self.name.clone(),
+            role: self.role,
+            via: format!("{}:{}", if ambient { "web" } else { "api" }, self.name),
+        }
+    }
+}
+
 fn digest(s: &str) -> [u8; 32] {
     Sha256::digest(s.as_bytes()).into()
 }
@@ -111,11 +131,11 @@ fn digest(s: &str) -> [u8; 32] {
 /// The authenticated caller, put in the request's extensions.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// Token name, or `local`.
+    /// Token name, or the person holding the local secret.
     pub name: String,
     /// Role.
     pub role: Role,
-    /// `api:<name>`, `web:<name>` or `local`.
+    /// `api:<token>`, `web:<token>`, `api:local-secret` or `web:login-link`.
     pub via: String,
 }
 
@@ -161,7 +181,7 @@ pub fn find_token_pub<'a>(tokens: &'a [Token], secret: &str) -> Option<&'a Token
     find_token(tokens, secret)
 }
 
-fn find_token<'a>(tokens: &'a [Token], secret: &str) -> Option<&'a Token> {
+pub(crate) fn find_token<'a>(tokens: &'a [Token], secret: &str) -> Option<&'a Token> {
     let d = digest(secret);
     // Compare against every token so timing does not tell which one matched.
     let mut found = None;
@@ -192,6 +212,50 @@ fn to_login() -> Response {
         .into_response()
 }
 
+/// What a request without a credential is told.
+pub(crate) const NEEDS_CREDENTIAL: &str = "a credential is required: send `Authorization: Bearer <secret>` (an API token, or the local secret in the data dir's `local-secret` file), or open the login link `gaffer serve` printed (`gaffer login-link` prints another)";
+
+/// The caller a request's credential names, and whether the credential is ambient
+/// (a cookie the browser sends by itself). `None`: no credential at all.
+fn credential(state: &ServerState, req: &Request) -> Result<Option<(Caller, bool)>, ApiError> {
+    let local = |via: &str| Caller {
+        name: state.local.person().to_owned(),
+        role: Role::Admin,
+        via: via.to_owned(),
+    };
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if let Some(secret) = bearer {
+        if state.local.is_secret(secret) {
+            return Ok(Some((local("api:local-secret"), false)));
+        }
+        return match find_token(&state.tokens, secret) {
+            Some(t) => Ok(Some((t.caller(false), false))),
+            None => Err(ApiError::unauthorized("the token is not valid")),
+        };
+    }
+    if let Some(session) = cookie(req, SESSION_COOKIE) {
+        if state.local.is_session(session, gaffer_store::now_ms()) {
+            return Ok(Some((local("web:login-link"), true)));
+        }
+    }
+    if let Some(secret) = cookie(req, TOKEN_COOKIE) {
+        if let Some(t) = find_token(&state.tokens, secret) {
+            return Ok(Some((t.caller(true), true)));
+        }
+    }
+    Ok(None)
+}
+
+/// The cookie a login link sets: a session signed with the local secret.
+pub(crate) const SESSION_COOKIE: &str = "gaffer_session";
+/// The cookie the login form sets for an API token.
+pub(crate) const TOKEN_COOKIE: &str = "gaffer_token";
+
 /// The auth and CSRF middleware.
 pub async fn middleware(
     State(state): State<ServerState>,
@@ -206,51 +270,15 @@ pub async fn middleware(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
-    let (caller, ambient) = if state.tokens.is_empty() {
-        if !peer.is_some_and(|p| p.ip().is_loopback()) {
-            return Err(ApiError::forbidden(
-                "this server answers only loopback clients until a token is configured",
-            ));
-        }
-        (
-            Caller {
-                name: "local".into(),
-                role: Role::Admin,
-                via: "local".into(),
-            },
-            true,
-        )
-    } else {
-        let bearer = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let (secret, ambient) =
-            match (bearer, cookie(&req, "gaffer_token")) {
-                (Some(b), _) => (b.to_owned(), false),
-                (None, Some(c)) => (c.to_owned(), true),
-                (None, None) if is_page(&req) => return Ok(to_login()),
-                (None, None) => return Err(ApiError::unauthorized(
-                    "a token is required: send `Authorization: Bearer <token>` or log in at /login",
-                )),
-            };
-        let Some(t) = find_token(&state.tokens, &secret) else {
-            return Err(ApiError::unauthorized("the token is not valid"));
-        };
-        (
-            Caller {
-                name: t.name.clone(),
-                role: t.role,
-                via: if ambient {
-                    format!("web:{}", t.name)
-                } else {
-                    format!("api:{}", t.name)
-                },
-            },
-            ambient,
-        )
+    if state.tokens.is_empty() && !peer.is_some_and(|p| p.ip().is_loopback()) {
+        return Err(ApiError::forbidden(
+            "this server answers only loopback clients until a token is configured",
+        ));
+    }
+    let (caller, ambient) = match credential(&state, &req)? {
+        Some(found) => found,
+        None if is_page(&req) => return Ok(to_login()),
+        None => return Err(ApiError::unauthorized(NEEDS_CREDENTIAL)),
     };
     let changes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let from_browser = ["origin", "sec-fetch-site", "cookie"]

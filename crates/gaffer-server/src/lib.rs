@@ -13,6 +13,8 @@
 pub mod auth;
 mod body;
 pub mod error;
+pub mod guard;
+pub mod local;
 pub mod metrics;
 pub mod routes;
 pub mod sse;
@@ -23,6 +25,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use gaffer_app::{App, Policy};
+pub use local::LocalSecret;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,8 +38,12 @@ pub const DEFAULT_BODY_LIMIT: usize = 256 * 1024;
 pub struct ServerConfig {
     /// Where to listen. Anything but loopback needs at least one token.
     pub listen: SocketAddr,
-    /// API tokens; empty means loopback clients only, as admin.
+    /// API tokens; empty means loopback clients only.
     pub tokens: Vec<Token>,
+    /// The local secret: the credential of the person running gaffer (see [`local`]).
+    pub local: LocalSecret,
+    /// Host names answered besides loopback names and IP addresses (see [`guard`]).
+    pub public_names: Vec<String>,
     /// Largest request body (bytes).
     pub body_limit: usize,
     /// Where `POST /api/tasks {"issue"}` reads issues from (the projects' forges);
@@ -72,11 +79,13 @@ pub enum ServerError {
 }
 
 impl ServerConfig {
-    /// Defaults at `listen` with no tokens.
-    pub fn new(listen: SocketAddr) -> Self {
+    /// Defaults at `listen` with no tokens: only `local`'s holder gets in.
+    pub fn new(listen: SocketAddr, local: LocalSecret) -> Self {
         Self {
             listen,
             tokens: Vec::new(),
+            local,
+            public_names: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             issues: None,
         }
@@ -141,6 +150,8 @@ pub struct ServerState {
     /// The app service.
     pub app: App,
     pub(crate) tokens: Arc<Vec<Token>>,
+    pub(crate) local: LocalSecret,
+    pub(crate) public_names: Arc<Vec<String>>,
     pub(crate) csrf: Arc<str>,
     pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) issues: Option<IssueSource>,
@@ -152,7 +163,9 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
     let state = ServerState {
         app,
         tokens: Arc::new(config.tokens.clone()),
-        csrf: Arc::from(uuid::Uuid::new_v4().simple().to_string()),
+        local: config.local.clone(),
+        public_names: Arc::new(config.public_names.clone()),
+        csrf: Arc::from(config.local.csrf()),
         metrics: Arc::new(metrics::Metrics::default()),
         issues: config.issues.clone(),
     };
@@ -189,9 +202,14 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            guard::middleware,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             metrics::middleware,
         ))
         .layer(DefaultBodyLimit::max(config.body_limit))
+        .layer(axum::middleware::from_fn(guard::headers))
         .with_state(state)
 }
 

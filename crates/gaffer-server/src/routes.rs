@@ -73,7 +73,7 @@ impl utoipa::Modify for CommonAnswers {
                     ("401", "no token, or one that is not valid"),
                     (
                         "403",
-                        "the token's role is not enough, a browser request lacks its CSRF token, or a non-loopback client without tokens configured",
+                        "the token's role is not enough, a browser request lacks its CSRF token or comes from another origin, the Host is not this server's name, or a non-loopback client without tokens configured",
                     ),
                 ];
                 if op.request_body.is_some() {

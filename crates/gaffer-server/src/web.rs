@@ -3,9 +3,9 @@
 //! document; the script renders the task list (`/`), a task (`/tasks/{id}`) or
 //! the approvals queue (`/approvals`) from the API and SSE.
 
-use crate::auth::{find_token_pub, secret_eq};
+use crate::auth::{find_token, SESSION_COOKIE, TOKEN_COOKIE};
 use crate::ServerState;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
@@ -18,12 +18,6 @@ const LOGIN: &str = include_str!("../assets/login.html");
 fn no_store(mut r: Response) -> Response {
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r.headers_mut()
-        .insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    r.headers_mut().insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'"),
-    );
     r
 }
 
@@ -49,9 +43,46 @@ pub async fn app_css() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
 }
 
-/// The login form (only useful when tokens are configured).
-pub async fn login_page() -> Response {
-    no_store(Html(LOGIN.replace("{{error}}", "")).into_response())
+fn login_form(status: StatusCode, error: &str) -> Response {
+    let error = if error.is_empty() {
+        String::new()
+    } else {
+        format!("<p class=\"err\">{error}</p>")
+    };
+    no_store((status, Html(LOGIN.replace("{{error}}", &error))).into_response())
+}
+
+/// Logged in: the cookie set, on to the page (the code leaves the address bar).
+fn logged_in(cookie: &str, value: &str) -> Response {
+    let cookie = format!(
+        "{cookie}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        crate::local::SESSION_LIFETIME_MS / 1000
+    );
+    let mut r = no_store((StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response());
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+/// `?code=` of a login link.
+#[derive(serde::Deserialize)]
+pub struct LoginLink {
+    code: Option<String>,
+}
+
+/// The login form; with `?code=` (the link `gaffer serve` prints), the login itself.
+pub async fn login_page(State(s): State<ServerState>, Query(q): Query<LoginLink>) -> Response {
+    match q.code {
+        None => login_form(StatusCode::OK, ""),
+        Some(code) => match s.local.take_code(&code, gaffer_store::now_ms()) {
+            Some(session) => logged_in(SESSION_COOKIE, &session),
+            None => login_form(
+                StatusCode::UNAUTHORIZED,
+                "That login link is not valid: it expired, was opened already, or belongs to another gaffer. Run <code>gaffer login-link</code> for a new one.",
+            ),
+        },
+    }
 }
 
 /// The login form's fields.
@@ -60,25 +91,15 @@ pub struct LoginForm {
     token: String,
 }
 
-/// Check a token and keep it in an HttpOnly, SameSite=Strict cookie.
+/// Check a token (or the local secret) and keep a session for it in an HttpOnly,
+/// SameSite=Strict cookie.
 pub async fn login(State(s): State<ServerState>, Form(f): Form<LoginForm>) -> Response {
-    if find_token_pub(&s.tokens, &f.token).is_none() || f.token.contains([';', ',', ' ']) {
-        let _ = secret_eq("", "");
-        return no_store(
-            (
-                StatusCode::UNAUTHORIZED,
-                Html(LOGIN.replace("{{error}}", "<p class=\"err\">That token is not valid.</p>")),
-            )
-                .into_response(),
-        );
+    let token = f.token.trim();
+    if s.local.is_secret(token) {
+        return logged_in(SESSION_COOKIE, &s.local.new_session(gaffer_store::now_ms()));
     }
-    let cookie = format!(
-        "gaffer_token={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000",
-        f.token
-    );
-    let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+    if find_token(&s.tokens, token).is_none() || token.contains([';', ',', ' ']) {
+        return login_form(StatusCode::UNAUTHORIZED, "That token is not valid.");
     }
-    r
+    logged_in(TOKEN_COOKIE, token)
 }

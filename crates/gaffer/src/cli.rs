@@ -95,6 +95,13 @@ pub enum Command {
     /// Make API tokens for `gaffer serve` (only their SHA-256 is stored).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print a new login link for the web page of `gaffer serve` on this machine.
+    ///
+    /// The link logs a browser in as you (the page then keeps a signed session for
+    /// 30 days, across server restarts); it works once, within 24 hours. Scripts use
+    /// the local secret itself: `Authorization: Bearer $(cat <data dir>/local-secret)`.
+    /// `--json` prints {"link","expires_at","secret_file"}.
+    LoginLink(LoginLinkArgs),
     /// Run tasks without HTTP. Start as many as you like, on as many machines as
     /// share the database: each leases tasks, and takes over a dead worker's tasks
     /// once their leases expire (workers.lease_secs).
@@ -105,6 +112,16 @@ pub enum Command {
     /// "stopped_at","tasks_run","failures","alive","leases":[{"task_id","worker_id",
     /// "generation","acquired_at","expires_at"}]}].
     Workers(WorkersArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LoginLinkArgs {
+    /// The server's address [default: server.listen from the config, 127.0.0.1:7777].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

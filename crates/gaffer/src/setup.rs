@@ -91,11 +91,16 @@ pub fn configured_token_values(config: &Config) -> Vec<String> {
 /// variables of this process (`*_API_KEY`, `*_TOKEN`, ...) and the values of the
 /// variables `[secrets] env` names, and `extra` (tokens read for this run).
 pub fn redactor(config: &Config, extra: Vec<String>) -> gaffer_agents::Redactor {
+    // The local secret too, if this machine has one: it must never be shown either.
+    let local = std::fs::read_to_string(config.data_dir.join(gaffer_server::local::FILE_NAME))
+        .ok()
+        .map(|s| s.trim().to_owned());
     gaffer_agents::Redactor::from_env_and(
         config
             .secret_env
             .iter()
             .filter_map(|name| std::env::var(name).ok())
-            .chain(extra),
+            .chain(extra)
+            .chain(local),
     )
 }

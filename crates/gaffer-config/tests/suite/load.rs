@@ -440,3 +440,32 @@ fn the_lease_length_comes_from_file_or_env_and_is_bounded() {
         "{err}"
     );
 }
+
+#[test]
+fn public_names_are_host_names_from_the_file_or_the_environment() {
+    let c = load_text(
+        "[server]\npublic_names = [\"Gaffer.Example.com\", \"box.lan\"]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.public_names, ["gaffer.example.com", "box.lan"]);
+    let c = load_text(
+        "[server]\npublic_names = [\"ignored.example\"]\n",
+        &[("GAFFER_SERVER_PUBLIC_NAMES", "a.example, b.example")],
+    )
+    .unwrap();
+    assert_eq!(c.public_names, ["a.example", "b.example"]);
+    for bad in [
+        "https://gaffer.example.com",
+        "gaffer.example.com:7777",
+        "a/b",
+        "",
+    ] {
+        let err = load_text(&format!("[server]\npublic_names = [{bad:?}]\n"), &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("server.public_names") && msg.contains("host names only"),
+            "{msg}"
+        );
+    }
+}

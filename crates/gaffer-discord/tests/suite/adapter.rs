@@ -232,9 +232,13 @@ async fn an_approval_decided_through_the_http_api_is_edited_in_discord() {
     );
     assert!(m.content.contains("cargo publish"), "{}", m.content);
 
+    let local = gaffer_server::LocalSecret::generate("ana");
     let server = gaffer_server::Server::bind(
         w.app.clone(),
-        gaffer_server::ServerConfig::new(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        gaffer_server::ServerConfig::new(
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            local.clone(),
+        ),
     )
     .await
     .unwrap();
@@ -246,6 +250,7 @@ async fn an_approval_decided_through_the_http_api_is_edited_in_discord() {
     };
     let resp = reqwest::Client::new()
         .post(format!("http://{addr}/api/approvals/{}/decision", a.id))
+        .bearer_auth(local.expose())
         .json(&json!({ "decision": "deny", "note": "not today" }))
         .send()
         .await
@@ -259,7 +264,9 @@ async fn an_approval_decided_through_the_http_api_is_edited_in_discord() {
         })
         .await;
     assert!(
-        edited.content.contains("denied by local (via"),
+        edited
+            .content
+            .contains("denied by ana (via api:local-secret)"),
         "{}",
         edited.content
     );
@@ -275,7 +282,7 @@ async fn an_approval_decided_through_the_http_api_is_edited_in_discord() {
         .await;
     assert!(answer.ephemeral(), "{answer:?}");
     assert!(
-        answer.content().contains("Already denied by local"),
+        answer.content().contains("Already denied by ana"),
         "{}",
         answer.content()
     );

@@ -528,7 +528,7 @@ async fn allow_for_this_task_over_http_approves_the_same_command_again_in_that_t
     assert_eq!(
         shown["decided_by"]["name"],
         format!(
-            "allowed for this task by local via {}",
+            "allowed for this task by ana via {}",
             body["decided_by"]["via"].as_str().unwrap()
         )
     );
@@ -583,54 +583,85 @@ async fn a_decision_naming_another_task_is_refused() {
     assert_eq!(h.app.approval(&a.id).await.unwrap().state, "pending");
 }
 
-#[tokio::test]
-async fn browser_posts_need_the_csrf_token() {
-    let h = start(false).await;
-    h.project("alpha").await;
-    let before = h.event_count().await;
-    // A cross-site form post: the browser adds Origin.
+/// The page's session cookie (from a login link), as a `cookie` header value.
+async fn page_session(h: &Harness) -> String {
     let r = h
-        .http
-        .post(h.url("/api/tasks"))
-        .header("origin", "https://evil.example")
-        .json(&json!({"project": "alpha", "request": "x"}))
+        .anonymous_no_redirects()
+        .get(h.login_link())
         .send()
         .await
         .unwrap();
-    let (s, b) = error_of(r).await;
-    assert_eq!(
-        (s, b["error"]["code"].as_str().unwrap()),
-        (StatusCode::FORBIDDEN, "csrf")
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
     );
-    assert_eq!(h.event_count().await, before);
-    // gaffer's own page knows the token.
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+/// The CSRF token in gaffer's own page.
+async fn page_csrf(h: &Harness, cookie: &str) -> String {
     let page = h
-        .http
+        .anonymous
         .get(h.url("/"))
+        .header("cookie", cookie)
         .send()
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let csrf = page
-        .split("name=\"csrf-token\" content=\"")
+    page.split("name=\"csrf-token\" content=\"")
         .nth(1)
         .unwrap()
         .split('"')
         .next()
         .unwrap()
-        .to_owned();
-    let r = h
-        .http
-        .post(h.url("/api/tasks"))
-        .header("origin", &h.base)
-        .header("x-csrf-token", csrf)
-        .json(&json!({"project": "alpha", "request": "x"}))
-        .send()
-        .await
-        .unwrap();
+        .to_owned()
+}
+
+#[tokio::test]
+async fn browser_posts_need_the_csrf_token_and_this_origin() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let before = h.event_count().await;
+    let cookie = page_session(&h).await;
+    let csrf = page_csrf(&h, &cookie).await;
+    let post = |origin: &str, csrf: Option<&str>| {
+        let mut r = h
+            .anonymous
+            .post(h.url("/api/tasks"))
+            .header("cookie", &cookie)
+            .header("origin", origin)
+            .json(&json!({"project": "alpha", "request": "x"}));
+        if let Some(csrf) = csrf {
+            r = r.header("x-csrf-token", csrf);
+        }
+        r.send()
+    };
+    // Another site, or another port on this machine, even with the token: refused.
+    let other_port = format!("http://127.0.0.1:{}", h.port() + 1);
+    for origin in ["https://evil.example", "null", other_port.as_str()] {
+        let (s, b) = error_of(post(origin, Some(&csrf)).await.unwrap()).await;
+        assert_eq!(
+            (s, b["error"]["code"].as_str().unwrap()),
+            (StatusCode::FORBIDDEN, "origin"),
+            "{origin}"
+        );
+    }
+    // This origin without the token: refused.
+    let (s, b) = error_of(post(&h.base, None).await.unwrap()).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str().unwrap()),
+        (StatusCode::FORBIDDEN, "csrf")
+    );
+    assert_eq!(h.event_count().await, before);
+    // gaffer's own page knows the token.
+    let r = post(&h.base, Some(&csrf)).await.unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
+    let task: Value = r.json().await.unwrap();
+    assert_eq!(task["created_by"], "ana via web:login-link");
 }
 
 #[tokio::test]
@@ -755,7 +786,10 @@ fn tokens_come_from_policy_toml_hashed_and_plaintext_or_weak_ones_are_refused() 
     use gaffer_app::Policy;
     use gaffer_server::auth::{find_token_pub, token_sha256};
     use gaffer_server::ServerConfig;
-    let base = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    let base = ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        gaffer_server::LocalSecret::generate("ana"),
+    );
     let ci_secret = "0123456789abcdef-ci";
     let policy = Policy::parse(&format!(
         "[[tokens]]\nname = \"phone\"\nrole = \"approver\"\nsecret_env = \"PHONE_TOKEN\"\n\n[[tokens]]\nname = \"ci\"\nrole = \"viewer\"\nsecret_sha256 = \"{}\"\n",

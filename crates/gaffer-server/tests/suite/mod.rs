@@ -1,5 +1,6 @@
 mod api;
 mod browser;
+mod control;
 mod sse;
 mod support;
 mod web;

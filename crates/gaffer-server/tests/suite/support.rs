@@ -2,7 +2,7 @@ use gaffer_app::{App, ApprovalRequest, NewTask, Policy, Subject};
 use gaffer_core::{Actor, ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
 use gaffer_protocol::api;
 use gaffer_server::auth::{Role, Token};
-use gaffer_server::{Server, ServerConfig};
+use gaffer_server::{LocalSecret, Server, ServerConfig};
 use gaffer_store::{Durability, NewEvent, SqliteJournal};
 use std::sync::Arc;
 
@@ -14,7 +14,13 @@ pub struct Harness {
     pub dir: tempfile::TempDir,
     pub app: App,
     pub base: String,
+    /// The person's local secret (admin).
+    pub local: LocalSecret,
+    /// Without tokens: a client sending the local secret as its bearer credential;
+    /// with tokens: one without a credential (each request names its token).
     pub http: reqwest::Client,
+    /// A client without any credential.
+    pub anonymous: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -36,7 +42,8 @@ pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
         .await
         .unwrap();
     let app = App::new(Arc::new(journal), Policy::parse(policy).unwrap());
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap());
+    let local = LocalSecret::load_or_create(dir.path(), "ana").unwrap();
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), local.clone());
     if with_tokens {
         config.tokens = vec![
             Token::new("root", Role::Admin, ADMIN),
@@ -55,14 +62,51 @@ pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
         dir,
         app,
         base,
-        http: reqwest::Client::new(),
+        http: if with_tokens {
+            reqwest::Client::new()
+        } else {
+            authorized(&local)
+        },
+        anonymous: reqwest::Client::new(),
+        local,
         stop: Some(tx),
     }
+}
+
+/// A client that sends `local`'s secret with every request.
+pub fn authorized(local: &LocalSecret) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", local.expose()).parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 impl Harness {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    /// A client without a credential that shows redirects instead of following them.
+    pub fn anonymous_no_redirects(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+    }
+
+    /// A fresh login link for the web page.
+    pub fn login_link(&self) -> String {
+        self.local.login_link(&self.base, gaffer_store::now_ms())
     }
 
     pub async fn project(&self, name: &str) -> api::Project {

@@ -65,6 +65,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             .await
         }
         Command::Serve(args) => serve::run(&cli.global, args).await,
+        Command::LoginLink(args) => serve::login_link(&cli.global, &args),
         Command::Gc(args) => gc::run(&cli.global, &args).await,
         Command::Audit(args) => audit::run(&cli.global, &args).await,
         Command::Worker(args) => worker::worker(&cli.global, &args).await,

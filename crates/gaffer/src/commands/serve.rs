@@ -16,11 +16,12 @@
 //! worktrees of shipped and cancelled tasks past the retention are removed, and task
 //! branches whose pull request was merged or closed are pruned.
 
-use crate::cli::{Global, ServeArgs};
+use crate::cli::{Global, LoginLinkArgs, ServeArgs};
 use crate::commands::approvals::open_app;
 use crate::commands::worker;
 use crate::error::{CliError, Result};
-use gaffer_server::{IssueSource, Server, ServerConfig, ServerError};
+use gaffer_server::{IssueSource, LocalSecret, Server, ServerConfig, ServerError};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
@@ -33,19 +34,14 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let stop = CancellationToken::new();
     // Before anything runs: a room naming an unknown project is refused here.
     let discord = start_discord(&config, &app, &stop).await?;
-    let addr: SocketAddr = match args.listen {
-        Some(l) => l.parse().map_err(|e| {
-            CliError::config(format!(
-                "--listen {l}: {e}; give an address like 127.0.0.1:7777"
-            ))
-        })?,
-        None => config.listen,
-    };
+    let addr = listen_address(args.listen.as_deref(), &config)?;
+    let local = local_secret(&config)?;
     let env = |name: &str| std::env::var(name).ok();
     let engine = crate::commands::run::engine(&config, &app).await?;
-    let mut server_config = ServerConfig::new(addr)
+    let mut server_config = ServerConfig::new(addr, local.clone())
         .with_policy_tokens(&policy, &env)
         .map_err(|e| CliError::config(e.to_string()))?;
+    server_config.public_names = config.public_names.clone();
     // `POST /api/tasks {"issue"}` reads issues through the projects' forges.
     server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
     let server = Server::bind(app.clone(), server_config)
@@ -92,6 +88,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     println!(
         "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json; {runs})"
     );
+
     if discord.is_some() {
         let rooms = config.discord.rooms.len();
         println!(
@@ -99,6 +96,14 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             if rooms == 1 { "" } else { "s" }
         );
     }
+    // Printed once: whoever can read this terminal is the person the page acts as.
+    // A reader that stopped reading (closed the pipe) does not stop the server.
+    let _ = writeln!(
+        std::io::stdout(),
+        "open the web page (logs you in as {}; works once, within 24 h; `gaffer login-link` prints another):\n  {}",
+        local.person(),
+        local.login_link(&page_base(bound), gaffer_store::now_ms())
+    );
     let result = server.run(worker::stop_signal()).await;
     // Stop taking tasks; running ones end with the process and resume on the next start.
     stop.cancel();
@@ -110,6 +115,58 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         let _ = d.await;
     }
     result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--listen`, else `server.listen`.
+fn listen_address(flag: Option<&str>, config: &gaffer_config::Config) -> Result<SocketAddr> {
+    match flag {
+        Some(l) => l.parse().map_err(|e| {
+            CliError::config(format!(
+                "--listen {l}: {e}; give an address like 127.0.0.1:7777"
+            ))
+        }),
+        None => Ok(config.listen),
+    }
+}
+
+/// The local secret in the data dir (made on first use), standing for the person
+/// running this command.
+fn local_secret(config: &gaffer_config::Config) -> Result<LocalSecret> {
+    LocalSecret::load_or_create(&config.data_dir, &crate::setup::cli_actor().name)
+        .map_err(|e| CliError::config(format!("the local secret: {e}")))
+}
+
+/// Where a browser on this machine reaches a server bound to `addr` (an unspecified
+/// address is reached on loopback).
+fn page_base(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", SocketAddr::new(ip, addr.port()))
+}
+
+/// `gaffer login-link`: a new login link for the page of the server at `--listen`.
+pub fn login_link(global: &Global, args: &LoginLinkArgs) -> Result<ExitCode> {
+    let config = crate::setup::load_config(global)?;
+    let addr = listen_address(args.listen.as_deref(), &config)?;
+    let local = local_secret(&config)?;
+    let now = gaffer_store::now_ms();
+    let link = local.login_link(&page_base(addr), now);
+    if args.json {
+        crate::output::json(&serde_json::json!({
+            "link": link,
+            "expires_at": now + gaffer_server::local::LINK_LIFETIME_MS,
+            "secret_file": config.data_dir.join(gaffer_server::local::FILE_NAME),
+        }))?;
+    } else {
+        println!(
+            "open this link to log in to the web page as {} (works once, within 24 h):\n  {link}",
+            local.person()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

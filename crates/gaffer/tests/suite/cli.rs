@@ -387,9 +387,12 @@ fn token_new_prints_the_secret_once_and_only_its_hash_for_the_policy() {
     let entry = &text[text.find("[[tokens]]").unwrap()..];
     let policy = gaffer_app::Policy::parse(entry).unwrap();
     assert!(!entry.contains("secret ="), "{entry}");
-    let config = gaffer_server::ServerConfig::new("127.0.0.1:0".parse().unwrap())
-        .with_policy_tokens(&policy, &|_| None)
-        .unwrap();
+    let config = gaffer_server::ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        gaffer_server::LocalSecret::generate("ana"),
+    )
+    .with_policy_tokens(&policy, &|_| None)
+    .unwrap();
     let secret = text.lines().nth(1).unwrap().trim();
     let found = gaffer_server::auth::find_token_pub(&config.tokens, secret).unwrap();
     assert_eq!(
@@ -417,4 +420,45 @@ fn a_worker_with_no_slots_exits_78_and_workers_lists_none_on_a_fresh_journal() {
         .assert()
         .success()
         .stdout("[]\n");
+}
+
+#[test]
+fn login_link_makes_the_private_local_secret_once_and_prints_a_link_to_the_configured_server() {
+    let home = Home::new();
+    home.write_config("[server]\nlisten = \"127.0.0.1:7788\"\n");
+    let out = home
+        .gaffer()
+        .args(["login-link", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = v["link"].as_str().unwrap();
+    assert!(
+        link.starts_with("http://127.0.0.1:7788/login?code="),
+        "{link}"
+    );
+    let file = std::path::PathBuf::from(v["secret_file"].as_str().unwrap());
+    assert_eq!(file, home.data().join("local-secret"));
+    let secret = std::fs::read_to_string(&file).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // The link carries no secret, and a second run keeps the same secret.
+    assert!(!link.contains(secret.trim()));
+    let text = home
+        .gaffer()
+        .args(["login-link", "--listen", "0.0.0.0:9000"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("http://127.0.0.1:9000/login?code="), "{text}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), secret);
 }

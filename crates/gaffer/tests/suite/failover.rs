@@ -72,6 +72,11 @@ impl Cluster {
         self.home.dir.path()
     }
 
+    /// A client with the cluster's local secret (its servers share one data dir).
+    pub(super) fn http(&self) -> reqwest::Client {
+        self.home.http()
+    }
+
     fn effects(&self) -> PathBuf {
         self.dir().join("effects.log")
     }
@@ -230,7 +235,7 @@ async fn workers_killed_at_random_lose_no_task_and_repeat_no_effect() {
             .next()
             .unwrap()
     );
-    let http = reqwest::Client::new();
+    let http = c.http();
     let mut workers: Vec<(Proc, String)> = (0..3).map(|_| c.worker(None)).collect();
     for i in 0..TASKS {
         let r = http

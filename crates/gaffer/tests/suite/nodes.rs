@@ -25,8 +25,8 @@ struct Stream {
 }
 
 impl Stream {
-    async fn open(base: &str) -> Self {
-        let response = reqwest::get(format!("{base}/api/events")).await.unwrap();
+    async fn open(http: &reqwest::Client, base: &str) -> Self {
+        let response = http.get(format!("{base}/api/events")).send().await.unwrap();
         assert_eq!(response.status(), 200);
         Self {
             response,
@@ -67,9 +67,9 @@ async fn an_approval_decided_on_one_node_wakes_the_worker_on_another_and_node_a_
     let (_b, first_b) = c.start(&front, None);
     assert!(first_a.contains("runs no tasks"), "{first_a}");
     let (a, b) = (base_of(&first_a), base_of(&first_b));
-    let mut stream = Stream::open(&a).await;
+    let http = c.http();
+    let mut stream = Stream::open(&http, &a).await;
 
-    let http = reqwest::Client::new();
     let r = http
         .post(format!("{a}/api/tasks"))
         .json(&json!({"project": "p0", "request": "Add an installation section to README"}))

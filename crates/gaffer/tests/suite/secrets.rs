@@ -108,7 +108,7 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         .unwrap()
         .to_owned();
     let base = format!("http://{addr}");
-    let http = reqwest::Client::new();
+    let http = home.http();
 
     let r = http
         .post(format!("{base}/api/tasks"))

@@ -120,7 +120,7 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
         .next()
         .unwrap();
     let base = format!("http://{base}");
-    let http = reqwest::Client::new();
+    let http = home.http();
 
     let r = http
         .post(format!("{base}/api/projects"))

@@ -441,7 +441,7 @@ async fn serve_queues_a_forge_issue_over_the_api_and_ships_it() {
         .and_then(|r| r.split('/').next())
         .unwrap();
     let base = format!("http://{addr}");
-    let http = reqwest::Client::new();
+    let http = b.home.http();
     let post = |body: Value| {
         let (http, base) = (http.clone(), base.clone());
         async move {

@@ -38,6 +38,12 @@ impl Home {
         cmd
     }
 
+    /// A client sending this home's local secret (what a person's scripts use against
+    /// `gaffer serve`); the server makes the secret before it announces itself.
+    pub fn http(&self) -> reqwest::Client {
+        local_client(&self.data())
+    }
+
     /// A config file with `text`.
     pub fn write_config(&self, text: &str) {
         std::fs::write(self.config(), text).unwrap();
@@ -98,4 +104,18 @@ impl Home {
             j.close().await;
         });
     }
+}
+
+/// A client sending the local secret of the data dir `data` as its bearer credential.
+pub fn local_client(data: &std::path::Path) -> reqwest::Client {
+    let secret = std::fs::read_to_string(data.join("local-secret")).unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", secret.trim()).parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
