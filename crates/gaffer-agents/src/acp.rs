@@ -10,7 +10,7 @@
 //! needs only the client half of a handful of methods. We advertise no `fs` / `terminal`
 //! capabilities, so the agent uses its own tools and every risky one asks permission.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -49,6 +49,8 @@ pub struct AcpConfig {
     pub args: Vec<String>,
     /// Where the agent keeps its own state (sessions, settings); writable in the sandbox.
     pub state_dirs: Vec<PathBuf>,
+    /// Environment variables it is started with, on top of the session's.
+    pub env: BTreeMap<String, String>,
     /// Redactor.
     pub redactor: Arc<Redactor>,
 }
@@ -63,16 +65,20 @@ impl AcpConfig {
             default_bin: "gemini".into(),
             args: vec!["--acp".into()],
             state_dirs: vec![home_dir().join(".gemini")],
+            env: BTreeMap::new(),
             redactor: Arc::new(Redactor::default()),
         }
     }
-    /// Any ACP agent command from config.
+    /// An ACP agent command (`[agents.acp.<name>]`). It keeps no state the sandbox
+    /// lets it write until `state_dirs` says where (each agent has its own place: the
+    /// Claude Code ACP adapter `~/.claude`, ...).
     pub fn command(name: impl Into<String>, bin: PathBuf, args: Vec<String>) -> Self {
         let name = name.into();
         AcpConfig {
             env_var: format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_")),
             default_bin: name.clone(),
-            state_dirs: vec![home_dir().join(format!(".{name}"))],
+            state_dirs: Vec::new(),
+            env: BTreeMap::new(),
             name,
             bin: Some(bin),
             args,
@@ -105,12 +111,14 @@ impl AcpBackend {
             Some(b) => b.clone(),
             None => find_executable(&self.cfg.env_var, &self.cfg.default_bin)?,
         };
+        let mut env = self.cfg.env.clone();
+        env.extend(opts.agent_env());
         let mut p = AgentProcess::spawn(
             &agent,
             &bin,
             &self.cfg.args,
             &ws,
-            &opts.agent_env(),
+            &env,
             SpawnSandbox {
                 sandbox: &opts.sandbox,
                 mode: opts.mode,

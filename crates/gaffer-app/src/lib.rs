@@ -115,6 +115,8 @@ struct Inner {
     journal: Arc<dyn Journal>,
     policy: Policy,
     redact: Option<Redact>,
+    /// The ACP agents the config declares: a task may name `acp:<name>` only for these.
+    acp_agents: Arc<std::collections::BTreeSet<String>>,
     /// approval id → (task id, project id): facts that never change once recorded.
     homes: Mutex<HashMap<String, (String, String)>>,
     /// project id → name (a project is never renamed).
@@ -124,15 +126,21 @@ struct Inner {
 impl App {
     /// An app over `journal`, judging new approvals by `policy`.
     pub fn new(journal: Arc<dyn Journal>, policy: Policy) -> Self {
-        Self::build(journal, policy, None)
+        Self::build(journal, policy, None, Arc::default())
     }
 
-    fn build(journal: Arc<dyn Journal>, policy: Policy, redact: Option<Redact>) -> Self {
+    fn build(
+        journal: Arc<dyn Journal>,
+        policy: Policy,
+        redact: Option<Redact>,
+        acp_agents: Arc<std::collections::BTreeSet<String>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 journal,
                 policy,
                 redact,
+                acp_agents,
                 homes: Mutex::new(HashMap::new()),
                 names: Mutex::new(HashMap::new()),
             }),
@@ -145,6 +153,18 @@ impl App {
             self.inner.journal.clone(),
             self.inner.policy.clone(),
             Some(redact),
+            self.inner.acp_agents.clone(),
+        )
+    }
+
+    /// The same service, letting tasks name `acp:<name>` for these declared ACP agents
+    /// (`[agents.acp.<name>]`); without it no `acp:` agent is accepted.
+    pub fn with_acp_agents(&self, names: impl IntoIterator<Item = String>) -> Self {
+        Self::build(
+            self.inner.journal.clone(),
+            self.inner.policy.clone(),
+            self.inner.redact.clone(),
+            Arc::new(names.into_iter().collect()),
         )
     }
 
@@ -156,6 +176,7 @@ impl App {
             journal,
             self.inner.policy.clone(),
             self.inner.redact.clone(),
+            self.inner.acp_agents.clone(),
         )
     }
 

@@ -64,16 +64,32 @@ pub struct TaskQuery {
 
 const AGENTS: &[&str] = &["claude", "codex", "gemini", "openai", "anthropic"];
 
-fn valid_agent(agent: &str) -> bool {
-    AGENTS.contains(&agent)
-        || agent.strip_prefix("acp:").is_some_and(|n| {
-            !n.is_empty()
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        })
-}
-
 impl App {
+    /// A built-in agent, or `acp:<name>` for an ACP agent the config declares: an
+    /// undeclared name would start whatever executable of that name is on PATH.
+    fn check_agent(&self, agent: &str) -> Result<()> {
+        if AGENTS.contains(&agent) {
+            return Ok(());
+        }
+        match agent.strip_prefix("acp:") {
+            Some(name) if self.inner.acp_agents.contains(name) => Ok(()),
+            Some(name) => Err(AppError::invalid(
+                "agent",
+                format!(
+                    "`agent` `{agent}` {}",
+                    gaffer_config::undeclared_acp(name, self.inner.acp_agents.iter())
+                ),
+            )),
+            None => Err(AppError::invalid(
+                "agent",
+                format!(
+                    "`agent` `{agent}` is unknown; use one of {}, or acp:<name> for an ACP agent the config declares",
+                    AGENTS.join(", ")
+                ),
+            )),
+        }
+    }
+
     /// Queue a request in a project (name or id). An empty request, an unknown
     /// project or agent is refused and nothing is stored.
     ///
@@ -92,15 +108,7 @@ impl App {
             ));
         }
         if let Some(agent) = &req.agent {
-            if !valid_agent(agent) {
-                return Err(AppError::invalid(
-                    "agent",
-                    format!(
-                        "`agent` `{agent}` is unknown; use one of {}, or acp:<name>",
-                        AGENTS.join(", ")
-                    ),
-                ));
-            }
+            self.check_agent(agent)?;
         }
         let project = self.requested_project(&req.project).await?;
         let id = TaskId(new_id("t"));

@@ -120,6 +120,22 @@ impl Default for RoleConfig {
     }
 }
 
+/// An Agent Client Protocol agent declared in `[agents.acp.<name>]`: a role may name it
+/// `acp:<name>`; nothing else may (an undeclared name would run whatever executable of
+/// that name is on `PATH`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcpAgentConfig {
+    /// The executable: a name looked up on `PATH`, or an absolute path.
+    pub command: String,
+    /// Its arguments (for most agents whatever makes it speak ACP on stdio).
+    pub args: Vec<String>,
+    /// Where it keeps its own state (sessions, settings, logs): writable inside the
+    /// sandbox. Absolute, `~/` expanded.
+    pub state_dirs: Vec<PathBuf>,
+    /// Environment variables it is started with (on top of what every agent gets).
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// The four roles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
@@ -168,6 +184,8 @@ pub struct Config {
     pub requests_per_day: u32,
     /// Agents per role.
     pub roles: Roles,
+    /// The ACP agents `[agents.acp.<name>]` declares, by name.
+    pub acp_agents: std::collections::BTreeMap<String, AcpAgentConfig>,
     /// Per-project role overrides, by project name (already merged over `roles`).
     pub project_roles: std::collections::BTreeMap<String, Roles>,
     /// Where each project ships (push, pull request, CI), by project name. A project
@@ -286,6 +304,7 @@ impl Config {
             requests_per_minute: 120,
             requests_per_day: 2000,
             roles: Roles::default(),
+            acp_agents: Default::default(),
             project_roles: Default::default(),
             forges: Default::default(),
             trackers: Default::default(),
@@ -332,6 +351,8 @@ struct RawConfig {
     #[serde(default)]
     roles: RawRoles,
     #[serde(default)]
+    agents: RawAgents,
+    #[serde(default)]
     worktrees: RawWorktrees,
     #[serde(default)]
     projects: std::collections::BTreeMap<String, RawProject>,
@@ -356,6 +377,25 @@ struct RawDiscord {
     approver_roles: Vec<String>,
     #[serde(default)]
     rooms: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgents {
+    #[serde(default)]
+    acp: std::collections::BTreeMap<String, RawAcpAgent>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAcpAgent {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    state_dirs: Vec<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -753,13 +793,21 @@ fn resolve(
     }
     config.sandbox = resolve_sandbox(origin, sources, raw.sandbox)?;
     config.secret_env = raw.secrets.env.unwrap_or_default();
-    config.roles = merge_roles(origin, "roles", &Roles::default(), raw.roles)?;
+    config.acp_agents = resolve_acp_agents(origin, sources, raw.agents.acp)?;
+    config.roles = merge_roles(
+        origin,
+        "roles",
+        &Roles::default(),
+        raw.roles,
+        &config.acp_agents,
+    )?;
     for (project, p) in raw.projects {
         let roles = merge_roles(
             origin,
             &format!("projects.{project}.roles"),
             &config.roles,
             p.roles,
+            &config.acp_agents,
         )?;
         if let Some(forge) = p.forge {
             let forge = resolve_forge(origin, sources, &project, forge)?;
@@ -1073,12 +1121,113 @@ fn resolve_sandbox(
     Ok(sandbox)
 }
 
+/// A name an ACP agent may have: letters, digits, `-`, `_`, `.`.
+pub fn valid_acp_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn resolve_acp_agents(
+    origin: &str,
+    sources: &Sources<'_>,
+    raw: std::collections::BTreeMap<String, RawAcpAgent>,
+) -> Result<std::collections::BTreeMap<String, AcpAgentConfig>, ConfigError> {
+    let home = (sources.env)("HOME").filter(|h| !h.is_empty());
+    let mut agents = std::collections::BTreeMap::new();
+    for (name, a) in raw {
+        let field = |k: &str| format!("agents.acp.{name}.{k}");
+        if !valid_acp_name(&name) || AGENTS.contains(&name.as_str()) {
+            return Err(invalid(
+                origin,
+                &format!("agents.acp.{name}"),
+                "is not a name an ACP agent can have: use letters, digits, `-`, `_` and `.`, and none of the built-in agents' names",
+            ));
+        }
+        let command = match a.command.map(|c| c.trim().to_owned()) {
+            Some(c) if !c.is_empty() => c,
+            _ => {
+                return Err(invalid(
+                    origin,
+                    &field("command"),
+                    "is missing; write the executable that speaks ACP on stdio (a name on PATH or an absolute path), like command = \"claude-code-acp\"",
+                ))
+            }
+        };
+        let command = match command.strip_prefix("~/") {
+            Some(rest) => match &home {
+                Some(h) => Path::new(h).join(rest).display().to_string(),
+                None => {
+                    return Err(invalid(
+                        origin,
+                        &field("command"),
+                        "starts with ~/ but HOME is not set; write the full path",
+                    ))
+                }
+            },
+            None => command,
+        };
+        if command.contains('/') && !Path::new(&command).is_absolute() {
+            return Err(invalid(
+                origin,
+                &field("command"),
+                format!("is `{command}`, a relative path; write an absolute path or a name found on PATH"),
+            ));
+        }
+        let mut state_dirs = Vec::new();
+        for d in a.state_dirs {
+            let path = match d.strip_prefix("~/") {
+                Some(rest) => match &home {
+                    Some(h) => Path::new(h).join(rest),
+                    None => {
+                        return Err(invalid(
+                            origin,
+                            &field("state_dirs"),
+                            format!("has `{d}` but HOME is not set; write the full path"),
+                        ))
+                    }
+                },
+                None => PathBuf::from(&d),
+            };
+            if !path.is_absolute() {
+                return Err(invalid(
+                    origin,
+                    &field("state_dirs"),
+                    format!("has `{d}`, which is not an absolute path; write the full path or start it with ~/"),
+                ));
+            }
+            state_dirs.push(path);
+        }
+        for k in a.env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(invalid(
+                    origin,
+                    &field("env"),
+                    format!("has `{k}`, which cannot be an environment variable's name"),
+                ));
+            }
+        }
+        agents.insert(
+            name,
+            AcpAgentConfig {
+                command,
+                args: a.args,
+                state_dirs,
+                env: a.env,
+            },
+        );
+    }
+    Ok(agents)
+}
+
 /// `raw` over `base`, validating agent names; `prefix` names the table in errors.
 fn merge_roles(
     origin: &str,
     prefix: &str,
     base: &Roles,
     raw: RawRoles,
+    acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
 ) -> Result<Roles, ConfigError> {
     let mut roles = base.clone();
     for (name, raw_role, role) in [
@@ -1089,7 +1238,12 @@ fn merge_roles(
     ] {
         let Some(raw_role) = raw_role else { continue };
         if let Some(agent) = raw_role.agent {
-            check_agent(origin, &format!("{prefix}.{name}.agent"), &agent)?;
+            check_agent(
+                origin,
+                &format!("{prefix}.{name}.agent"),
+                &agent,
+                acp_agents,
+            )?;
             role.agent = agent;
         }
         if let Some(m) = raw_role.model {
@@ -1113,20 +1267,38 @@ fn positive(origin: &str, field: &str, n: u32) -> Result<u32, ConfigError> {
 /// The agent backends a role may name.
 pub const AGENTS: &[&str] = &["claude", "codex", "gemini", "openai", "anthropic"];
 
-fn check_agent(origin: &str, field: &str, agent: &str) -> Result<(), ConfigError> {
-    let acp_named = agent
-        .strip_prefix("acp:")
-        .is_some_and(|name| !name.is_empty());
-    if AGENTS.contains(&agent) || acp_named {
-        Ok(())
-    } else {
-        Err(invalid(
+fn check_agent(
+    origin: &str,
+    field: &str,
+    agent: &str,
+    acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
+) -> Result<(), ConfigError> {
+    if AGENTS.contains(&agent) {
+        return Ok(());
+    }
+    match agent.strip_prefix("acp:") {
+        Some(name) if acp_agents.contains_key(name) => Ok(()),
+        Some(name) => Err(invalid(origin, field, undeclared_acp(name, acp_agents.keys()))),
+        None => Err(invalid(
             origin,
             field,
             format!(
-                "is `{agent}`; use one of {} or acp:<name>",
+                "is `{agent}`; use one of {} or acp:<name> for an agent declared in [agents.acp.<name>]",
                 AGENTS.join(", ")
             ),
-        ))
+        )),
     }
+}
+
+/// Why `acp:<name>` is refused when no `[agents.acp.<name>]` declares it, and what to do.
+pub fn undeclared_acp<'a>(name: &str, declared: impl Iterator<Item = &'a String>) -> String {
+    let declared: Vec<String> = declared.map(|n| format!("acp:{n}")).collect();
+    let known = if declared.is_empty() {
+        "none is declared".to_owned()
+    } else {
+        format!("declared: {}", declared.join(", "))
+    };
+    format!(
+        "names the ACP agent `{name}`, which the config does not declare ({known}); add [agents.acp.{name}] with its command, args and state_dirs"
+    )
 }

@@ -80,6 +80,7 @@ pub struct Backends {
     limiters: Arc<Limiters>,
     claude_bin: Option<std::path::PathBuf>,
     codex_bin: Option<std::path::PathBuf>,
+    acp_agents: std::collections::BTreeMap<String, gaffer_config::AcpAgentConfig>,
 }
 
 impl Backends {
@@ -95,6 +96,7 @@ impl Backends {
             )),
             claude_bin: None,
             codex_bin: None,
+            acp_agents: Default::default(),
         }
     }
 
@@ -106,6 +108,15 @@ impl Backends {
     ) -> Self {
         self.claude_bin = claude;
         self.codex_bin = codex;
+        self
+    }
+
+    /// The ACP agents `[agents.acp.<name>]` declares: the only ones `acp:<name>` starts.
+    pub fn with_acp_agents(
+        mut self,
+        agents: std::collections::BTreeMap<String, gaffer_config::AcpAgentConfig>,
+    ) -> Self {
+        self.acp_agents = agents;
         self
     }
 
@@ -161,16 +172,24 @@ impl AgentFactory for Backends {
                 Arc::new(BuiltinBackend::new(cfg))
             }
             other => match other.strip_prefix("acp:") {
-                Some(name) if !name.is_empty() => {
-                    let var = format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_"));
-                    let bin = find_executable(&var, name).map_err(|e| {
-                        format!("ACP agent `{name}`: {e}; put it on PATH or set {var}")
+                Some(name) => {
+                    let Some(declared) = self.acp_agents.get(name) else {
+                        return Err(format!(
+                            "agent `{other}` {}",
+                            gaffer_config::undeclared_acp(name, self.acp_agents.keys())
+                        ));
+                    };
+                    let var = format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace(['-', '.'], "_"));
+                    let bin = find_executable(&var, &declared.command).map_err(|e| {
+                        format!("ACP agent `{name}`: {e}; fix [agents.acp.{name}] command or set {var}")
                     })?;
-                    let mut cfg = AcpConfig::command(name, bin, Vec::new());
+                    let mut cfg = AcpConfig::command(name, bin, declared.args.clone());
+                    cfg.state_dirs = declared.state_dirs.clone();
+                    cfg.env = declared.env.clone();
                     cfg.redactor = redactor;
                     Arc::new(AcpBackend::new(cfg))
                 }
-                _ => {
+                None => {
                     return Err(format!(
                         "unknown agent `{other}`; use claude, codex, gemini, acp:<name>, openai or anthropic"
                     ))

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use gaffer_agents::acp::{AcpBackend, AcpConfig};
 use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
 use gaffer_agents::codex::{CodexBackend, CodexConfig};
+use gaffer_agents::sandbox::{self, Sandbox, SandboxMode};
 use gaffer_agents::{
     AgentBackend, AgentEvent, Mode, PermissionDecision, PermissionKind, StartOptions, TurnStatus,
 };
@@ -303,4 +304,45 @@ async fn real_gemini_permission_requests_name_the_command_and_the_paths() {
         std::fs::read_to_string(p.real.ws.join("check.log")).unwrap(),
         "checked\n"
     );
+}
+
+/// Real Gemini CLI declared as a generic ACP agent (`[agents.acp.gem]`), confined with
+/// `required`: one turn, its state dir `~/.gemini` declared or not.
+async fn declared_acp_turn(
+    declare_state: bool,
+) -> Result<gaffer_agents::TurnResult, gaffer_agents::AgentError> {
+    let server = ModelServer::start(ModelScript::new().role("owner", vec![say("confined hello")]))
+        .await
+        .unwrap();
+    let real = Real::new(Cli::Gemini, &server);
+    let mut cfg = AcpConfig::command("gem", Cli::Gemini.bin(), vec!["--acp".into()]);
+    if declare_state {
+        cfg.state_dirs = vec![real.home.home.join(".gemini")];
+    }
+    let mut opts = real.opts("owner", Mode::ReadWrite);
+    opts.sandbox = Sandbox {
+        mode: SandboxMode::Required,
+        network: true,
+        writable: Vec::new(),
+    };
+    let mut s = AcpBackend::new(cfg)
+        .start(opts, Arc::new(gaffer_agents::AllowAll))
+        .await?;
+    turn(s.as_mut(), "say hello").await.1
+}
+
+#[tokio::test]
+async fn real_acp_agent_runs_confined_with_the_state_dirs_it_declares() {
+    if !sandbox::support().filesystem() {
+        eprintln!("no Landlock here: {}", sandbox::support().describe());
+        return;
+    }
+    let declared = declared_acp_turn(true).await.unwrap();
+    assert_eq!(declared.text, "confined hello");
+    // Undeclared, its own state dir is not writable and the sandbox says so.
+    let err = declared_acp_turn(false)
+        .await
+        .expect_err("an ACP agent without its state dir should fail confined");
+    let text = err.to_string();
+    assert!(text.contains("sandbox"), "{text}");
 }

@@ -324,3 +324,37 @@ async fn a_request_is_stored_redacted_when_a_redaction_is_set() {
         .unwrap();
     assert_eq!(plain.request, "hunter2-secret as is");
 }
+
+#[tokio::test]
+async fn a_task_may_name_only_an_acp_agent_the_config_declares() {
+    let env = env("").await;
+    env.project("alpha").await;
+    let new = |agent: &str| NewTask {
+        project: "alpha".into(),
+        request: "do it".into(),
+        agent: Some(agent.into()),
+        ..Default::default()
+    };
+    let before = env.app.journal().events_after(0, 1000).await.unwrap().len();
+    // Without declarations no ACP agent is accepted: `acp:sh` would start `sh`.
+    let err = env
+        .app
+        .create_task(new("acp:sh"), user("a"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AppError::Invalid { field, .. } if field == "agent"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("[agents.acp.sh]"), "{err}");
+    let app = env.app.with_acp_agents(["goose".to_string()]);
+    let err = app.create_task(new("acp:sh"), user("a")).await.unwrap_err();
+    assert!(err.to_string().contains("declared: acp:goose"), "{err}");
+    assert_eq!(
+        env.app.journal().events_after(0, 1000).await.unwrap().len(),
+        before,
+        "a refused task stores nothing"
+    );
+    let t = app.create_task(new("acp:goose"), user("a")).await.unwrap();
+    assert_eq!(t.agent.as_deref(), Some("acp:goose"));
+}

@@ -107,7 +107,7 @@ fn environment_overrides_the_file_and_errors_name_the_variable() {
 #[test]
 fn roles_take_agents_models_and_acp_names() {
     let c = load_text(
-        "[roles.reviewer]\nagent = \"codex\"\nmodel = \"gpt-5\"\n[roles.arbiter]\nagent = \"acp:goose\"\n",
+        "[roles.reviewer]\nagent = \"codex\"\nmodel = \"gpt-5\"\n[roles.arbiter]\nagent = \"acp:goose\"\n[agents.acp.goose]\ncommand = \"goose\"\nargs = [\"acp\"]\n",
         &[],
     )
     .unwrap();
@@ -467,5 +467,81 @@ fn public_names_are_host_names_from_the_file_or_the_environment() {
             msg.contains("server.public_names") && msg.contains("host names only"),
             "{msg}"
         );
+    }
+}
+
+#[test]
+fn acp_agents_are_declared_with_command_args_state_dirs_and_env() {
+    let c = load_text(
+        r#"
+[roles.owner]
+agent = "acp:claude-acp"
+[projects.demo.roles.reviewer]
+agent = "acp:claude-acp"
+[agents.acp.claude-acp]
+command = "claude-code-acp"
+args = ["--verbose"]
+state_dirs = ["~/.claude", "/var/lib/acp"]
+env = { DISABLE_TELEMETRY = "1" }
+"#,
+        &[("HOME", "/home/me")],
+    )
+    .unwrap();
+    let a = &c.acp_agents["claude-acp"];
+    assert_eq!(a.command, "claude-code-acp");
+    assert_eq!(a.args, vec!["--verbose".to_string()]);
+    assert_eq!(
+        a.state_dirs,
+        vec![
+            PathBuf::from("/home/me/.claude"),
+            PathBuf::from("/var/lib/acp")
+        ]
+    );
+    assert_eq!(a.env["DISABLE_TELEMETRY"], "1");
+    assert_eq!(c.roles.owner.agent, "acp:claude-acp");
+}
+
+#[test]
+fn an_undeclared_acp_agent_is_refused_naming_the_table_to_add() {
+    for text in [
+        "[roles.owner]\nagent = \"acp:goose\"\n",
+        "[projects.demo.roles.owner]\nagent = \"acp:goose\"\n[agents.acp.other]\ncommand = \"other\"\n",
+    ] {
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert!(err.contains("owner.agent"), "{err}");
+        assert!(err.contains("[agents.acp.goose]"), "{err}");
+    }
+    let err = load_text(
+        "[projects.demo.roles.owner]\nagent = \"acp:goose\"\n[agents.acp.other]\ncommand = \"other\"\n",
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("declared: acp:other"), "{err}");
+}
+
+#[test]
+fn a_bad_acp_declaration_names_the_key() {
+    for (text, field) in [
+        ("[agents.acp.x]\nargs = []\n", "agents.acp.x.command"),
+        (
+            "[agents.acp.x]\ncommand = \"bin/x\"\n",
+            "agents.acp.x.command",
+        ),
+        (
+            "[agents.acp.x]\ncommand = \"x\"\nstate_dirs = [\"state\"]\n",
+            "agents.acp.x.state_dirs",
+        ),
+        ("[agents.acp.\"a b\"]\ncommand = \"x\"\n", "agents.acp.a b"),
+        (
+            "[agents.acp.claude]\ncommand = \"x\"\n",
+            "agents.acp.claude",
+        ),
+        ("[agents.acp.x]\ncommand = \"x\"\nwhat = 1\n", "what"),
+    ] {
+        let err = load_text(text, &[("HOME", "/home/me")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{text}: {err}");
     }
 }

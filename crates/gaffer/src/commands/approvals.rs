@@ -32,7 +32,8 @@ pub async fn open_app(global: &Global) -> Result<(Config, Policy, App)> {
     let journal = open_journal(&config).await?;
     let redactor = crate::setup::redactor(&config, crate::setup::configured_token_values(&config));
     let app = App::new(journal, policy.clone())
-        .with_redaction(std::sync::Arc::new(move |text: &str| redactor.redact(text)));
+        .with_redaction(std::sync::Arc::new(move |text: &str| redactor.redact(text)))
+        .with_acp_agents(config.acp_agents.keys().cloned());
     Ok((config, policy, app))
 }
 

@@ -40,14 +40,18 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     ));
     Ok(Engine::new(
         app.clone(),
-        Arc::new(Backends::new(redactor).with_rate_limits(
-            Arc::new(JournalCounters(app.journal().clone())),
-            RateLimits {
-                rpm: config.requests_per_minute,
-                rpd: u64::from(config.requests_per_day),
-                tpm: None,
-            },
-        )),
+        Arc::new(
+            Backends::new(redactor)
+                .with_rate_limits(
+                    Arc::new(JournalCounters(app.journal().clone())),
+                    RateLimits {
+                        rpm: config.requests_per_minute,
+                        rpd: u64::from(config.requests_per_day),
+                        tpm: None,
+                    },
+                )
+                .with_acp_agents(config.acp_agents.clone()),
+        ),
         settings,
     ))
 }
