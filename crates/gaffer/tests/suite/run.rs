@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const REQUEST: &str = "Add an installation section to README";
-const README_DONE: &str =
+pub const README_DONE: &str =
     "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n";
 
 /// A home with a fixture repository (check: README has an Installation section)
