@@ -395,6 +395,9 @@ async fn handle(
             ));
         }
     }
+    if let Some(ms) = reply.delay_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     if let Some(status) = reply.status.and_then(|s| StatusCode::from_u16(s).ok()) {
         let mut resp = error(api, status, "scripted error");
         if let Some(s) = reply.retry_after {

@@ -192,6 +192,10 @@ pub struct LlmReply {
     /// The request must contain this text somewhere (else the server answers 400).
     #[serde(default)]
     pub expect_request_contains: Option<String>,
+    /// Scripted model server: wait this long before answering (a slow model, so a
+    /// test can interrupt a turn).
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
 }
 
 /// A tool call the fake model makes.

@@ -87,8 +87,12 @@ struct RealRun {
 
 impl RealRun {
     fn new(cli: Cli) -> RealRun {
+        Self::with_script(cli, script(cli))
+    }
+
+    fn with_script(cli: Cli, script: ModelScript) -> RealRun {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let server = rt.block_on(ModelServer::start(script(cli))).unwrap();
+        let server = rt.block_on(ModelServer::start(script)).unwrap();
         let bench = Bench::new();
         bench.home.write_config("[review]\nrounds = 1\n");
         let cli = CliHome::new(cli, &server, model(cli)).unwrap();
@@ -275,4 +279,105 @@ fn real_codex_runs_a_task_end_to_end() {
 #[test]
 fn real_gemini_runs_a_task_end_to_end() {
     end_to_end(Cli::Gemini);
+}
+
+/// Processes still running with this CLI home as their `HOME`: what a run left behind.
+fn processes_of(home: &std::path::Path) -> Vec<String> {
+    let needle = format!("HOME={}", home.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
+/// Ctrl-C while the owner's CLI waits on the model: gaffer stops and leaves none of the
+/// CLI's processes running.
+fn ctrl_c_leaves_no_process(cli: Cli) {
+    let slow = LlmReply {
+        delay_ms: Some(120_000),
+        ..say("too late")
+    };
+    let r = RealRun::with_script(
+        cli,
+        ModelScript::new()
+            .role("planner", vec![plan_reply()])
+            .role("owner", vec![slow]),
+    );
+    let mut child = r
+        .gaffer()
+        .args(["run", "Add an installation section to README", "--repo"])
+        .arg(&r.bench.repo)
+        .args(["--yes", "--json", "--agent", r.cli.cli.agent()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while r.server.played("owner") == 0 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "gaffer ended before the owner's turn:\n{}",
+            r.server.describe()
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            r.server.describe()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !processes_of(&r.cli.home).is_empty(),
+        "the owner's CLI should be running"
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    // (The exit status of an interrupted run is the CLI's business: not asserted here.)
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Give a killed process's parent a moment to reap it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = processes_of(&r.cli.home);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = processes_of(&r.cli.home);
+    }
+    assert!(left.is_empty(), "Ctrl-C left these running: {left:#?}");
+}
+
+#[test]
+fn real_claude_ctrl_c_leaves_no_process() {
+    ctrl_c_leaves_no_process(Cli::Claude);
+}
+
+#[test]
+fn real_codex_ctrl_c_leaves_no_process() {
+    ctrl_c_leaves_no_process(Cli::Codex);
+}
+
+#[test]
+fn real_gemini_ctrl_c_leaves_no_process() {
+    ctrl_c_leaves_no_process(Cli::Gemini);
 }
