@@ -3,7 +3,8 @@
 //!
 //! Every effect is a step whose intent is in the journal before it runs. The
 //! receipts of finished steps are never recomputed, so a restart picks up exactly
-//! where the journal says the task is.
+//! where the journal says the task is. A step's outcome withdraws, in the same
+//! append, the approvals the step left pending ([`Engine::record_outcome`]).
 
 use crate::agents::AgentFactory;
 use crate::error::{EngineError, Result, StepFailure};
@@ -265,20 +266,74 @@ impl Engine {
         let stream = StreamId::from(id);
         for _ in 0..64 {
             let head = self.journal().head(&stream).await?;
-            let batch = events.iter().cloned().map(NewEvent::now).collect();
-            match self.journal().append(&stream, head, batch).await {
-                Ok(_) => return Ok(()),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(StoreError::Rejected {
-                    reason: Rejected::TaskFinished { .. },
-                    ..
-                }) => return Err(EngineError::Finished(id.0.clone())),
-                Err(e) => return Err(e.into()),
+            if self.append_at(id, head, &events).await? {
+                return Ok(());
             }
         }
-        Err(EngineError::Invalid(format!(
-            "task `{id}` keeps changing; could not append"
-        )))
+        Err(Self::keeps_changing(id))
+    }
+
+    /// Append a step's outcome (`outcome`: completed, failed, retried, needs a
+    /// person) and, in the same append, withdraw every approval of the step still
+    /// pending: the attempt that asked it is over, so nothing waits for its answer
+    /// (an open question left by an attempt a crash ended would otherwise keep the
+    /// task from being done). Read and written at one head, so a decision that comes
+    /// meanwhile is seen, never withdrawn.
+    pub(crate) async fn record_outcome(
+        &self,
+        task_id: &TaskId,
+        step_id: &StepId,
+        outcome: Event,
+    ) -> Result<()> {
+        let moved_on = match &outcome {
+            Event::StepCompleted { .. } => "finished",
+            Event::StepFailed { .. } => "failed",
+            Event::StepRetried { .. } => "runs again",
+            _ => "waits for a person",
+        };
+        for _ in 0..64 {
+            let Some((task, head)) = self.load(task_id).await? else {
+                return Err(EngineError::Invalid(format!(
+                    "task `{task_id}` does not exist"
+                )));
+            };
+            let name = task.steps.get(step_id).map_or("the step", |s| &s.name);
+            let reason = format!("`{name}` {moved_on}: nothing waits for this answer any more");
+            let withdrawn = task
+                .pending_approvals()
+                .filter(|a| a.step_id == *step_id)
+                .map(|a| Event::ApprovalWithdrawn {
+                    approval_id: a.id.clone(),
+                    reason: reason.clone(),
+                });
+            let events: Vec<Event> = std::iter::once(outcome.clone()).chain(withdrawn).collect();
+            if self.append_at(task_id, head, &events).await? {
+                return Ok(());
+            }
+        }
+        Err(Self::keeps_changing(task_id))
+    }
+
+    /// Append `events` at `head`; `false` if the task moved on since (read again).
+    async fn append_at(&self, id: &TaskId, head: i64, events: &[Event]) -> Result<bool> {
+        let batch = events.iter().cloned().map(NewEvent::now).collect();
+        match self
+            .journal()
+            .append(&StreamId::from(id), head, batch)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict { .. }) => Ok(false),
+            Err(StoreError::Rejected {
+                reason: Rejected::TaskFinished { .. },
+                ..
+            }) => Err(EngineError::Finished(id.0.clone())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn keeps_changing(id: &TaskId) -> EngineError {
+        EngineError::Invalid(format!("task `{id}` keeps changing; could not append"))
     }
 
     async fn run_step(
@@ -303,36 +358,21 @@ impl Engine {
         tracing::info!(task = %task.id, step = %id, ok = result.is_ok(), ms = started.elapsed().as_millis() as u64, "step finished");
         match result {
             Ok(receipt) => {
-                self.append(
-                    &task.id,
-                    vec![Event::StepCompleted {
-                        step_id: id.clone(),
-                        receipt,
-                    }],
-                )
-                .await
+                let step_id = id.clone();
+                let done = Event::StepCompleted { step_id, receipt };
+                self.record_outcome(&task.id, id, done).await
             }
             Err(Failure::Step(StepFailure(error))) => {
                 let error = self.settings.redactor.redact(&error);
-                self.append(
-                    &task.id,
-                    vec![Event::StepFailed {
-                        step_id: id.clone(),
-                        error,
-                    }],
-                )
-                .await
+                let step_id = id.clone();
+                let failed = Event::StepFailed { step_id, error };
+                self.record_outcome(&task.id, id, failed).await
             }
             Err(Failure::Cancelled) => {
-                let _ = self
-                    .append(
-                        &task.id,
-                        vec![Event::StepFailed {
-                            step_id: id.clone(),
-                            error: "cancelled".into(),
-                        }],
-                    )
-                    .await;
+                let step_id = id.clone();
+                let error = "cancelled".into();
+                let failed = Event::StepFailed { step_id, error };
+                let _ = self.record_outcome(&task.id, id, failed).await;
                 Err(EngineError::Cancelled)
             }
             Err(Failure::Engine(e)) => Err(e),

@@ -689,7 +689,7 @@ impl Engine {
                 )),
             },
         };
-        self.append(&task.id, vec![event]).await
+        self.record_outcome(&task.id, id, event).await
     }
 
     async fn probe_push(&self, task: &TaskState) -> std::result::Result<Option<Value>, String> {

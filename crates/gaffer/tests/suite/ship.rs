@@ -295,6 +295,87 @@ fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
 }
 
 #[test]
+fn sigkill_while_a_refused_token_waits_for_a_person_then_resume_with_the_right_token_is_done() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let remote = BareRemote::new().unwrap();
+    let fake = rt
+        .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let b = Bench::new();
+    b.home.write_config(&forge_config(&fake, &remote));
+    b.script_all();
+    // A wrong token: the push (plain git) works, the pull request is refused (401)
+    // and a person is asked whether to try again.
+    let mut child = b
+        .gaffer_std()
+        .args(["run", ISSUE_TITLE, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("DEMO_FORGE_TOKEN", "an-expired-token")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pending = || {
+        json_of(
+            &b.gaffer_std()
+                .args(["approvals", "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let asked = loop {
+        let list = pending();
+        if let Some(a) = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["kind"] == "manual")
+        {
+            break a.clone();
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "gaffer run exited before asking"
+        );
+        assert!(std::time::Instant::now() < deadline, "nobody was asked");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        asked["summary"].as_str().unwrap().contains("(401)"),
+        "{asked}"
+    );
+    child.kill().unwrap(); // SIGKILL while the question is open
+    child.wait().unwrap();
+
+    // The token is fixed; the task resumes and ends done, the old question withdrawn.
+    let id = asked["task_id"].as_str().unwrap().to_owned();
+    let out = b
+        .gaffer_std()
+        .args(["task", "resume", &id, "--json"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = success_json(&out);
+    assert_eq!(s["state"], "done", "{s}");
+    assert_eq!(fake.prs().len(), 1);
+    let task = task_show(&b, &id);
+    let old = task["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == asked["id"])
+        .unwrap_or_else(|| panic!("{task}"));
+    assert_eq!(old["state"], "withdrawn", "{old}");
+    assert_eq!(pending(), json!([]));
+}
+
+#[test]
 fn serve_cleans_up_at_start_the_worktrees_of_done_tasks_past_the_retention() {
     let b = Bench::new();
     b.home.write_config("[worktrees]\nretention_days = 0\n");
