@@ -16,6 +16,7 @@
 
 use gaffer_core::{Event, Intent, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
+use gaffer_protocol::receipts::{CiReceipt, PullRequestReceipt};
 use serde_json::{json, Value};
 
 /// Bounds of the loops.
@@ -111,7 +112,7 @@ impl StepKind {
             ("ship", 0) => Self::Ship,
             ("tracker-open", 0) => Self::TrackerOpen,
             ("ship-approval", 0) => Self::ShipApproval,
-            ("pr", 0) => Self::PullRequest,
+            (PullRequestReceipt::STEP, 0) => Self::PullRequest,
             ("report", 0) => Self::Report,
             ("push", n) if n > 0 => Self::Push(n),
             ("ci", n) if n > 0 => Self::Ci(n),
@@ -136,10 +137,10 @@ impl StepKind {
             Self::Ship => "ship".into(),
             Self::TrackerOpen => "tracker-open".into(),
             Self::ShipApproval => "ship-approval".into(),
-            Self::PullRequest => "pr".into(),
+            Self::PullRequest => PullRequestReceipt::STEP.into(),
             Self::Report => "report".into(),
             Self::Push(n) => format!("push/{n}"),
-            Self::Ci(n) => format!("ci/{n}"),
+            Self::Ci(n) => format!("{}{n}", CiReceipt::STEP_PREFIX),
             Self::Code(n) => format!("code/{n}"),
             Self::Commit(n) => format!("commit/{n}"),
             Self::Review(n) => format!("review/{n}"),
@@ -260,7 +261,7 @@ fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
         .unwrap_or(Value::Null);
     if let Value::Object(map) = &mut summary {
         if let Some(pr) = receipt_of(task, StepKind::PullRequest) {
-            map.insert("pull_request".into(), pr.clone());
+            map.insert(PullRequestReceipt::SUMMARY_KEY.into(), pr.clone());
         }
         map.insert(
             "ci".into(),
@@ -540,7 +541,7 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
         StepKind::Ci(n) if failed => fail(format!("waiting for CI (run {n}) failed: {}", why())),
         StepKind::Ci(n) => {
             let receipt = last.receipt.clone().unwrap_or(Value::Null);
-            if receipt.get("state").and_then(Value::as_str) == Some("success") {
+            if CiReceipt::from_receipt(&receipt).is_some_and(|ci| ci.passed()) {
                 return after_ci_success(task, last);
             }
             let fixes = forge_of(task)
@@ -551,9 +552,8 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                 fix(task, last, "ci", receipt)
             } else {
                 let pr = receipt_of(task, StepKind::PullRequest)
-                    .and_then(|p| p.get("url"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("(no pull request)");
+                    .and_then(PullRequestReceipt::from_receipt)
+                    .map_or_else(|| "(no pull request)".to_owned(), |p| p.url);
                 fail(format!(
                     "CI still fails after {n} run{} ({} fix attempt{} allowed); the pull request stays open: {pr}",
                     if n == 1 { "" } else { "s" },

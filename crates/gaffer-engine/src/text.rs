@@ -22,11 +22,6 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
     format!("{}…", kept.trim_end())
 }
 
-/// A commit's short name: its first 10 hex digits, as `git log --abbrev=10` shows it.
-pub(crate) fn short_sha(sha: &str) -> &str {
-    sha.get(..10).unwrap_or(sha)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,14 +53,5 @@ mod tests {
             proptest::prop_assert!(line.chars().count() <= max);
             proptest::prop_assert!(!line.contains('\n'));
         }
-    }
-
-    #[test]
-    fn a_sha_is_cut_to_ten_digits_and_a_short_one_kept() {
-        assert_eq!(
-            short_sha("0123456789abcdef0123456789abcdef01234567"),
-            "0123456789"
-        );
-        assert_eq!(short_sha("abc"), "abc");
     }
 }

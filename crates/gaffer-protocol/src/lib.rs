@@ -3,6 +3,8 @@
 //!
 //! - [`api`]: HTTP API requests and responses, and SSE events.
 //! - [`contracts`]: what the planner, reviewer and arbiter must answer with.
+//! - [`receipts`]: what the shipping steps record (the pull request, CI results).
 
 pub mod api;
 pub mod contracts;
+pub mod receipts;

@@ -52,9 +52,13 @@ impl Engine {
             )
             .await?;
         let files = wt.changed_files().unwrap_or_default();
-        Ok(
-            json!({ "summary": prompts::head(&turn.text, 4000), "usage": turn.usage, "changed_files": files }),
-        )
+        let mut receipt = json!({ "summary": prompts::head(&turn.text, 4000), "usage": turn.usage, "changed_files": files });
+        // A fix says what it answered (`review`, `arbiter`, `check`, `ci`), for the
+        // front ends, which do not see the step's input.
+        if let Some(reason) = step.input.get("reason") {
+            receipt["reason"] = reason.clone();
+        }
+        Ok(receipt)
     }
 }
 

@@ -22,6 +22,7 @@ use gaffer_forge::{
     connect, token_from_git_credentials, ApiError, CiStatus, CiWait, Forge, ForgeConfig, ForgeKind,
     GitAuth, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret, Vikunja,
 };
+use gaffer_protocol::receipts::{short_sha, CiReceipt, FailingCheck, PullRequestReceipt};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
@@ -343,7 +344,7 @@ impl Engine {
         for c in list("commits") {
             body.push_str(&format!(
                 "- {} {}\n",
-                text::short_sha(c["sha"].as_str().unwrap_or_default()),
+                short_sha(c["sha"].as_str().unwrap_or_default()),
                 text::one_line(c["subject"].as_str().unwrap_or_default(), 200)
             ));
         }
@@ -433,7 +434,7 @@ impl Engine {
                 Err(e) => Err(e),
             };
             match result {
-                Ok((pr, created)) => return Ok(pr_receipt(&pr, created)),
+                Ok((pr, created)) => return Ok(json!(pr_receipt(&pr, created))),
                 Err(e) => {
                     round += 1;
                     self.retry_or_give_up(task, step, round, "opening the pull request", &e)
@@ -474,34 +475,45 @@ impl Engine {
                 Ok(found) => break found,
                 Err(e) => {
                     round += 1;
-                    let what = format!("waiting for CI on {}", text::short_sha(&sha));
+                    let what = format!("waiting for CI on {}", short_sha(&sha));
                     self.retry_or_give_up(task, step, round, &what, &e).await?;
                 }
             }
         };
         let mut failing = Vec::new();
         for check in status.failing() {
-            let log = match forge.failing_log(check).await {
-                Ok(log) => {
-                    json!({ "check": log.check, "is_log": log.is_log, "url": log.url, "text": log.text })
-                }
-                Err(e) => json!({ "check": check.name, "is_log": false, "url": check.target_url,
-                    "text": format!("{} reported {} ({}); its log could not be read: {e}", check.name, check.raw_state, check.description) }),
+            let mut log = match forge.failing_log(check).await {
+                Ok(log) => FailingCheck {
+                    check: log.check,
+                    is_log: log.is_log,
+                    url: log.url,
+                    text: log.text,
+                },
+                Err(e) => FailingCheck {
+                    check: check.name.clone(),
+                    is_log: false,
+                    url: check.target_url.clone(),
+                    text: format!(
+                        "{} reported {} ({}); its log could not be read: {e}",
+                        check.name, check.raw_state, check.description
+                    ),
+                },
             };
-            let mut log = log;
-            if let Some(text) = log["text"].as_str() {
-                log["text"] = json!(self.settings.redactor.redact(&prompts::tail(text, 6000)));
-            }
+            log.text = self
+                .settings
+                .redactor
+                .redact(&prompts::tail(&log.text, 6000));
             failing.push(log);
         }
         let mut checks = json!(status.checks);
         self.settings.redactor.redact_json(&mut checks);
-        Ok(json!({
-            "sha": status.sha,
-            "state": status.state,
-            "checks": checks,
-            "failing": failing,
-        }))
+        let ci = CiReceipt {
+            sha: status.sha,
+            state: json!(status.state).as_str().unwrap_or("error").to_owned(),
+            checks: checks.as_array().cloned().unwrap_or_default(),
+            failing,
+        };
+        Ok(json!(ci))
     }
 
     /// [`gaffer_forge::wait_for_ci`], with a `ci_status_changed` event for the first
@@ -629,11 +641,14 @@ impl Engine {
         }
         let mut comment = Value::Null;
         if let Some(issue) = &task.options.issue {
-            let pr = receipt(task, StepKind::PullRequest);
+            let pr = receipt(task, StepKind::PullRequest)
+                .and_then(PullRequestReceipt::from_receipt)
+                .map(|pr| pr.url)
+                .unwrap_or_default();
             let marker = format!("<!-- gaffer:{} -->", task.id);
             let text = format!(
                 "gaffer opened a pull request for this issue: {}\n\nCI passed on the last pushed commit. (task {})\n\n{marker}",
-                text_of(pr, "url"),
+                pr,
                 task.id
             );
             let result = match self.shipping(&project) {
@@ -731,9 +746,10 @@ impl Engine {
             .await
             .map_err(|e| e.to_string())?;
         Ok(found.map(|pr| {
-            let mut r = pr_receipt(&pr, false);
-            r["reconciled"] = json!(true);
-            r
+            json!(PullRequestReceipt {
+                reconciled: true,
+                ..pr_receipt(&pr, false)
+            })
         }))
     }
 }
@@ -781,33 +797,36 @@ fn failure_text(f: Failure) -> String {
     }
 }
 
-fn pr_receipt(pr: &PullRequest, created: bool) -> Value {
-    json!({
-        "number": pr.number,
-        "url": pr.url,
-        "head": pr.head,
-        "base": pr.base,
-        "created": created,
-        "warnings": pr.warnings,
-    })
+fn pr_receipt(pr: &PullRequest, created: bool) -> PullRequestReceipt {
+    PullRequestReceipt {
+        number: pr.number,
+        url: pr.url.clone(),
+        head: pr.head.clone(),
+        base: pr.base.clone(),
+        created,
+        reconciled: false,
+        warnings: pr.warnings.clone(),
+    }
 }
 
 /// The owner's assignment after a CI failure, from the `ci/n` receipt.
 pub(crate) fn ci_fix_assignment(detail: &Value) -> String {
+    let Some(ci) = CiReceipt::from_receipt(detail) else {
+        return format!("CI failed on the pushed commit; what it reported:\n{detail}\n\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");
+    };
     let mut text = format!(
         "CI failed on the pushed commit {} (overall: {}). The failing checks and the end of their logs:\n",
-        detail["sha"].as_str().unwrap_or("?"),
-        detail["state"].as_str().unwrap_or("failure")
+        ci.sha, ci.state
     );
-    for f in detail["failing"].as_array().into_iter().flatten() {
+    for f in &ci.failing {
         text.push_str(&format!(
             "\n### {}{}\n```\n{}\n```\n",
-            f["check"].as_str().unwrap_or("check"),
-            f["url"]
-                .as_str()
+            f.check,
+            f.url
+                .as_deref()
                 .map(|u| format!(" ({u})"))
                 .unwrap_or_default(),
-            f["text"].as_str().unwrap_or_default()
+            f.text
         ));
     }
     text.push_str("\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");

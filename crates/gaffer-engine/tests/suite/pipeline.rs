@@ -1,6 +1,7 @@
 //! `decide` alone: given a task's state, what comes next. No IO.
 use gaffer_core::*;
 use gaffer_engine::{decide, Limits, Next, StepKind};
+use gaffer_protocol::receipts::PullRequestReceipt;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -286,7 +287,15 @@ fn to_a_forge(
             json!({ "branch": "b", "forge": { "kind": "gitea", "ci_fix_attempts": fixes } })
         }
         StepKind::Push(n) => json!({ "sha": format!("c{n}") }),
-        StepKind::PullRequest => json!({ "number": 4, "url": "http://forge/pr/4" }),
+        StepKind::PullRequest => json!(PullRequestReceipt {
+            number: 4,
+            url: "http://forge/pr/4".into(),
+            head: "b".into(),
+            base: "main".into(),
+            created: true,
+            reconciled: false,
+            warnings: vec![],
+        }),
         StepKind::Ci(n) => json!({ "sha": format!("c{n}"), "state": ci(n) }),
         _ => happy(step),
     }

@@ -11,6 +11,7 @@ use gaffer_app::App;
 use gaffer_config::Config;
 use gaffer_engine::Engine;
 use gaffer_forge::Repo;
+use gaffer_protocol::receipts::PullRequestReceipt;
 use gaffer_store::{TaskFilter, TaskView};
 use serde::Serialize;
 use serde_json::Value;
@@ -147,7 +148,8 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
                 Err(e) => report.errors.push(format!("task {}: {e}", row.id)),
             }
         }
-        if let Some(number) = receipt(&view, "pr")["number"].as_u64() {
+        let pr = PullRequestReceipt::from_receipt(&receipt(&view, PullRequestReceipt::STEP));
+        if let Some(number) = pr.map(|pr| pr.number) {
             match prune(
                 engine,
                 &repo,

@@ -13,6 +13,7 @@ use gaffer_config::Config;
 use gaffer_core::{Decision, Event, Stage, TaskId};
 use gaffer_engine::{Backends, Credential, Engine, JournalCounters, Settings, Shipping, Tracker};
 use gaffer_forge::{CiWait, ForgeKind};
+use gaffer_protocol::receipts::PullRequestReceipt;
 use gaffer_store::{RecordedEvent, TaskView};
 use serde_json::{json, Value};
 use std::io::IsTerminal;
@@ -395,7 +396,7 @@ fn summary(view: &TaskView) -> Value {
         "commits": commits,
         "tokens": { "input": input, "output": out, "cached_input": cached },
         "cost_usd": cost,
-        "pull_request": outcome.pointer("/pull_request/url"),
+        "pull_request": PullRequestReceipt::from_summary(&outcome).map(|pr| pr.url),
         "note": outcome.get("note"),
         "reason": outcome.get("reason"),
     })
