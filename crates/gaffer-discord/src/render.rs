@@ -4,6 +4,7 @@
 
 use crate::rest::Attachment;
 use gaffer_protocol::api;
+use gaffer_protocol::receipts::{short_sha, CiReceipt, PullRequestReceipt};
 use serde_json::{json, Value};
 
 /// Discord's limit for a message's content, in characters.
@@ -90,23 +91,23 @@ fn step_mark(state: &str) -> &'static str {
     }
 }
 
-/// The pull request's address, if shipping made one (the ship step's receipt or
-/// the final summary: `pr_url`, or `pr.url` / `pr.html_url`).
-pub fn pr_url(detail: &api::TaskDetail) -> Option<String> {
-    let from = |v: &Value| {
-        v["pr_url"]
-            .as_str()
-            .or_else(|| v["pr"]["url"].as_str())
-            .or_else(|| v["pr"]["html_url"].as_str())
-            .map(str::to_owned)
-    };
-    detail.task.outcome.as_ref().and_then(from).or_else(|| {
+/// The pull request shipping opened (or found), once it has: from the finished
+/// task's summary, or the `pr` step's receipt while CI runs.
+pub fn pull_request(detail: &api::TaskDetail) -> Option<PullRequestReceipt> {
+    let step = || {
         detail
             .steps
             .iter()
-            .filter_map(|s| s.receipt.as_ref())
-            .find_map(from)
-    })
+            .find(|s| s.id == PullRequestReceipt::STEP && s.state == "completed")
+            .and_then(|s| s.receipt.as_ref())
+            .and_then(PullRequestReceipt::from_receipt)
+    };
+    detail
+        .task
+        .outcome
+        .as_ref()
+        .and_then(PullRequestReceipt::from_summary)
+        .or_else(step)
 }
 
 /// The status message at the top of the thread, edited in place: stage, steps,
@@ -122,8 +123,8 @@ pub fn status(detail: &api::TaskDetail) -> Value {
     for s in &detail.steps[skip..] {
         out.push_str(&format!("{} `{}` {}\n", step_mark(&s.state), s.id, s.name));
     }
-    if let Some(url) = pr_url(detail) {
-        out.push_str(&format!("🔗 Pull request: {url}\n"));
+    if let Some(pr) = pull_request(detail) {
+        out.push_str(&format!("🔗 Pull request: {}\n", pr.url));
     }
     if let Some(o) = &t.outcome {
         if let Some(branch) = o["branch"].as_str() {
@@ -192,8 +193,10 @@ fn with_output(title: String, text: &str, filename: &str, key: String, at: i64) 
     }
 }
 
-/// The notes a task has earned so far: plan, review verdicts, check results,
-/// ship, and how it ended. Each is keyed so it is posted once.
+/// The notes a task has earned so far: plan, review verdicts, check results, owner
+/// fixes, the pull request and each CI result (or, without a forge, the branch
+/// kept), and how it ended. Each is keyed so it is posted once, when what it says
+/// has happened.
 pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
     let mut out = Vec::new();
     for s in &detail.steps {
@@ -264,20 +267,32 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
                 r["output_tail"].as_str().unwrap_or("")
             };
             out.push(with_output(title, output, "check-output.txt", key, at));
-        } else if s.id == "ship" {
-            let mut text = format!(
-                "🚀 Shipped on branch `{}`",
+        } else if s.id == "ship" && r["forge"].is_null() {
+            // With a forge, shipping is told by the pull request and CI notes.
+            let text = format!(
+                "🚀 Shipped on branch `{}`: it stays in the repository (no forge configured)",
                 r["branch"].as_str().unwrap_or("?")
             );
-            if let Some(url) = pr_url(detail) {
-                text.push_str(&format!("\n🔗 {url}"));
-            }
             out.push(Note {
                 key,
                 body: body(text),
                 attachment: None,
                 at,
             });
+        } else if s.id == PullRequestReceipt::STEP {
+            if let Some(pr) = PullRequestReceipt::from_receipt(r) {
+                out.push(pull_request_note(&pr, key, at));
+            }
+        } else if s.id.starts_with(CiReceipt::STEP_PREFIX) {
+            if let Some(ci) = CiReceipt::from_receipt(r) {
+                out.push(ci_note(&ci, key, at));
+            }
+        } else if let Some(n) = s.id.strip_prefix("fix/") {
+            let title = format!("🔧 Fix {n} {}", fix_reason(r["reason"].as_str()))
+                .trim_end()
+                .to_owned();
+            let summary = r["summary"].as_str().unwrap_or_default();
+            out.push(with_output(title, summary, "fix.txt", key, at));
         }
     }
     let t = &detail.task;
@@ -292,7 +307,10 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
                 .map(str::to_owned)
         });
         let text = match (t.stage.as_str(), reason) {
-            ("done", _) => format!("✅ Done · {}", cost(t)),
+            ("done", _) => match pull_request(detail) {
+                Some(pr) => format!("✅ Done · {} · pull request {}", cost(t), pr.url),
+                None => format!("✅ Done · {}", cost(t)),
+            },
             (stage, Some(r)) => format!("{} {stage}: {}", stage_mark(stage), clip(&r, 1500)),
             (stage, None) => format!("{} {stage}", stage_mark(stage)),
         };
@@ -304,6 +322,70 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
         });
     }
     out
+}
+
+/// The pull request, once it is open.
+fn pull_request_note(pr: &PullRequestReceipt, key: String, at: i64) -> Note {
+    let how = if pr.created { "opened" } else { "found open" };
+    let mut text = format!(
+        "🚀 Pull request #{} {how}: {}\n`{}` → `{}`",
+        pr.number, pr.url, pr.head, pr.base
+    );
+    for w in &pr.warnings {
+        text.push_str(&format!("\n⚠️ {}", clip(w, 300)));
+    }
+    Note {
+        key,
+        body: body(text),
+        attachment: None,
+        at,
+    }
+}
+
+/// What CI said about one pushed commit; a failure with the end of each failing
+/// check's log.
+fn ci_note(ci: &CiReceipt, key: String, at: i64) -> Note {
+    let sha = short_sha(&ci.sha);
+    if ci.passed() {
+        return Note {
+            key,
+            body: body(format!("✅ CI passed on `{sha}`")),
+            attachment: None,
+            at,
+        };
+    }
+    let names: Vec<String> = ci
+        .failing
+        .iter()
+        .map(|f| format!("**{}**", f.check))
+        .collect();
+    let mut title = format!("❌ CI failed on `{sha}`: {}", names.join(", "));
+    if names.is_empty() {
+        title.push_str(&format!("**{}**", ci.state));
+    }
+    for url in ci.failing.iter().filter_map(|f| f.url.as_deref()) {
+        title.push_str(&format!("\n🔗 {url}"));
+    }
+    let logs: Vec<String> = ci
+        .failing
+        .iter()
+        .map(|f| match ci.failing.len() {
+            1 => f.text.clone(),
+            _ => format!("── {} ──\n{}", f.check, f.text),
+        })
+        .collect();
+    with_output(title, &logs.join("\n"), "ci-failure.txt", key, at)
+}
+
+/// Why an owner fix was asked for, from its receipt's `reason`.
+fn fix_reason(reason: Option<&str>) -> &'static str {
+    match reason {
+        Some("ci") => "for the CI failure",
+        Some("check") => "for the failing check",
+        Some("arbiter") => "as the arbiter ruled",
+        Some("review") => "after the review",
+        _ => "",
+    }
 }
 
 /// Who settled an approval, in words: a person (`approved by ana (via web)`,

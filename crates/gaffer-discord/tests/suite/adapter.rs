@@ -4,53 +4,9 @@ use gaffer_app::Scope;
 use gaffer_core::{Actor, Decision, Event};
 use gaffer_store::Journal;
 use pretty_assertions::assert_eq;
-use serde_json::{json, Value};
-use std::sync::Arc;
+use serde_json::json;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-fn say(text: &str) -> Value {
-    json!({ "steps": [{ "say": text }] })
-}
-
-fn script(dir: &std::path::Path, role: &str, turns: Vec<Value>) {
-    std::fs::write(
-        dir.join(format!("{role}.json")),
-        json!({ "turns": turns }).to_string(),
-    )
-    .unwrap();
-}
-
-/// The real engine with the fake Claude Code, taking tasks as they are created.
-fn engine(w: &World) -> (gaffer_engine::Engine, std::path::PathBuf) {
-    let scenarios = w.dir.path().join("scenarios");
-    std::fs::create_dir_all(&scenarios).unwrap();
-    let state = w.dir.path().join("fake-state");
-    let mut settings = gaffer_engine::Settings::new(w.dir.path().join("data"));
-    settings.agent_env = [
-        ("GAFFER_FAKE_SCENARIO", scenarios.display().to_string()),
-        ("GAFFER_FAKE_STATE_DIR", state.display().to_string()),
-        (
-            "GAFFER_FAKE_LOG",
-            w.dir.path().join("effects.log").display().to_string(),
-        ),
-        (
-            "CLAUDE_CONFIG_DIR",
-            state.join("claude").display().to_string(),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let agents = Arc::new(
-        gaffer_engine::Backends::new(settings.redactor.clone())
-            .with_bins(Some(gaffer_testkit::bins::fake_bin("fake-claude")), None),
-    );
-    (
-        gaffer_engine::Engine::new(w.app.clone(), agents, settings),
-        scenarios,
-    )
-}
 
 async fn decided_events(w: &World, approval: &str) -> Vec<(Decision, String)> {
     w.journal
@@ -73,14 +29,8 @@ async fn decided_events(w: &World, approval: &str) -> Vec<(Decision, String)> {
 #[tokio::test]
 async fn a_request_in_a_room_runs_to_done_with_its_thread_updated() {
     let w = World::new().await;
-    let (engine, scenarios) = engine(&w);
-    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it",
-        "files": ["README.md"], "acceptance": "README has an Installation section" }] });
-    script(
-        &scenarios,
-        "planner",
-        vec![say(&format!("Plan:\n```json\n{plan}\n```"))],
-    );
+    let (engine, scenarios) = engine(&w, |_| {});
+    script_plan(&scenarios);
     script(
         &scenarios,
         "owner",
@@ -154,14 +104,7 @@ async fn a_request_in_a_room_runs_to_done_with_its_thread_updated() {
         answer.content()
     );
 
-    let done = w
-        .discord
-        .wait_for("the done note", WAIT, |d| {
-            d.messages(&thread)
-                .into_iter()
-                .find(|m| m.content.starts_with("✅ Done"))
-        })
-        .await;
+    let done = w.note_starting(&thread, "✅ Done").await;
     assert!(done.content.contains("tokens"), "{}", done.content);
     let detail = w.app.task(&task.id).await.unwrap();
     assert_eq!(detail.task.stage, "done");

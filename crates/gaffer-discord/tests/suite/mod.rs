@@ -1,3 +1,4 @@
 mod adapter;
 mod crash;
+mod ship;
 mod support;

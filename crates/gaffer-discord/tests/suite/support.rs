@@ -255,6 +255,18 @@ impl World {
             .await
     }
 
+    /// The first message in `thread` that starts with `start`, once there is one.
+    pub async fn note_starting(&self, thread: &str, start: &str) -> FakeMessage {
+        let (thread, start) = (thread.to_owned(), start.to_owned());
+        self.discord
+            .wait_for("the note", WAIT, |d| {
+                d.messages(&thread)
+                    .into_iter()
+                    .find(|m| m.content.starts_with(&start))
+            })
+            .await
+    }
+
     /// Every message in `channel` whose text contains `needle`.
     pub fn count(&self, channel: &str, needle: &str) -> usize {
         self.discord
@@ -263,4 +275,65 @@ impl World {
             .filter(|m| m.content.contains(needle))
             .count()
     }
+}
+
+/// A fake agent turn that says `text`.
+pub fn say(text: &str) -> Value {
+    json!({ "steps": [{ "say": text }] })
+}
+
+/// Script one role's turns for the fake agents.
+pub fn script(dir: &std::path::Path, role: &str, turns: Vec<Value>) {
+    std::fs::write(
+        dir.join(format!("{role}.json")),
+        json!({ "turns": turns }).to_string(),
+    )
+    .unwrap();
+}
+
+/// A planner that plans one subtask: an installation section in the README.
+pub fn script_plan(dir: &std::path::Path) {
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it",
+        "files": ["README.md"], "acceptance": "README has an Installation section" }] });
+    script(
+        dir,
+        "planner",
+        vec![say(&format!("Plan:\n```json\n{plan}\n```"))],
+    );
+}
+
+/// The real engine with the fake Claude Code, with settings changed by `tune`;
+/// and the directory its agents' scripts go in.
+pub fn engine(
+    w: &World,
+    tune: impl FnOnce(&mut gaffer_engine::Settings),
+) -> (gaffer_engine::Engine, std::path::PathBuf) {
+    let scenarios = w.dir.path().join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let state = w.dir.path().join("fake-state");
+    let mut settings = gaffer_engine::Settings::new(w.dir.path().join("data"));
+    settings.agent_env = [
+        ("GAFFER_FAKE_SCENARIO", scenarios.display().to_string()),
+        ("GAFFER_FAKE_STATE_DIR", state.display().to_string()),
+        (
+            "GAFFER_FAKE_LOG",
+            w.dir.path().join("effects.log").display().to_string(),
+        ),
+        (
+            "CLAUDE_CONFIG_DIR",
+            state.join("claude").display().to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    tune(&mut settings);
+    let agents = Arc::new(
+        gaffer_engine::Backends::new(settings.redactor.clone())
+            .with_bins(Some(gaffer_testkit::bins::fake_bin("fake-claude")), None),
+    );
+    (
+        gaffer_engine::Engine::new(w.app.clone(), agents, settings),
+        scenarios,
+    )
 }

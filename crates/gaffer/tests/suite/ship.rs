@@ -42,19 +42,54 @@ fn step_receipt(task: &Value, step: &str) -> Value {
     }
 }
 
-#[test]
-fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
+/// A bench whose project ships to a fake Gitea, through a bare repository as the
+/// remote, with CI green for every commit.
+fn forge_bench(rt: &tokio::runtime::Runtime) -> (FakeForge, BareRemote, Bench) {
     let remote = BareRemote::new().unwrap();
     let fake = rt
         .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
         .unwrap();
     fake.attach_remote(&remote);
     fake.report_ci_for_every_commit("success");
-    let issue = fake.add_issue(ISSUE_TITLE, ISSUE_BODY);
     let b = Bench::new();
     b.home.write_config(&forge_config(&fake, &remote));
     b.script_all();
+    (fake, remote, b)
+}
+
+/// `gaffer run` of the issue's title, in the background, with `token` as the
+/// forge's token.
+fn spawn_run(b: &Bench, token: &str) -> std::process::Child {
+    b.gaffer_std()
+        .args(["run", ISSUE_TITLE, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("DEMO_FORGE_TOKEN", token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// `gaffer task resume ID` with the right token; it must end done.
+fn resume_to_done(b: &Bench, id: &str) {
+    let out = b
+        .gaffer_std()
+        .args(["task", "resume", id, "--json"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let s = success_json(&out);
+    assert_eq!(s["state"], "done", "{s}");
+}
+
+#[test]
+fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (fake, remote, b) = forge_bench(&rt);
+    let issue = fake.add_issue(ISSUE_TITLE, ISSUE_BODY);
     let issue_url = format!("{}/acme/demo/issues/{issue}", fake.base_url());
     let out = b
         .gaffer_std()
@@ -224,28 +259,10 @@ fn run_issue_without_a_forge_is_a_precondition_error_and_stores_nothing() {
 #[test]
 fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let remote = BareRemote::new().unwrap();
-    let fake = rt
-        .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
-        .unwrap();
-    fake.attach_remote(&remote);
-    fake.report_ci_for_every_commit("success");
+    let (fake, _remote, b) = forge_bench(&rt);
     // The forge records the create; its answer never comes.
     fake.hang_next_pr_create();
-    let b = Bench::new();
-    b.home.write_config(&forge_config(&fake, &remote));
-    b.script_all();
-    let mut child = b
-        .gaffer_std()
-        .args(["run", ISSUE_TITLE, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json", "--agent", "claude"])
-        .env("DEMO_FORGE_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&b, TOKEN);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     while fake.prs().is_empty() {
         assert!(
@@ -268,15 +285,7 @@ fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
             .unwrap(),
     );
     let id = list[0]["id"].as_str().unwrap().to_owned();
-    let out = b
-        .gaffer_std()
-        .args(["task", "resume", &id, "--json"])
-        .env("DEMO_FORGE_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let s = success_json(&out);
-    assert_eq!(s["state"], "done", "{s}");
+    resume_to_done(&b, &id);
     let prs = fake.prs();
     assert_eq!(prs.len(), 1, "exactly one PR after the crash: {prs:#?}");
     let task = task_show(&b, &id);
@@ -297,28 +306,10 @@ fn sigkill_after_the_pr_create_was_sent_then_resume_leaves_exactly_one_pr() {
 #[test]
 fn sigkill_while_a_refused_token_waits_for_a_person_then_resume_with_the_right_token_is_done() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let remote = BareRemote::new().unwrap();
-    let fake = rt
-        .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))
-        .unwrap();
-    fake.attach_remote(&remote);
-    fake.report_ci_for_every_commit("success");
-    let b = Bench::new();
-    b.home.write_config(&forge_config(&fake, &remote));
-    b.script_all();
+    let (fake, _remote, b) = forge_bench(&rt);
     // A wrong token: the push (plain git) works, the pull request is refused (401)
     // and a person is asked whether to try again.
-    let mut child = b
-        .gaffer_std()
-        .args(["run", ISSUE_TITLE, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json", "--agent", "claude"])
-        .env("DEMO_FORGE_TOKEN", "an-expired-token")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&b, "an-expired-token");
     let pending = || {
         json_of(
             &b.gaffer_std()
@@ -354,15 +345,7 @@ fn sigkill_while_a_refused_token_waits_for_a_person_then_resume_with_the_right_t
 
     // The token is fixed; the task resumes and ends done, the old question withdrawn.
     let id = asked["task_id"].as_str().unwrap().to_owned();
-    let out = b
-        .gaffer_std()
-        .args(["task", "resume", &id, "--json"])
-        .env("DEMO_FORGE_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let s = success_json(&out);
-    assert_eq!(s["state"], "done", "{s}");
+    resume_to_done(&b, &id);
     assert_eq!(fake.prs().len(), 1);
     let task = task_show(&b, &id);
     let old = task["approvals"]
