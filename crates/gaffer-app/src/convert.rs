@@ -1,5 +1,6 @@
 //! Projection rows → wire types.
 
+use gaffer_core::Spend;
 use gaffer_protocol::api;
 use gaffer_store::{ApprovalRow, ProjectRow, SessionRow, StepRow, TaskLease, TaskRow};
 
@@ -57,29 +58,16 @@ pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
     }
 }
 
-/// Tokens and cost from a receipt: the engine's `usage` object (`input_tokens`,
-/// `output_tokens`, `cached_input_tokens`, `cost_usd`), or plain `tokens`/`cost_usd`.
-pub(crate) fn usage_of(receipt: &serde_json::Value) -> (u64, f64) {
-    let num =
-        |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
-    let cost = |v: &serde_json::Value| {
-        v.get("cost_usd")
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(0.0)
-    };
-    let mut tokens = num(receipt, "tokens");
-    let mut usd = cost(receipt);
-    if let Some(u) = receipt.get("usage") {
-        tokens += num(u, "tokens")
-            + num(u, "input_tokens")
-            + num(u, "output_tokens")
-            + num(u, "cached_input_tokens");
-        usd += cost(u);
-    }
-    (tokens, usd)
+/// What a step's agent turns spent (the one definition: [`Spend`]).
+pub(crate) fn step_spend(r: &StepRow) -> Spend {
+    r.receipt
+        .as_deref()
+        .map(|text| Spend::of_receipt(&parse(text)))
+        .unwrap_or_default()
 }
 
 pub(crate) fn step(r: &StepRow) -> api::Step {
+    let spend = step_spend(r);
     api::Step {
         id: r.step_id.clone(),
         name: r.name.clone(),
@@ -88,6 +76,8 @@ pub(crate) fn step(r: &StepRow) -> api::Step {
         attempt: r.attempt,
         receipt: r.receipt.as_deref().map(parse),
         error: r.error.clone(),
+        tokens: spend.tokens(),
+        cost_usd: spend.cost_usd(),
         updated_at: r.updated_at,
     }
 }
@@ -117,14 +107,7 @@ pub(crate) fn worker(l: &TaskLease) -> api::TaskWorker {
 }
 
 pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::Task {
-    let (mut tokens, mut cost_usd) = (0u64, 0.0f64);
-    for s in steps {
-        if let Some(receipt) = s.receipt.as_deref() {
-            let (t, c) = usage_of(&parse(receipt));
-            tokens += t;
-            cost_usd += c;
-        }
-    }
+    let spend: Spend = steps.iter().map(step_spend).sum();
     let created_by = serde_json::from_str::<gaffer_core::Actor>(&r.created_by)
         .map(|a| format!("{} via {}", a.name, a.via))
         .unwrap_or_else(|_| r.created_by.clone());
@@ -138,9 +121,39 @@ pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::T
         stage: r.stage.clone(),
         created_by,
         outcome: r.outcome.as_deref().map(parse),
-        tokens,
-        cost_usd,
+        tokens: spend.tokens(),
+        cost_usd: spend.cost_usd(),
         created_at: r.created_at,
         updated_at: r.updated_at,
     }
+}
+
+/// What each role spent: every step's spend goes to the role of the session that
+/// ran it, roles in the order they first ran.
+pub(crate) fn role_spend(steps: &[StepRow], sessions: &[SessionRow]) -> Vec<api::RoleSpend> {
+    let mut roles: Vec<(String, Spend)> = Vec::new();
+    for s in steps {
+        let spend = step_spend(s);
+        if spend == Spend::default() {
+            continue;
+        }
+        let role = sessions
+            .iter()
+            .find(|x| x.step_id.as_deref() == Some(s.step_id.as_str()))
+            .map_or("other", |x| x.role.as_str());
+        match roles.iter_mut().find(|(r, _)| r == role) {
+            Some((_, sum)) => *sum += spend,
+            None => roles.push((role.to_owned(), spend)),
+        }
+    }
+    roles
+        .into_iter()
+        .map(|(role, s)| api::RoleSpend {
+            role,
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            cached_input_tokens: s.cached_input_tokens,
+            cost_usd: s.cost_usd(),
+        })
+        .collect()
 }

@@ -264,6 +264,7 @@ impl App {
                 .collect(),
             sessions: view.sessions.iter().map(convert::session).collect(),
             worker: view.lease.as_ref().map(convert::worker),
+            spend: convert::role_spend(&view.steps, &view.sessions),
         })
     }
 
@@ -400,19 +401,12 @@ impl App {
     /// Token and cost totals over every task.
     pub async fn usage(&self) -> Result<api::Usage> {
         let p = self.journal().projections().await?;
-        let mut u = api::Usage {
+        let spend: gaffer_core::Spend = p.steps.iter().map(convert::step_spend).sum();
+        Ok(api::Usage {
             tasks: p.tasks.len() as u64,
-            ..Default::default()
-        };
-        for s in &p.steps {
-            if let Some(r) = s.receipt.as_deref() {
-                let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
-                let (t, c) = convert::usage_of(&v);
-                u.tokens += t;
-                u.cost_usd += c;
-            }
-        }
-        Ok(u)
+            tokens: spend.tokens(),
+            cost_usd: spend.cost_usd(),
+        })
     }
 }
 

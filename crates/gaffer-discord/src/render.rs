@@ -79,7 +79,11 @@ pub fn header(task: &api::Task) -> Value {
 }
 
 fn cost(task: &api::Task) -> String {
-    format!("{} tokens, ${:.2}", task.tokens, task.cost_usd)
+    format!(
+        "{} tokens, {}",
+        task.tokens,
+        gaffer_core::format_usd(task.cost_usd)
+    )
 }
 
 fn step_mark(state: &str) -> &'static str {

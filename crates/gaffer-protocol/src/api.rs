@@ -159,9 +159,11 @@ pub struct Task {
     /// Final summary or reason.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub outcome: Option<serde_json::Value>,
-    /// Tokens used so far (from step receipts).
+    /// Tokens used so far: input, output and cached input of every agent turn,
+    /// each counted once (the `usage` of its step's receipt).
     pub tokens: u64,
-    /// Cost so far in US dollars (from step receipts).
+    /// Cost so far in US dollars, the same turns' cost (exact to the nanodollar;
+    /// round it for display).
     pub cost_usd: f64,
     /// Created at.
     pub created_at: i64,
@@ -188,8 +190,30 @@ pub struct Step {
     pub receipt: Option<serde_json::Value>,
     /// Error, if failed.
     pub error: Option<String>,
+    /// Tokens the step's agent turns used (0 for steps without an agent).
+    #[serde(default)]
+    pub tokens: u64,
+    /// What they cost in US dollars.
+    #[serde(default)]
+    pub cost_usd: f64,
     /// Last change.
     pub updated_at: i64,
+}
+
+/// What one role (planner, owner, reviewer, arbiter) of a task spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RoleSpend {
+    /// The role.
+    pub role: String,
+    /// Prompt tokens not served from a cache.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from a cache.
+    pub cached_input_tokens: u64,
+    /// Cost in US dollars.
+    pub cost_usd: f64,
 }
 
 /// An agent session of a task.
@@ -228,6 +252,10 @@ pub struct TaskDetail {
     /// The worker that runs it (or ran it last); `null` until a worker claims it.
     #[serde(default)]
     pub worker: Option<TaskWorker>,
+    /// What each role spent, in the order the roles first ran; the sums add up to
+    /// the task's `tokens` and `cost_usd`.
+    #[serde(default)]
+    pub spend: Vec<RoleSpend>,
 }
 
 /// The worker holding (or last holding) a task's lease.

@@ -193,6 +193,59 @@ async fn tasks_are_created_listed_and_bad_ones_store_nothing() {
     assert_eq!(retry.agent.as_deref(), Some("codex"));
 }
 
+/// Regression: the `ship` receipt repeats the task's total (`tokens`, `cost_usd`), and
+/// the API added it to the per-step sums, so every shipped task showed twice its cost.
+#[tokio::test]
+async fn a_shipped_task_costs_what_its_turns_cost_once_without_float_noise() {
+    use gaffer_core::{Event, StepId, StreamId};
+    use gaffer_store::NewEvent;
+    let env = env("").await;
+    env.project("alpha").await;
+    let task = env.task_with_step("alpha", "plan").await;
+    env.record_step(&task, "code/1").await;
+    env.record_step(&task, "ship").await;
+    let stream = StreamId(task.clone());
+    let done = |step: &str, receipt: serde_json::Value| {
+        vec![
+            NewEvent::now(Event::StepStarted {
+                step_id: StepId(step.into()),
+            }),
+            NewEvent::now(Event::StepCompleted {
+                step_id: StepId(step.into()),
+                receipt,
+            }),
+        ]
+    };
+    for (step, receipt) in [
+        (
+            "plan",
+            serde_json::json!({"usage": {"input_tokens": 100, "output_tokens": 20, "cached_input_tokens": 5, "cost_usd": 0.1}}),
+        ),
+        (
+            "code/1",
+            serde_json::json!({"usage": {"input_tokens": 200, "output_tokens": 40, "cost_usd": 0.2}}),
+        ),
+        (
+            "ship",
+            serde_json::json!({"tokens": {"input": 300, "output": 60, "cached_input": 5}, "cost_usd": 0.30000000000000004}),
+        ),
+    ] {
+        let head = env.app.journal().head(&stream).await.unwrap();
+        env.app
+            .journal()
+            .append(&stream, head, done(step, receipt))
+            .await
+            .unwrap();
+    }
+    let detail = env.app.task(&task).await.unwrap();
+    assert_eq!((detail.task.tokens, detail.task.cost_usd), (365, 0.3));
+    let listed = env.app.tasks(&Default::default()).await.unwrap();
+    assert_eq!((listed[0].tokens, listed[0].cost_usd), (365, 0.3));
+    let u = env.app.usage().await.unwrap();
+    assert_eq!((u.tokens, u.cost_usd), (365, 0.3));
+    assert_eq!(serde_json::to_string(&u.cost_usd).unwrap(), "0.3");
+}
+
 #[tokio::test]
 async fn tokens_and_cost_come_from_step_receipts_and_approvals_name_their_project() {
     use gaffer_core::{Event, StepId, StreamId};

@@ -395,13 +395,15 @@ impl Engine {
             .cloned()
             .unwrap_or(Value::Null);
         body.push_str(&format!(
-            "\n## Cost\n\n{} tokens in, {} out ({} cached) · ${:.4}\n",
+            "\n## Cost\n\n{} tokens in, {} out ({} cached) · {}\n",
             tokens["input"],
             tokens["output"],
             tokens["cached_input"],
-            ship.and_then(|r| r.get("cost_usd"))
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0)
+            gaffer_core::format_usd(
+                ship.and_then(|r| r.get("cost_usd"))
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0)
+            )
         ));
         if let Some(issue) = &task.options.issue {
             body.push_str(&format!("\nFrom {issue}\n"));

@@ -4,8 +4,7 @@
 use crate::failure::Failure;
 use crate::pipeline::StepKind;
 use crate::Engine;
-use gaffer_agents::Usage;
-use gaffer_core::TaskState;
+use gaffer_core::{Spend, TaskState};
 use serde_json::{json, Value};
 
 impl Engine {
@@ -26,17 +25,12 @@ impl Engine {
             .into_iter()
             .map(|(sha, subject)| json!({ "sha": sha, "subject": subject }))
             .collect();
-        let mut usage = Usage::default();
+        let mut usage = Spend::default();
         let mut verdicts = Vec::new();
         let mut check = Value::Null;
         for s in task.steps_in_order() {
             let Some(receipt) = &s.receipt else { continue };
-            if let Some(u) = receipt
-                .get("usage")
-                .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok())
-            {
-                usage += u;
-            }
+            usage += Spend::of_receipt(receipt);
             if let Some(v) = receipt.get("verdict") {
                 verdicts.push(v.clone());
             }
@@ -62,7 +56,7 @@ impl Engine {
                 "output": usage.output_tokens,
                 "cached_input": usage.cached_input_tokens,
             },
-            "cost_usd": usage.cost_usd.unwrap_or(0.0),
+            "cost_usd": usage.cost_usd(),
             "forge": forge,
             "note": note,
         }))

@@ -363,9 +363,10 @@ fn summary(view: &TaskView) -> Value {
     };
     let mut branch = Value::Null;
     let mut commits = Vec::new();
-    let (mut input, mut out, mut cached, mut cost) = (0u64, 0u64, 0u64, 0f64);
+    let mut spend = gaffer_core::Spend::default();
     for s in &view.steps {
         let r = receipt(s);
+        spend += gaffer_core::Spend::of_receipt(&r);
         if s.step_id == "worktree" {
             branch = r["branch"].clone();
         }
@@ -375,12 +376,6 @@ fn summary(view: &TaskView) -> Value {
                     commits.push(json!(sha));
                 }
             }
-        }
-        if let Some(u) = r.get("usage") {
-            input += u["input_tokens"].as_u64().unwrap_or(0);
-            out += u["output_tokens"].as_u64().unwrap_or(0);
-            cached += u["cached_input_tokens"].as_u64().unwrap_or(0);
-            cost += u["cost_usd"].as_f64().unwrap_or(0.0);
         }
     }
     let outcome: Value = view
@@ -394,8 +389,8 @@ fn summary(view: &TaskView) -> Value {
         "state": view.task.stage,
         "branch": branch,
         "commits": commits,
-        "tokens": { "input": input, "output": out, "cached_input": cached },
-        "cost_usd": cost,
+        "tokens": { "input": spend.input_tokens, "output": spend.output_tokens, "cached_input": spend.cached_input_tokens },
+        "cost_usd": spend.cost_usd(),
         "pull_request": PullRequestReceipt::from_summary(&outcome).map(|pr| pr.url),
         "note": outcome.get("note"),
         "reason": outcome.get("reason"),
@@ -418,11 +413,11 @@ fn print_summary(view: &TaskView, summary: &Value) {
         println!("reason  {r}");
     }
     println!(
-        "tokens  {} in, {} out ({} cached) · ${:.4}",
+        "tokens  {} in, {} out ({} cached) · {}",
         summary["tokens"]["input"],
         summary["tokens"]["output"],
         summary["tokens"]["cached_input"],
-        summary["cost_usd"].as_f64().unwrap_or(0.0)
+        gaffer_core::format_usd(summary["cost_usd"].as_f64().unwrap_or(0.0))
     );
     if view.task.stage == "done" && summary["pull_request"].is_string() {
         println!("\nShipped: the pull request above waits for a review.");
