@@ -393,6 +393,33 @@ impl App {
         })
     }
 
+    /// Up to `limit` (1..=5000) of the task's recorded events after `after_seq`,
+    /// oldest first, and whether more follow. 404 for an unknown task.
+    pub async fn task_events(
+        &self,
+        id: &str,
+        after_seq: i64,
+        limit: i64,
+    ) -> Result<(Vec<gaffer_store::RecordedEvent>, bool)> {
+        if !(1..=5000).contains(&limit) {
+            return Err(AppError::invalid(
+                "limit",
+                "`limit` must be between 1 and 5000",
+            ));
+        }
+        if after_seq < 0 {
+            return Err(AppError::invalid("after", "`after` must not be negative"));
+        }
+        self.task_view(id).await?;
+        let mut events = self
+            .journal()
+            .stream_events(&StreamId(id.to_owned()), after_seq)
+            .await?;
+        let more = events.len() > limit as usize;
+        events.truncate(limit as usize);
+        Ok((events, more))
+    }
+
     /// Sessions of one task.
     pub async fn sessions(&self, task_id: &str) -> Result<Vec<api::Session>> {
         Ok(self.task(task_id).await?.sessions)

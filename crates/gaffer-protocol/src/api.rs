@@ -437,6 +437,37 @@ pub struct StreamEvent {
     /// The event as recorded (secrets are redacted before they reach the journal).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub event: serde_json::Value,
+    /// On `approval_*` events: the approval as it stands when the event is sent
+    /// (with its project's name and `expires_at`), so a client keeps its list of
+    /// approvals from the stream alone, without asking again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// `GET /api/tasks/{id}/history` query.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// Events after this `seq` of the task's stream (default 0: from the start).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(minimum = 0))]
+    pub after: Option<i64>,
+    /// At most this many (1..=5000, default 2000).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 5000))]
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/tasks/{id}/history`: a page of a task's recorded events, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskHistory {
+    /// The events, as the task's event stream sends them.
+    pub events: Vec<StreamEvent>,
+    /// More events follow: ask again with `after` = the last event's `seq`.
+    pub more: bool,
 }
 
 #[cfg(test)]

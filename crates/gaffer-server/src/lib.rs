@@ -184,6 +184,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/tasks/{id}/sessions", get(r::task_sessions))
         .route("/api/tasks/{id}/diff", get(r::task_diff))
         .route("/api/tasks/{id}/events", get(sse::task_events))
+        .route("/api/tasks/{id}/history", get(r::task_history))
         .route("/api/events", get(sse::all_events))
         .route("/api/approvals", get(r::list_approvals))
         .route("/api/approvals/{id}", get(r::get_approval))
@@ -192,8 +193,8 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/", get(web::page))
         .route("/approvals", get(web::page))
         .route("/tasks/{id}", get(web::page))
-        .route("/assets/app.js", get(web::app_js))
-        .route("/assets/app.css", get(web::app_css))
+        .route("/assets/{*name}", get(web::asset))
+        .route("/favicon.ico", get(web::favicon))
         .route("/login", get(web::login_page).post(web::login))
         .fallback(|| async { error::ApiError::not_found("no such route; see /api/openapi.json") })
         .layer(axum::middleware::from_fn_with_state(

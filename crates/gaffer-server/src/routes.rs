@@ -21,7 +21,7 @@ use utoipa::OpenApi;
     paths(
         healthz, metrics, openapi_json,
         list_projects, add_project, get_project, set_auto,
-        list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions, task_diff,
+        list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions, task_diff, task_history,
         list_approvals, get_approval, decide,
         usage,
         crate::sse::all_events, crate::sse::task_events,
@@ -358,6 +358,40 @@ pub async fn task_diff(
     Path(id): Path<String>,
 ) -> ApiResult<Json<api::TaskDiff>> {
     Ok(Json(s.app.task_diff(&id).await?))
+}
+
+/// A task's recorded events, oldest first, a page at a time (the web page reads
+/// a task's history here, then follows `/api/tasks/{id}/events` from the last
+/// event's `pos`). Approval events carry the approval as it stands.
+#[utoipa::path(get, path = "/api/tasks/{id}/history", params(("id" = String, Path), api::HistoryQuery),
+    responses((status = 200, body = api::TaskHistory), (status = 400, body = api::ErrorResponse), (status = 404, body = api::ErrorResponse)))]
+pub async fn task_history(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+    uri: axum::http::Uri,
+) -> ApiResult<Json<api::TaskHistory>> {
+    let q: api::HistoryQuery = query(uri.query())?;
+    let (events, more) = s
+        .app
+        .task_events(&id, q.after.unwrap_or(0), q.limit.unwrap_or(2000))
+        .await?;
+    let approvals = if events
+        .iter()
+        .any(|e| crate::sse::approval_of(&e.event).is_some())
+    {
+        s.app.task(&id).await?.approvals
+    } else {
+        Vec::new()
+    };
+    let events = events
+        .iter()
+        .map(|e| {
+            let approval = crate::sse::approval_of(&e.event)
+                .and_then(|a| approvals.iter().find(|x| x.id == a).cloned());
+            crate::sse::wire(e, approval)
+        })
+        .collect();
+    Ok(Json(api::TaskHistory { events, more }))
 }
 
 /// Approvals, newest first; `?state=pending` for the queue.

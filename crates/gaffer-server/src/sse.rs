@@ -52,19 +52,41 @@ fn last_event_id(headers: &HeaderMap, uri: &Uri) -> ApiResult<Option<i64>> {
     Ok(header.or(query))
 }
 
-fn to_sse(e: &RecordedEvent) -> SseEvent {
-    let wire = api::StreamEvent {
+/// An event as the streams and the history send it, with `approval` on approval events.
+pub(crate) fn wire(e: &RecordedEvent, approval: Option<api::Approval>) -> api::StreamEvent {
+    api::StreamEvent {
         pos: e.pos,
         stream_id: e.stream_id.clone(),
         seq: e.seq,
         at: e.at,
         kind: e.event.kind().to_owned(),
         event: serde_json::to_value(&e.event).unwrap_or_default(),
+        approval,
+    }
+}
+
+/// The approval an event is about, if it is an approval event.
+pub(crate) fn approval_of(e: &gaffer_core::Event) -> Option<&str> {
+    use gaffer_core::Event as E;
+    match e {
+        E::ApprovalRequested { approval_id, .. }
+        | E::ApprovalDecided { approval_id, .. }
+        | E::ApprovalExpired { approval_id, .. }
+        | E::ApprovalWithdrawn { approval_id, .. } => Some(approval_id.as_str()),
+        _ => None,
+    }
+}
+
+/// The SSE frame of an event; an approval event carries the approval as it stands.
+async fn to_sse(s: &ServerState, e: &RecordedEvent) -> SseEvent {
+    let approval = match approval_of(&e.event) {
+        Some(id) => s.app.approval(id).await.ok(),
+        None => None,
     };
     SseEvent::default()
         .id(e.pos.to_string())
         .event(e.event.kind())
-        .data(serde_json::to_string(&wire).unwrap_or_default())
+        .data(serde_json::to_string(&wire(e, approval)).unwrap_or_default())
 }
 
 /// How the document describes one event of a stream: before OpenAPI 3.2 a
@@ -211,7 +233,7 @@ async fn pump(
     if resumed {
         for e in backlog(s, task, last).await? {
             last = last.max(e.pos);
-            tx.send(Ok(to_sse(&e))).await.ok()?;
+            tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
         }
     }
     loop {
@@ -226,14 +248,14 @@ async fn pump(
                     if e.pos == last + 1 {
                         last = e.pos;
                         if wanted(&e) {
-                            tx.send(Ok(to_sse(&e))).await.ok()?;
+                            tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
                         }
                     } else if e.pos > last {
                         // A gap: appends broadcast slightly out of order, or another
                         // process wrote. Everything up to e.pos is committed: read it.
                         for b in backlog(s, task, last).await? {
                             if b.pos <= e.pos {
-                                tx.send(Ok(to_sse(&b))).await.ok()?;
+                                tx.send(Ok(to_sse(s, &b).await)).await.ok()?;
                             }
                         }
                         last = e.pos;
@@ -242,7 +264,7 @@ async fn pump(
                 Err(RecvError::Lagged(_)) => {
                     for e in backlog(s, task, last).await? {
                         last = last.max(e.pos);
-                        tx.send(Ok(to_sse(&e))).await.ok()?;
+                        tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
                     }
                 }
                 Err(RecvError::Closed) => return None,

@@ -1,19 +1,69 @@
-//! The web page, embedded in the binary: one HTML file with inline-free JS and CSS
-//! served from `assets/`, no build step. Every page path serves the same
-//! document; the script renders the task list (`/`), a task (`/tasks/{id}`) or
-//! the approvals queue (`/approvals`) from the API and SSE.
+//! The web page, embedded in the binary: `assets/` holds the HTML shell, the
+//! style sheet, the page's ES modules, Preact and htm (vendored, see
+//! `assets/vendor/README.md`), the service worker, the web app manifest and the
+//! icons. There is no build step: what is served is what the repository holds.
+//! Every page path serves the same shell; the script renders the board (`/`), a
+//! task (`/tasks/{id}`) or the approvals queue (`/approvals`) from the API and SSE.
 
 use crate::auth::{find_token, SESSION_COOKIE, TOKEN_COOKIE};
 use crate::ServerState;
-use axum::extract::{Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
+use sha2::{Digest, Sha256};
+use std::sync::LazyLock;
 
 const INDEX: &str = include_str!("../assets/index.html");
-const APP_JS: &str = include_str!("../assets/app.js");
-const APP_CSS: &str = include_str!("../assets/app.css");
 const LOGIN: &str = include_str!("../assets/login.html");
+
+/// One embedded file under `/assets/`.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+}
+
+macro_rules! assets {
+    ($($name:literal: $content_type:literal,)*) => {
+        &[$(Asset {
+            name: $name,
+            content_type: $content_type,
+            body: include_bytes!(concat!("../assets/", $name)),
+        },)*]
+    };
+}
+
+const ASSETS: &[Asset] = assets! {
+    "app.css": "text/css; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "lib.js": "text/javascript; charset=utf-8",
+    "live.js": "text/javascript; charset=utf-8",
+    "board.js": "text/javascript; charset=utf-8",
+    "task.js": "text/javascript; charset=utf-8",
+    "transcript.js": "text/javascript; charset=utf-8",
+    "approvals.js": "text/javascript; charset=utf-8",
+    "sw.js": "text/javascript; charset=utf-8",
+    "vendor/preact.mjs": "text/javascript; charset=utf-8",
+    "vendor/hooks.mjs": "text/javascript; charset=utf-8",
+    "vendor/htm.mjs": "text/javascript; charset=utf-8",
+    "manifest.webmanifest": "application/manifest+json",
+    "icons/icon.svg": "image/svg+xml",
+    "icons/icon-192.png": "image/png",
+    "icons/icon-512.png": "image/png",
+    "icons/maskable-512.png": "image/png",
+    "icons/apple-touch-icon.png": "image/png",
+    "icons/favicon.ico": "image/x-icon",
+};
+
+/// Each asset's ETag (a digest of its bytes), so a phone revalidates instead of
+/// downloading the page again.
+static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    ASSETS
+        .iter()
+        .map(|a| format!("\"{}\"", hex::encode(&Sha256::digest(a.body)[..12])))
+        .collect()
+});
 
 fn no_store(mut r: Response) -> Response {
     r.headers_mut()
@@ -29,18 +79,41 @@ pub async fn page(State(s): State<ServerState>) -> Response {
     no_store(Html(html).into_response())
 }
 
-/// The script.
-pub async fn app_js() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        APP_JS,
-    )
-        .into_response()
+/// A file under `/assets/`, revalidated by ETag.
+pub async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
+    serve(&name, &headers)
 }
 
-/// The style sheet.
-pub async fn app_css() -> Response {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
+/// `/favicon.ico`, where browsers look for it on their own.
+pub async fn favicon(headers: HeaderMap) -> Response {
+    serve("icons/favicon.ico", &headers)
+}
+
+fn serve(name: &str, headers: &HeaderMap) -> Response {
+    let Some(i) = ASSETS.iter().position(|a| a.name == name) else {
+        return crate::error::ApiError::not_found("no such asset").into_response();
+    };
+    let (a, etag) = (&ASSETS[i], &ETAGS[i]);
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let mut r = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, a.content_type)], a.body).into_response()
+    };
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    if name == "sw.js" {
+        // The worker lives with the other assets but serves the whole page
+        // (notifications for approvals on every screen).
+        h.insert("service-worker-allowed", HeaderValue::from_static("/"));
+    }
+    r
 }
 
 fn login_form(status: StatusCode, error: &str) -> Response {

@@ -12,11 +12,13 @@
 //! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
 //! * [`postgres`]: a throwaway PostgreSQL server and a fresh database per test.
 //! * [`discord::FakeDiscord`]: Discord's REST API and gateway websocket on loopback.
+//! * [`browser`]: real headless Chromium through chromedriver, for the web page.
 //!
 //! Never shipped in the binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod bins;
+pub mod browser;
 pub mod clis;
 pub mod discord;
 pub mod fakes;

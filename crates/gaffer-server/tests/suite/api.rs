@@ -764,6 +764,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /api/tasks/{id}",
         "GET /api/tasks/{id}/diff",
         "GET /api/tasks/{id}/events",
+        "GET /api/tasks/{id}/history",
         "GET /api/tasks/{id}/sessions",
         "GET /api/usage",
         "GET /healthz",
@@ -1006,7 +1007,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 20);
+    assert_eq!(operations, 21);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

@@ -1,155 +1,561 @@
-//! The web page in real headless Chromium, driven from Rust through chromedriver.
-//!
-//! Skips (with a message) only when `chromium` or `chromedriver` is missing and
-//! `CI` is unset; in CI a missing browser fails the test. Screenshots of the
-//! task page and the approvals queue go to `target/artifacts/`.
+//! The web page in real headless Chromium (through chromedriver), at a phone's
+//! 390×844 and a laptop's 1280×800, light and dark. Screenshots of every screen
+//! go to `target/artifacts/`. Skips (with a message) only when the browser is
+//! missing and `CI` is unset.
 
+use super::scene::{self, Scene};
 use super::support::*;
-use fantoccini::{Client, ClientBuilder, Locator};
-use gaffer_app::{ApprovalRequest, Outcome, Subject};
-use gaffer_core::{ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
-use gaffer_store::{NewEvent, WorkerInfo};
+use gaffer_app::Outcome;
+use gaffer_core::{ApprovalKind, Event, Stage};
+use gaffer_store::WorkerInfo;
+use gaffer_testkit::browser::{Browser, Driver};
 use gaffer_testkit::git::git;
+use serde_json::json;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
+const PHONE: (u32, u32) = (390, 844);
+const LAPTOP: (u32, u32) = (1280, 800);
+const AXE: &str = include_str!("../fixtures/axe.min.js");
+
+fn artifact(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/artifacts")
+        .join(name)
 }
 
-struct Driver {
-    child: Child,
-    port: u16,
-    _profiles: tempfile::TempDir,
-    chromium: PathBuf,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// chromedriver on a free port, or None (skip) when the browser is not installed outside CI.
 fn driver() -> Option<Driver> {
-    let (chromium, chromedriver) = match (which("chromium"), which("chromedriver")) {
-        (Some(c), Some(d)) => (c, d),
-        missing => {
-            if std::env::var_os("CI").is_some() {
-                panic!("CI is set but chromium/chromedriver is missing ({missing:?}); install the Debian packages `chromium` and `chromium-driver`");
-            }
-            eprintln!("SKIPPED browser test: chromium and chromedriver are not installed (apt-get install chromium chromium-driver); set CI=1 to make this a failure");
-            return None;
-        }
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    Driver::start().unwrap()
+}
+
+/// A browser logged in with its own login link (a link works once), as a person
+/// opening the link `gaffer serve` printed.
+async fn logged_in(driver: &Driver, h: &Harness, profile: &str, (w, hgt): (u32, u32)) -> Browser {
+    let b = driver.browser(profile, w, hgt).await.unwrap();
+    b.goto(&h.login_link()).await.unwrap();
+    b.wait_for(
+        "the page after logging in",
+        "document.querySelector('#main')",
+    )
+    .await
+    .unwrap();
+    b
+}
+
+async fn metric(h: &Harness, method: &str, route: &str) -> u64 {
+    let text = h
+        .http
+        .get(h.url("/metrics"))
+        .send()
+        .await
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(chromedriver)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+        .text()
+        .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(Driver {
-        child,
-        port,
-        _profiles: tempfile::tempdir().unwrap(),
-        chromium,
-    })
+    let prefix = format!("gaffer_http_requests_total{{method=\"{method}\",route=\"{route}\",");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
-impl Driver {
-    async fn browser(&self, profile: &str) -> Client {
-        self.browser_with(profile, &[]).await
-    }
+/// Nothing on the page is wider than the screen.
+async fn assert_no_horizontal_scroll(b: &Browser, what: &str) {
+    let widths = b
+        .eval("[document.documentElement.scrollWidth, window.innerWidth, [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('pre, .board')).slice(0, 5).map(e => e.tagName + '.' + e.className)]")
+        .await
+        .unwrap();
+    assert!(
+        widths[0].as_u64() <= widths[1].as_u64() && widths[2].as_array().unwrap().is_empty(),
+        "{what} scrolls sideways: scrollWidth {} > {} ({})",
+        widths[0],
+        widths[1],
+        widths[2]
+    );
+}
 
-    /// A browser with extra command-line switches.
-    async fn browser_with(&self, profile: &str, extra: &[&str]) -> Client {
-        let dir = self._profiles.path().join(profile);
-        let mut args: Vec<String> = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--window-size=430,932",
-        ]
-        .iter()
-        .chain(extra)
-        .map(|a| a.to_string())
-        .collect();
-        args.push(format!("--user-data-dir={}", dir.display()));
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({ "binary": self.chromium, "args": args }),
-        );
-        // Built with the whole workspace, rustls has two providers and picks none itself.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        ClientBuilder::rustls()
-            .unwrap()
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{}", self.port))
-            .await
-            .unwrap()
+async fn assert_no_critical_axe_violations(b: &Browser, what: &str) {
+    let found = b.axe(AXE, "critical").await.unwrap();
+    assert!(
+        found.is_empty(),
+        "{what}: critical accessibility violations:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The conversation as a person sees it: no JSON anywhere.
+async fn assert_no_json_in_transcript(b: &Browser) {
+    let text = b
+        .eval("document.querySelector('#transcript').innerText")
+        .await
+        .unwrap();
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains("Let me look at how the list command prints its rows"),
+        "{text}"
+    );
+    assert!(!text.contains("{\""), "raw JSON in the transcript:\n{text}");
+    assert!(
+        !text.contains("\\n"),
+        "escaped newlines in the transcript:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_screen_at_phone_and_laptop_width_in_light_and_dark() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    h.project("beta").await;
+    scene::board(&h.app, "beta").await;
+    let talk = scene::conversation(&h.app, "alpha").await;
+    talk.ask(
+        "check/1",
+        ApprovalKind::Tool,
+        "run `rm -rf target/`",
+        json!({"tool": "Bash", "input": {"command": "rm -rf target/"}, "reason": "free disk space before the release build"}),
+        Some("rm -rf target/"),
+    )
+    .await;
+    for (w, hgt) in [PHONE, LAPTOP] {
+        let b = logged_in(&driver, &h, &format!("look-{w}"), (w, hgt)).await;
+        for dark in [false, true] {
+            b.dark(dark).await.unwrap();
+            let scheme = if dark { "dark" } else { "light" };
+            for (page, path, ready) in [
+                ("board", "/".to_owned(), "document.querySelectorAll('.task-card').length >= 6"),
+                ("task", format!("/tasks/{}", talk.task), "document.body.dataset.loaded === 'task' && document.querySelector('#transcript .agent-step')"),
+                ("approvals", "/approvals".to_owned(), "document.querySelector('.approval button.approve')"),
+            ] {
+                b.goto(&h.url(&path)).await.unwrap();
+                b.wait_for(page, ready).await.unwrap();
+                let what = format!("{page} at {w}px, {scheme}");
+                assert_no_horizontal_scroll(&b, &what).await;
+                if page == "task" {
+                    assert_no_json_in_transcript(&b).await;
+                    // The plan and the review are shown as text and lists.
+                    b.wait_for("the plan as a list", "[...document.querySelectorAll('.plan li .plan-title')].some(e => e.textContent === 'Print rows as JSON')").await.unwrap();
+                    b.wait_for("the review as text", "document.querySelector('.result.warn').innerText.includes('Changes requested')").await.unwrap();
+                }
+                if !dark {
+                    assert_no_critical_axe_violations(&b, &what).await;
+                }
+                b.screenshot(&artifact(&format!("{page}-{w}-{scheme}.png")))
+                    .await
+                    .unwrap();
+            }
+        }
+        b.close().await.unwrap();
     }
 }
 
-async fn wait_for(c: &Client, what: &str, js_condition: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let v = c
-            .execute(&format!("return !!({js_condition});"), vec![])
+/// A person types a note on one approval; a second approval arrives. The note is
+/// still there and the Approve button has not moved (on the queue and on the task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_note_survives_a_second_approval_and_the_button_stays_put() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    for (w, hgt) in [PHONE, LAPTOP] {
+        let b = logged_in(&driver, &h, &format!("note-{w}"), (w, hgt)).await;
+        for page in ["approvals", "task"] {
+            let s = Scene::new(&h.app, "alpha", "Clean the build directory").await;
+            let first = s
+                .ask(
+                    "code/1",
+                    ApprovalKind::Tool,
+                    "run `make clean`",
+                    json!({"reason": "stale objects"}),
+                    Some("make clean"),
+                )
+                .await;
+            let path = if page == "task" {
+                format!("/tasks/{}", s.task)
+            } else {
+                "/approvals".into()
+            };
+            b.goto(&h.url(&path)).await.unwrap();
+            let card = format!(".approval[data-id=\"{}\"]", first.id);
+            b.wait_for(
+                "the first approval",
+                &format!("document.querySelector('{card} button.approve')"),
+            )
             .await
             .unwrap();
-        if v.as_bool() == Some(true) {
-            return;
+            b.client
+                .find(fantoccini::Locator::Css(&format!("{card} textarea.note")))
+                .await
+                .unwrap()
+                .send_keys("only the objects, keep the cache")
+                .await
+                .unwrap();
+            let top = format!(
+                "document.querySelector('{card} button.approve').getBoundingClientRect().top"
+            );
+            let before = b.eval(&top).await.unwrap().as_f64().unwrap();
+            let second = s
+                .ask(
+                    "code/2",
+                    ApprovalKind::Tool,
+                    "run `make distclean`",
+                    json!({"reason": "configure changed"}),
+                    Some("make distclean"),
+                )
+                .await;
+            b.wait_for(
+                "the second approval",
+                &format!(
+                    "document.querySelector('.approval[data-id=\"{}\"] button.approve')",
+                    second.id
+                ),
+            )
+            .await
+            .unwrap();
+            let note = b
+                .eval(&format!(
+                    "document.querySelector('{card} textarea.note').value"
+                ))
+                .await
+                .unwrap();
+            assert_eq!(note, "only the objects, keep the cache", "{page} at {w}px");
+            let after = b.eval(&top).await.unwrap().as_f64().unwrap();
+            assert!(
+                (after - before).abs() < 10.0,
+                "{page} at {w}px: Approve moved from {before} to {after}"
+            );
+            b.screenshot(&artifact(&format!("two-approvals-{page}-{w}.png")))
+                .await
+                .unwrap();
+            // The note goes with the decision, and the card says who decided.
+            b.client
+                .find(fantoccini::Locator::Css(&format!("{card} button.approve")))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            b.wait_for("the decision on the card", &format!("(document.querySelector('{card} .decision')?.innerText || '').includes('Approved by ana via the web page')")).await.unwrap();
+            let recorded = h.app.approval(&first.id).await.unwrap();
+            assert_eq!(
+                recorded.note.as_deref(),
+                Some("only the objects, keep the cache")
+            );
+            h.app
+                .cancel_task(&s.task, gaffer_core::Actor::user("t", "test"), None)
+                .await
+                .unwrap();
         }
-        if Instant::now() > deadline {
-            let html = c.source().await.unwrap_or_default();
-            panic!("timed out waiting for {what}; page:\n{html}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.close().await.unwrap();
     }
 }
 
-/// A picture of the element `css`. The page re-renders it when events arrive, so
-/// the element found can be gone by the time it is pictured: find it again.
-async fn element_screenshot(c: &Client, css: &str) -> Vec<u8> {
-    let mut tries = 0;
-    loop {
-        let shot = match c.find(Locator::Css(css)).await {
-            Ok(e) => e.screenshot().await,
-            Err(e) => Err(e),
-        };
-        match shot {
-            Ok(png) => return png,
-            Err(e) if tries < 20 => {
-                tries += 1;
-                eprintln!("picturing {css} again: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("cannot picture {css}: {e}"),
-        }
+/// The queue is read once per page load; after that, approvals (and everything
+/// else) arrive on the event stream: no polling however busy the journal is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_come_with_the_stream_not_by_polling() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let s = Scene::new(&h.app, "alpha", "Busy task").await;
+    s.stage(Stage::Planning).await;
+    s.agent_step("plan", gaffer_core::Role::Planner, "claude")
+        .await;
+    let b = logged_in(&driver, &h, "poll", LAPTOP).await;
+    let logging_in = metric(&h, "GET", "/api/approvals").await;
+    for path in [
+        "/",
+        "/approvals".to_owned().as_str(),
+        &format!("/tasks/{}", s.task),
+    ] {
+        b.goto(&h.url(path)).await.unwrap();
+        b.wait_for("live", "document.querySelector('#live.live')")
+            .await
+            .unwrap();
     }
+    let reads = metric(&h, "GET", "/api/approvals").await;
+    assert_eq!(reads - logging_in, 3, "one read of the queue per page load");
+    // A busy minute: agent activity, approvals asked and decided.
+    for n in 0..150 {
+        s.say("plan", &format!("thinking, step {n}")).await;
+    }
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        let a = s
+            .ask(
+                &format!("tool/{n}"),
+                ApprovalKind::Tool,
+                &format!("run `step {n}`"),
+                json!({}),
+                Some(&format!("step {n}")),
+            )
+            .await;
+        ids.push(a.id);
+    }
+    b.wait_for(
+        "five approvals in the header",
+        "document.querySelector('#pending-count').textContent === '5'",
+    )
+    .await
+    .unwrap();
+    b.wait_for(
+        "five cards",
+        "document.querySelectorAll('.waiting .approval').length === 5",
+    )
+    .await
+    .unwrap();
+    h.app
+        .decide(
+            &ids[0],
+            gaffer_core::Decision::Deny,
+            gaffer_core::Actor::user("bob", "cli"),
+            None,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    b.wait_for(
+        "four left",
+        "document.querySelector('#pending-count').textContent === '4'",
+    )
+    .await
+    .unwrap();
+    b.wait_for(
+        "the transcript's 150 messages",
+        "document.querySelectorAll('#transcript .entry.text').length === 150",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        metric(&h, "GET", "/api/approvals").await,
+        reads,
+        "the page asked for approvals again"
+    );
+    assert_eq!(
+        metric(&h, "GET", "/api/tasks").await,
+        2,
+        "the board read the task list once per visit"
+    );
+    b.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_approval_raises_a_browser_notification() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let s = Scene::new(&h.app, "alpha", "Deploy the docs").await;
+    let b = logged_in(&driver, &h, "notify", PHONE).await;
+    b.grant_notifications(&h.base).await.unwrap();
+    b.goto(&h.url("/")).await.unwrap();
+    b.wait_for("live", "document.querySelector('#live.live')")
+        .await
+        .unwrap();
+    let ready = b
+        .eval_async("navigator.serviceWorker.ready.then((r) => r.active.scriptURL)")
+        .await
+        .unwrap();
+    assert!(
+        ready.as_str().unwrap().ends_with("/assets/sw.js"),
+        "{ready}"
+    );
+    // Watch what the page asks the browser to show (headless Chromium has no
+    // notification centre to look at: it closes them as soon as they are shown).
+    b.eval("(() => { const show = ServiceWorkerRegistration.prototype.showNotification; window.__shown = []; ServiceWorkerRegistration.prototype.showNotification = function (title, o) { __shown.push([o.tag, title, o.body, o.data.url]); return show.call(this, title, o); }; })()").await.unwrap();
+    let a = s
+        .ask(
+            "ship-approval",
+            ApprovalKind::Ship,
+            "Push `gaffer/docs` and open a pull request?",
+            json!({"branch": "gaffer/docs", "base": "main"}),
+            None,
+        )
+        .await;
+    b.wait_for("a notification", "window.__shown.length > 0")
+        .await
+        .unwrap();
+    assert_eq!(
+        b.eval("window.__shown").await.unwrap(),
+        json!([[
+            a.id,
+            "alpha: ship approval",
+            "Push `gaffer/docs` and open a pull request?",
+            format!("/tasks/{}", s.task)
+        ]])
+    );
+    // Decided elsewhere, the page says so; a second event about it shows nothing new.
+    h.app
+        .decide(
+            &a.id,
+            gaffer_core::Decision::Approve,
+            gaffer_core::Actor::user("bob", "cli"),
+            None,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    b.wait_for(
+        "no approval waiting",
+        "document.querySelector('#pending-count').textContent === ''",
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.eval("window.__shown.length").await.unwrap(), json!(1));
+    // On the screen that shows approvals, a new one does not interrupt with a notification.
+    b.goto(&h.url("/approvals")).await.unwrap();
+    b.wait_for("live", "document.querySelector('#live.live')")
+        .await
+        .unwrap();
+    b.eval("(() => { const show = ServiceWorkerRegistration.prototype.showNotification; window.__shown = []; ServiceWorkerRegistration.prototype.showNotification = function (title, o) { __shown.push(o.tag); return show.call(this, title, o); }; })()").await.unwrap();
+    let b2 = s
+        .ask(
+            "escalation/1",
+            ApprovalKind::Escalation,
+            "The arbiter escalates",
+            json!({"reason": "tests disagree"}),
+            None,
+        )
+        .await;
+    b.wait_for(
+        "the card",
+        &format!("document.querySelector('.approval[data-id=\"{}\"]')", b2.id),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.eval("window.__shown").await.unwrap(), json!([]));
+    // Installable: a manifest with icons, a favicon.
+    let manifest: serde_json::Value = h
+        .http
+        .get(h.url("/assets/manifest.webmanifest"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(manifest["display"], "standalone");
+    for icon in manifest["icons"].as_array().unwrap() {
+        let r = h
+            .http
+            .get(h.url(icon["src"].as_str().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{icon}");
+    }
+    let favicon = h.http.get(h.url("/favicon.ico")).send().await.unwrap();
+    assert_eq!(favicon.status(), 200);
+    assert_eq!(favicon.headers()["content-type"], "image/x-icon");
+    b.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let b = logged_in(&driver, &h, "retry", PHONE).await;
+
+    // Cancel: a confirmation first, then the outcome names who and why.
+    let running = Scene::new(&h.app, "alpha", "Speed up the index").await;
+    running.stage(Stage::Planning).await;
+    b.goto(&h.url(&format!("/tasks/{}", running.task)))
+        .await
+        .unwrap();
+    b.wait_for("the cancel button", "document.querySelector('#cancel')")
+        .await
+        .unwrap();
+    b.client
+        .find(fantoccini::Locator::Css("#cancel"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_for(
+        "the confirmation",
+        "document.querySelector('dialog[open] #confirm')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.app.task(&running.task).await.unwrap().task.stage,
+        "planning",
+        "nothing happens before confirming"
+    );
+    b.screenshot(&artifact("cancel-confirm-390.png"))
+        .await
+        .unwrap();
+    b.client
+        .find(fantoccini::Locator::Css("#cancel-reason"))
+        .await
+        .unwrap()
+        .send_keys("wrong approach")
+        .await
+        .unwrap();
+    b.client
+        .find(fantoccini::Locator::Css("#confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_for("the cancelled outcome", "(document.querySelector('#outcome')?.innerText || '').includes('By ana via the web page: wrong approach')").await.unwrap();
+    assert_eq!(
+        h.app.task(&running.task).await.unwrap().task.stage,
+        "cancelled"
+    );
+
+    // Retry a failed task: a new task with the same request, and its page.
+    let failed = Scene::new(&h.app, "alpha", "Make the index build incremental").await;
+    failed.stage(Stage::Planning).await;
+    failed
+        .push(vec![Event::TaskFailed {
+            reason: "the planner's answer is not a valid plan".into(),
+        }])
+        .await;
+    b.goto(&h.url(&format!("/tasks/{}", failed.task)))
+        .await
+        .unwrap();
+    b.wait_for(
+        "the failure",
+        "(document.querySelector('#outcome')?.innerText || '').includes('not a valid plan')",
+    )
+    .await
+    .unwrap();
+    b.screenshot(&artifact("failed-task-390.png"))
+        .await
+        .unwrap();
+    b.client
+        .find(fantoccini::Locator::Css("#retry"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let old = failed.task.clone();
+    b.wait_for(
+        "the new task's page",
+        &format!(
+            "location.pathname.startsWith('/tasks/t-') && location.pathname !== '/tasks/{old}'"
+        ),
+    )
+    .await
+    .unwrap();
+    let new = b
+        .client
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .trim_start_matches("/tasks/")
+        .to_owned();
+    let t = h.app.task(&new).await.unwrap().task;
+    assert_eq!(
+        (t.request.as_str(), t.stage.as_str()),
+        ("Make the index build incremental", "queued")
+    );
+    assert_eq!(h.app.tasks(&Default::default()).await.unwrap().len(), 3);
+    b.close().await.unwrap();
 }
 
 fn worktree_with_a_change(wt: &std::path::Path) {
@@ -162,94 +568,53 @@ fn worktree_with_a_change(wt: &std::path::Path) {
     git(wt, &["commit", "-q", "-am", "add --json"]);
 }
 
-fn artifacts() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/artifacts");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-async fn engine_asks(
-    h: &Harness,
-    task: &str,
-    step: &str,
-    kind: ApprovalKind,
-    summary: &str,
-    details: serde_json::Value,
-    command: Option<&str>,
-) -> String {
-    let stream = StreamId(task.into());
-    let head = h.app.journal().head(&stream).await.unwrap();
-    h.app
-        .journal()
-        .append(
-            &stream,
-            head,
-            vec![NewEvent::now(Event::StepIntentRecorded {
-                step_id: StepId(step.into()),
-                name: step.into(),
-                intent: Intent::NonIdempotent,
-                depends_on: vec![],
-                input: serde_json::Value::Null,
-            })],
-        )
-        .await
-        .unwrap();
-    h.app
-        .request_approval(ApprovalRequest {
-            task_id: TaskId(task.into()),
-            step_id: StepId(step.into()),
-            attempt: 1,
-            kind,
-            summary: summary.into(),
-            details,
-            subject: Subject {
-                tool: command.map(|_| "shell".to_owned()),
-                command: command.map(str::to_owned),
-                ..Subject::default()
-            },
-        })
-        .await
-        .unwrap()
-        .id
-}
-
+/// From the form to a decided tool call, on two pages at once: submit, watch the
+/// worktree diff and the worker appear, approve the plan, deny a tool call with a
+/// note (the other page sees it decided without reloading), allow one for the task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_the_task() {
+async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task() {
     let Some(driver) = driver() else { return };
     let h = start(false).await;
     h.project("alpha").await;
-    let page = driver.browser("one").await;
-    let other = driver.browser("two").await;
+    let page = logged_in(&driver, &h, "one", PHONE).await;
+    let other = logged_in(&driver, &h, "two", LAPTOP).await;
 
-    // Each browser logs in with its own link (a link works once).
-    page.goto(&h.login_link()).await.unwrap();
-    other.goto(&h.login_link()).await.unwrap();
-
-    // Submit a request from the form.
     page.goto(&h.url("/")).await.unwrap();
-    page.wait()
-        .for_element(Locator::Css("#new-task-form"))
-        .await
-        .unwrap();
-    page.find(Locator::Css("#request"))
-        .await
-        .unwrap()
-        .send_keys("Add a --json flag to the list command")
-        .await
-        .unwrap();
-    page.find(Locator::Css("#submit"))
+    page.wait_for(
+        "the new-task button",
+        "document.querySelector('#new-task:not([disabled])')",
+    )
+    .await
+    .unwrap();
+    page.client
+        .find(fantoccini::Locator::Css("#new-task"))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
-    wait_for(
-        &page,
-        "the task page",
-        "location.pathname.startsWith('/tasks/t-')",
-    )
-    .await;
+    page.client
+        .find(fantoccini::Locator::Css("#request"))
+        .await
+        .unwrap()
+        .send_keys("Add a --json flag to the list command")
+        .await
+        .unwrap();
+    page.screenshot(&artifact("new-task-390.png"))
+        .await
+        .unwrap();
+    page.client
+        .find(fantoccini::Locator::Css("#submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    page.wait_for("the task page", "location.pathname.startsWith('/tasks/t-')")
+        .await
+        .unwrap();
     let task = page
+        .client
         .current_url()
         .await
         .unwrap()
@@ -260,48 +625,24 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         h.app.task(&task).await.unwrap().task.request,
         "Add a --json flag to the list command"
     );
-    wait_for(&page, "the first live event", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('task created'))").await;
+    page.wait_for("who asked", "(document.querySelector('#transcript .n-created')?.innerText || '').includes('ana asked via the web page')").await.unwrap();
+    let s = Scene::attach(&h.app, &task);
 
-    // The engine makes the worktree (a change in it shows as a highlighted diff).
+    // The engine makes the worktree: its diff shows, highlighted.
     let wt = h.dir.path().join("wt");
     worktree_with_a_change(&wt);
     let base = git(&wt, &["rev-parse", "HEAD~1"]);
-    let stream = StreamId(task.clone());
-    let head = h.app.journal().head(&stream).await.unwrap();
-    h.app
-        .journal()
-        .append(
-            &stream,
-            head,
-            vec![
-                NewEvent::now(Event::StepIntentRecorded {
-                    step_id: StepId("worktree".into()),
-                    name: "worktree".into(),
-                    intent: Intent::Idempotent,
-                    depends_on: vec![],
-                    input: serde_json::Value::Null,
-                }),
-                NewEvent::now(Event::StepStarted {
-                    step_id: StepId("worktree".into()),
-                }),
-                NewEvent::now(Event::StepCompleted {
-                    step_id: StepId("worktree".into()),
-                    receipt: serde_json::json!({"path": wt, "branch": "gaffer/demo", "base": base}),
-                }),
-            ],
-        )
-        .await
-        .unwrap();
-    wait_for(
-        &page,
+    s.step("worktree", gaffer_core::Intent::Idempotent).await;
+    s.complete(
+        "worktree",
+        json!({"path": wt, "branch": "gaffer/demo", "base": base}),
+    )
+    .await;
+    page.wait_for(
         "the highlighted worktree diff",
         "document.querySelector('#diff pre.diff .add .kw')",
     )
-    .await;
-    std::fs::write(
-        artifacts().join("task-diff.png"),
-        element_screenshot(&page, "#diff").await,
-    )
+    .await
     .unwrap();
 
     // A worker (on another machine, say) claims the task: the page says which one.
@@ -319,13 +660,14 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         .await
         .unwrap()
         .expect("the unleased task is claimed");
+    let stream = gaffer_core::StreamId(task.clone());
     let head = h.app.journal().head(&stream).await.unwrap();
     h.app
         .journal()
         .append_fenced(
             &stream,
             head,
-            vec![NewEvent::now(Event::TaskLeased {
+            vec![gaffer_store::NewEvent::now(Event::TaskLeased {
                 worker_id: lease.worker_id.clone(),
                 generation: lease.generation,
             })],
@@ -333,49 +675,46 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         )
         .await
         .unwrap();
-    wait_for(
-        &page,
-        "the worker running the task",
-        "(document.querySelector('#worker')?.textContent || '').includes('worker build-7/4242/ab12 on build-7 (pid 4242) · running it · lease generation 1')",
-    )
-    .await;
-    wait_for(&page, "the takeover in the live events", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('worker build-7/4242/ab12 took the task (lease generation 1)'))").await;
+    page.wait_for("the worker running the task", "(document.querySelector('#worker')?.textContent || '').includes('worker build-7/4242/ab12 on build-7 (pid 4242) · running it · lease generation 1')").await.unwrap();
 
-    // The engine plans and asks for plan approval; the page shows it live.
-    let plan = engine_asks(
-        &h,
-        &task,
-        "plan-approval",
-        ApprovalKind::Plan,
-        "Approve the plan: 2 subtasks",
-        serde_json::json!({"plan": "1. parse --json\n2. print rows as JSON"}),
-        None,
-    )
-    .await;
+    // The plan, asked live; approved from the phone.
+    let plan = s
+        .ask(
+            "plan-approval",
+            ApprovalKind::Plan,
+            "Approve the plan: 2 subtasks",
+            json!({"plan": serde_json::from_str::<serde_json::Value>(scene::PLAN).unwrap()}),
+            None,
+        )
+        .await;
     let waiter = {
         let app = h.app.clone();
-        let id = plan.clone();
+        let id = plan.id.clone();
         tokio::spawn(async move { app.wait_for_decision(&id).await })
     };
-    wait_for(&page, "the plan approval event", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('plan approval asked'))").await;
-    wait_for(
-        &page,
+    let card = format!(".approval[data-id=\"{}\"]", plan.id);
+    page.wait_for(
         "the plan's approve button",
-        &format!("document.querySelector('.approval[data-id=\"{plan}\"] button.approve')"),
+        &format!("document.querySelector('{card} button.approve')"),
     )
-    .await;
-    page.screenshot()
-        .await
-        .map(|png| std::fs::write(artifacts().join("task-page.png"), png).unwrap())
-        .unwrap();
-    page.find(Locator::Css(&format!(
-        ".approval[data-id=\"{plan}\"] button.approve"
-    )))
-    .await
-    .unwrap()
-    .click()
     .await
     .unwrap();
+    page.wait_for(
+        "the plan as a list",
+        &format!("document.querySelectorAll('{card} .plan li').length === 2"),
+    )
+    .await
+    .unwrap();
+    page.screenshot(&artifact("plan-approval-390.png"))
+        .await
+        .unwrap();
+    page.client
+        .find(fantoccini::Locator::Css(&format!("{card} button.approve")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .unwrap()
@@ -387,57 +726,55 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         (by.name.as_str(), by.via.as_str()),
         ("ana", "web:login-link")
     );
-    wait_for(&page, "the decision in the live events", "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('approval approve by ana'))").await;
+    page.wait_for("the decision where it was asked", "(document.querySelector('#transcript .approval-line')?.innerText || '').includes('Approved by ana via the web page')").await.unwrap();
 
-    // A risky tool call: both pages open the approvals queue.
+    // A risky tool call: both pages on the queue.
     page.goto(&h.url("/approvals")).await.unwrap();
     other.goto(&h.url("/approvals")).await.unwrap();
-    wait_for(&page, "the empty queue", "document.querySelector('#empty')").await;
-    wait_for(
-        &other,
-        "the empty queue",
-        "document.querySelector('#empty')",
-    )
-    .await;
-    let tool = engine_asks(
-        &h,
-        &task,
-        "code/1",
-        ApprovalKind::Tool,
-        "run `rm -rf build`",
-        serde_json::json!({"reason": "clean before rebuilding"}),
-        Some("rm -rf build"),
-    )
-    .await;
+    page.wait_for("the empty queue", "document.querySelector('#empty')")
+        .await
+        .unwrap();
+    other
+        .wait_for("the empty queue", "document.querySelector('#empty')")
+        .await
+        .unwrap();
+    let tool = s
+        .ask(
+            "code/1",
+            ApprovalKind::Tool,
+            "run `rm -rf build`",
+            json!({"reason": "clean before rebuilding"}),
+            Some("rm -rf build"),
+        )
+        .await;
     let waiter = {
         let app = h.app.clone();
-        let id = tool.clone();
+        let id = tool.id.clone();
         tokio::spawn(async move { app.wait_for_decision(&id).await })
     };
-    let card = format!(".approval[data-id=\"{tool}\"]");
-    wait_for(
-        &page,
+    let card = format!(".approval[data-id=\"{}\"]", tool.id);
+    page.wait_for(
         "the tool approval on page one",
         &format!("document.querySelector('{card} button.deny')"),
     )
-    .await;
-    wait_for(
-        &other,
-        "the tool approval on page two",
-        &format!("document.querySelector('{card}')"),
-    )
-    .await;
-    page.screenshot()
+    .await
+    .unwrap();
+    other
+        .wait_for(
+            "the tool approval on page two",
+            &format!("document.querySelector('{card} button.deny')"),
+        )
         .await
-        .map(|png| std::fs::write(artifacts().join("approvals-queue.png"), png).unwrap())
         .unwrap();
-    page.find(Locator::Css(&format!("{card} textarea.note")))
+    page.client
+        .find(fantoccini::Locator::Css(&format!("{card} textarea.note")))
         .await
         .unwrap()
         .send_keys("not on a shared box")
         .await
         .unwrap();
-    page.find(Locator::Css(&format!("{card} button.deny")))
+    page.client
+        .find(fantoccini::Locator::Css(&format!("{card} button.deny")))
         .await
         .unwrap()
         .click()
@@ -450,70 +787,61 @@ async fn submit_watch_approve_plan_deny_tool_see_it_vanish_then_allow_one_for_th
         .unwrap();
     assert_eq!(r.outcome, Outcome::Denied);
     assert_eq!(r.approval.note.as_deref(), Some("not on a shared box"));
-    // The second page never reloads; the card vanishes on the decision event.
-    wait_for(
-        &other,
-        "the approval to vanish from page two",
-        &format!("!document.querySelector('{card}')"),
-    )
-    .await;
-    wait_for(
-        &page,
-        "the approval to vanish from page one",
-        &format!("!document.querySelector('{card}')"),
-    )
-    .await;
-    let reloads = other
-        .execute(
-            "return performance.getEntriesByType('navigation').length",
-            vec![],
-        )
+    // The second page never reloads: the card turns into the decision, in place.
+    other.wait_for("the decision on page two", &format!("['Denied by ana via the web page', ': not on a shared box'].every((t) => (document.querySelector('{card} .decision')?.innerText || '').includes(t))")).await.unwrap();
+    assert_eq!(
+        other
+            .eval("performance.getEntriesByType('navigation').length")
+            .await
+            .unwrap(),
+        json!(1)
+    );
+    other
+        .screenshot(&artifact("decided-elsewhere-1280.png"))
         .await
         .unwrap();
-    assert_eq!(reloads, serde_json::json!(1));
 
-    // "Allow for this task" on a tool approval: the same command asked again in
-    // the task is approved by the grant, without a card.
-    let build = engine_asks(
-        &h,
-        &task,
-        "code/2",
-        ApprovalKind::Tool,
-        "run `cargo build --release`",
-        serde_json::json!({"reason": "build it"}),
-        Some("cargo build --release"),
-    )
-    .await;
-    let card = format!(".approval[data-id=\"{build}\"]");
-    wait_for(
-        &page,
+    // "Allow for this task": the same command asked again is approved by the grant.
+    let build = s
+        .ask(
+            "code/2",
+            ApprovalKind::Tool,
+            "run `cargo build --release`",
+            json!({"reason": "build it"}),
+            Some("cargo build --release"),
+        )
+        .await;
+    let card = format!(".approval[data-id=\"{}\"]", build.id);
+    page.wait_for(
         "the third button on a tool approval",
         &format!("document.querySelector('{card} button.for-task')"),
     )
-    .await;
-    page.find(Locator::Css(&format!("{card} button.for-task")))
+    .await
+    .unwrap();
+    page.client
+        .find(fantoccini::Locator::Css(&format!("{card} button.for-task")))
         .await
         .unwrap()
         .click()
         .await
         .unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(10), h.app.wait_for_decision(&build))
+    let r = tokio::time::timeout(Duration::from_secs(10), h.app.wait_for_decision(&build.id))
         .await
         .unwrap()
         .unwrap();
     assert_eq!(r.outcome, Outcome::Approved);
     assert!(r.approval.for_task, "{:?}", r.approval);
-    let again = engine_asks(
-        &h,
-        &task,
-        "code/3",
-        ApprovalKind::Tool,
-        "run `cargo build --release`",
-        serde_json::json!({"reason": "build it again"}),
-        Some("cargo build --release"),
-    )
-    .await;
-    let again = h.app.approval(&again).await.unwrap();
+    page.wait_for("the grant on the card", &format!("(document.querySelector('{card} .decision')?.innerText || '').includes('Allowed for this task by ana via the web page')")).await.unwrap();
+    let again = s
+        .ask(
+            "code/3",
+            ApprovalKind::Tool,
+            "run `cargo build --release`",
+            json!({"reason": "build it again"}),
+            Some("cargo build --release"),
+        )
+        .await;
+    let again = h.app.approval(&again.id).await.unwrap();
     assert_eq!(again.state, "approved");
     assert_eq!(
         again.decided_by.unwrap().name,
@@ -546,30 +874,29 @@ async fn a_page_whose_name_was_rebound_to_this_machine_can_neither_read_nor_deci
     let browser = driver
         .browser_with(
             "rebind",
+            LAPTOP.0,
+            LAPTOP.1,
             &["--host-resolver-rules=MAP attacker.test 127.0.0.1"],
         )
-        .await;
+        .await
+        .unwrap();
     browser.goto(&h.login_link()).await.unwrap();
-    wait_for(
-        &browser,
-        "the logged-in page",
-        "document.querySelector('#view')",
-    )
-    .await;
+    browser
+        .wait_for("the logged-in page", "document.querySelector('#main')")
+        .await
+        .unwrap();
 
     let evil = format!("http://attacker.test:{}", h.port());
     browser.goto(&format!("{evil}/")).await.unwrap();
-    let shown = browser.source().await.unwrap();
+    let shown = browser.client.source().await.unwrap();
     assert!(
         shown.contains("does not answer to") && !shown.contains("csrf-token"),
         "{shown}"
     );
     // The attacker's script, same-origin with gaffer's port under its own name.
     let results = browser
-        .execute_async(
-            &format!(
-                r#"const done = arguments[arguments.length - 1];
-                (async () => {{
+        .eval_async(&format!(
+            r#"(async () => {{
                   const out = {{}};
                   const page = await fetch('/');
                   out.page = page.status;
@@ -580,16 +907,14 @@ async fn a_page_whose_name_was_rebound_to_this_machine_can_neither_read_nor_deci
                   out.decide = decide.status;
                   out.code = (await decide.json()).error.code;
                   return out;
-                }})().then(done, e => done(String(e)));"#,
-                id = approval.id
-            ),
-            vec![],
-        )
+                }})()"#,
+            id = approval.id
+        ))
         .await
         .unwrap();
     assert_eq!(
         results,
-        serde_json::json!({"page": 403, "list": 403, "decide": 403, "code": "host"})
+        json!({"page": 403, "list": 403, "decide": 403, "code": "host"})
     );
     assert_eq!(h.app.approval(&approval.id).await.unwrap().state, "pending");
     assert_eq!(h.event_count().await, before);

@@ -1,6 +1,7 @@
 mod api;
 mod browser;
 mod control;
+mod scene;
 mod sse;
 mod support;
 mod web;

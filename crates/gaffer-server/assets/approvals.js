@@ -1,0 +1,153 @@
+// Approvals: the card a person decides on (queue, task page), the line that
+// marks where one was asked in a transcript, and the queue across projects.
+import { html, api, errorText, actor, ago, countdown, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
+import { putApproval, useApprovals, useListed, useNotificationPermission } from "./live.js";
+
+const KIND = {
+  plan: "Plan",
+  tool: "Tool call",
+  ship: "Push & pull request",
+  manual: "Needs a person",
+  escalation: "Escalation",
+};
+
+const STATE = { approved: "Approved", denied: "Denied", expired: "Expired", withdrawn: "Withdrawn", pending: "Waiting" };
+
+function Plan({ plan }) {
+  const subtasks = plan?.subtasks || [];
+  return html`<ol class="plan">${subtasks.map((s) => html`<li>
+    <div class="plan-title"><${Text} text=${s.title} /></div>
+    ${s.description ? html`<div class="plan-desc"><${Text} text=${s.description} /></div>` : null}
+    ${s.files?.length ? html`<div class="plan-files">${s.files.map((f) => html`<code>${f}</code>`)}</div>` : null}
+    ${s.acceptance ? html`<div class="plan-acc"><span class="muted">Done when </span><${Text} text=${s.acceptance} /></div>` : null}
+  </li>`)}</ol>`;
+}
+export { Plan };
+
+/** What is asked, in the words and shapes a person judges it by. */
+export function ApprovalDetails({ a }) {
+  const d = a.details || {};
+  const subject = d.subject || {};
+  const command = subject.command || d.command;
+  const parts = [];
+  if (a.kind === "plan" && d.plan) parts.push(html`<${Plan} plan=${d.plan} />`);
+  if (command) parts.push(html`<pre class="cmd"><span class="prompt" aria-hidden="true">$ </span>${command}</pre>`);
+  else if (d.tool) parts.push(html`<div class="kv"><span class="muted">tool</span> <code>${d.tool}</code></div>`);
+  if (!command && d.input !== undefined && d.input !== null && a.kind === "tool") parts.push(html`<${Data} value=${d.input} />`);
+  const files = subject.paths || d.files || d.changed_files;
+  if (files?.length) parts.push(html`<div class="files">${files.map((f) => html`<code>${f}</code>`)}</div>`);
+  if (a.kind === "ship") {
+    if (d.branch) parts.push(html`<div class="kv"><code>${d.branch}</code> <span class="muted">→</span> <code>${d.base || "base"}</code>${d.remote ? html` <span class="muted">on ${d.remote}</span>` : null}</div>`);
+    if (d.commits?.length) parts.push(html`<ul class="commits">${d.commits.map((c) => html`<li><code>${String(c.sha).slice(0, 8)}</code> ${c.subject}</li>`)}</ul>`);
+  }
+  if (a.kind === "manual" && d.error) parts.push(html`<pre class="out">${d.error}</pre>`);
+  if (d.reason && a.kind !== "escalation") parts.push(html`<p class="reason"><${Text} text=${d.reason} /></p>`);
+  if (d.diff) parts.push(html`<${Diff} text=${d.diff} />`);
+  return parts.length ? html`<div class="details">${parts}</div>` : null;
+}
+
+function Expiry({ a }) {
+  const now = useNow(1000);
+  if (!a.expires_at || a.state !== "pending") return null;
+  const left = countdown(a.expires_at, now);
+  const soon = left && a.expires_at - now < 5 * 60 * 1000;
+  return html`<span class=${"expiry" + (soon ? " soon" : "")} title=${"Denied if nobody decides by " + new Date(a.expires_at).toLocaleString()}>
+    ${left ? `expires in ${left}` : "expiring…"}</span>`;
+}
+
+/** Who decided and how, for a settled approval. */
+export function Decision({ a }) {
+  const by = a.decided_by ? actor(a.decided_by) : null;
+  const what = a.state === "approved" ? (a.for_task ? "Allowed for this task" : "Approved") : STATE[a.state] || a.state;
+  return html`<div class=${"decision d-" + a.state} role="status">
+    <span class="mark" aria-hidden="true">${a.state === "approved" ? "✓" : "✕"}</span>
+    <span><strong>${what}</strong>${by ? html` by ${by}` : null}${a.decided_at ? html` <span class="muted">· ${ago(a.decided_at)}</span>` : null}
+    ${a.note ? html`<span class="note-text">: ${a.note}</span>` : null}</span>
+  </div>`;
+}
+
+/**
+ * One approval to decide. Keyed by id wherever it is listed, so an update (or
+ * another approval arriving) re-renders it in place: the note being typed stays,
+ * the buttons do not move.
+ */
+export function ApprovalCard({ a, showTask = true }) {
+  const note = useRef(null);
+  const [busy, setBusy] = useState(null);
+  const [error, setError] = useState("");
+  const decide = async (decision, forTask) => {
+    setBusy(forTask ? "task" : decision);
+    setError("");
+    const body = { decision, note: note.current?.value.trim() || null, task_id: a.task_id };
+    if (forTask) body.for_task = true;
+    const r = await api("POST", `/api/approvals/${encodeURIComponent(a.id)}/decision`, body);
+    setBusy(null);
+    if (r.status === 200) {
+      putApproval(r.data);
+    } else if (r.status === 409 && r.data?.approval) {
+      putApproval(r.data.approval);
+    } else {
+      setError(errorText(r));
+    }
+  };
+  const pending = a.state === "pending";
+  const grant = a.kind === "tool" && (a.details?.subject?.command || a.details?.command);
+  return html`<article class=${"card approval k-" + a.kind + (pending ? "" : " settled")} data-id=${a.id} data-kind=${a.kind} aria-label=${KIND[a.kind] + " approval"}>
+    <header class="approval-head">
+      <span class=${"kind k-" + a.kind}>${KIND[a.kind] || a.kind}</span>
+      ${showTask ? html`<a class="task-link" href=${"/tasks/" + encodeURIComponent(a.task_id)}>${a.project || "task"} · ${a.task_id.slice(0, 10)}</a>` : null}
+      <span class="spacer"></span>
+      <${Expiry} a=${a} />
+    </header>
+    <p class="summary"><${Text} text=${a.summary} /></p>
+    <${ApprovalDetails} a=${a} />
+    ${pending ? html`
+      <label class="sr-only" for=${"note-" + a.id}>Note for ${KIND[a.kind] || a.kind} approval</label>
+      <textarea id=${"note-" + a.id} class="note" ref=${note} rows="1" placeholder="Note (optional)"></textarea>
+      <div class="actions">
+        <button type="button" class="approve" disabled=${!!busy} onClick=${() => decide("approve")}>${busy === "approve" ? "Approving…" : "Approve"}</button>
+        ${grant ? html`<button type="button" class="secondary for-task" disabled=${!!busy} title="Also approve this exact command when this task asks again" onClick=${() => decide("approve", true)}>${busy === "task" ? "Allowing…" : "Allow for this task"}</button>` : null}
+        <button type="button" class="deny" disabled=${!!busy} onClick=${() => decide("deny")}>${busy === "deny" ? "Denying…" : "Deny"}</button>
+      </div>
+      ${error ? html`<p class="err" role="alert">${error}</p>` : null}` : html`
+      <${Decision} a=${a} />`}
+  </article>`;
+}
+
+/** Where an approval was asked, in a transcript; the card itself is at the top of the task. */
+export function ApprovalLine({ a }) {
+  if (!a) return null;
+  return html`<div class=${"entry approval-line d-" + a.state}>
+    <span class="icon" aria-hidden="true">${a.state === "pending" ? "?" : a.state === "approved" ? "✓" : "✕"}</span>
+    <div class="body">
+      <div><strong>${KIND[a.kind] || a.kind} approval asked</strong>: <${Text} text=${a.summary} /></div>
+      ${a.state === "pending" ? html`<a class="jump" href=${"#approval-" + a.id}>Waiting for you — decide above</a>` : html`<${Decision} a=${a} />`}
+    </div>
+  </div>`;
+}
+
+export function NotifyButton() {
+  const [permission, ask] = useNotificationPermission();
+  if (permission !== "default") return null;
+  return html`<button type="button" class="secondary small" id="enable-notifications" onClick=${ask}>Notify me of new approvals</button>`;
+}
+
+/** The queue across projects: oldest first, new ones at the bottom, decided ones stay where they were. */
+export function ApprovalsPage() {
+  const { loaded } = useApprovals();
+  const cards = useListed();
+  const waiting = cards.filter((a) => a.state === "pending").length;
+  document.title = waiting ? `(${waiting}) Approvals — gaffer` : "Approvals — gaffer";
+  return html`<main class="page narrow" id="main">
+    <div class="page-head">
+      <h1>Approvals</h1>
+      <span class="muted">${loaded ? (waiting ? `${waiting} waiting` : "") : "Loading…"}</span>
+      <span class="spacer"></span>
+      <${NotifyButton} />
+    </div>
+    <div id="approvals" class="approvals">
+      ${cards.map((a) => html`<${ApprovalCard} key=${a.id} a=${a} />`)}
+      ${loaded && !waiting ? html`<div class="empty" id="empty"><p><strong>Nothing waits for you.</strong></p><p class="muted">New approvals appear here as agents ask${"Notification" in window ? ", and as notifications when you allow them" : ""}.</p></div>` : null}
+    </div>
+  </main>`;
+}

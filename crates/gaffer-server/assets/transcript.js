@@ -1,0 +1,394 @@
+// A task as a conversation. The model is a fold over the task's journal events
+// (`apply`), the same whether they come from the history on load or live from
+// the task's event stream; each step keeps a version so only the steps an event
+// touched render again. A new kind of event (a person's message to a running
+// agent, say) is one more case in `apply` and one more entry kind in `Entry`.
+import { html, Component, Data, Diff, DiffLines, Fold, Prose, actor, channel, duration, money, time, tokens, useState } from "./lib.js";
+import { ApprovalLine, Plan } from "./approvals.js";
+import { approval as approvalById, putApproval, useApprovals } from "./live.js";
+
+export function newModel() {
+  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [] };
+}
+
+function step(m, id) {
+  let s = m.steps.get(id);
+  if (!s) {
+    s = { id, name: id, state: "recorded", entries: [], v: 0, live: null };
+    m.steps.set(id, s);
+    m.items.push({ type: "step", id });
+  }
+  return s;
+}
+
+const touch = (m, s) => { s.v++; m.v++; };
+const note = (m, e, text, cls) => { m.items.push({ type: "note", key: "e" + e.seq, at: e.at, text, cls }); m.v++; };
+
+/** Apply one journal event of the task to the model. */
+export function apply(m, e) {
+  if (e.seq <= m.lastSeq) return; // already applied (history and stream overlap)
+  m.lastSeq = e.seq;
+  m.lastPos = Math.max(m.lastPos, e.pos);
+  m.raw.push(e);
+  const ev = e.event || {};
+  switch (e.type) {
+    case "task_created":
+      note(m, e, [html`<strong>${ev.by?.name || "someone"}</strong>`, ` asked${ev.by?.via ? " via " + channel(ev.by.via) : ""}`], "created");
+      break;
+    case "task_leased":
+      if (ev.generation > 1) note(m, e, `Worker ${ev.worker_id} took the task over (lease generation ${ev.generation})`, "lease");
+      break;
+    case "task_done":
+      note(m, e, "Task done", "done");
+      break;
+    case "task_failed":
+      note(m, e, ["Task failed: ", ev.reason], "failed");
+      break;
+    case "task_blocked":
+      note(m, e, ["Task blocked: ", ev.reason], "failed");
+      break;
+    case "task_cancelled":
+      note(m, e, [`Cancelled by ${actor(ev.by)}`, ev.reason ? `: ${ev.reason}` : ""], "failed");
+      break;
+    case "step_intent_recorded": {
+      const s = step(m, ev.step_id);
+      Object.assign(s, { name: ev.name, intent: ev.intent, input: ev.input, recorded_at: e.at });
+      touch(m, s);
+      break;
+    }
+    case "step_started":
+    case "step_retried":
+    case "step_reconcile_started": {
+      const s = step(m, ev.step_id);
+      s.state = e.type === "step_started" ? "started" : e.type === "step_retried" ? "retried" : "reconciling";
+      s.started_at = e.at;
+      touch(m, s);
+      break;
+    }
+    case "step_completed":
+    case "step_failed":
+    case "step_interrupted":
+    case "step_manual_required": {
+      const s = step(m, ev.step_id);
+      s.state = { step_completed: "completed", step_failed: "failed", step_interrupted: "interrupted", step_manual_required: "manual_required" }[e.type];
+      if (ev.receipt !== undefined) s.receipt = ev.receipt;
+      s.error = ev.error || ev.reason || null;
+      s.ended_at = e.at;
+      touch(m, s);
+      break;
+    }
+    case "session_started": {
+      const s = step(m, ev.step_id || "session");
+      s.session = { id: ev.session_id, role: ev.role, agent: ev.agent };
+      touch(m, s);
+      break;
+    }
+    case "session_ended":
+      break;
+    case "agent_activity":
+      activity(m, step(m, ev.step_id), ev.activity || {}, e);
+      break;
+    case "ci_status_changed": {
+      const s = step(m, ev.step_id);
+      s.entries.push({ key: "e" + e.seq, kind: "ci", state: ev.state, sha: ev.sha, checks: ev.checks, at: e.at });
+      touch(m, s);
+      break;
+    }
+    case "approval_requested": {
+      const s = step(m, ev.step_id);
+      s.entries.push({ key: "a" + ev.approval_id, kind: "approval", id: ev.approval_id });
+      if (e.approval) putApproval(e.approval);
+      touch(m, s);
+      break;
+    }
+    case "approval_decided":
+    case "approval_expired":
+    case "approval_withdrawn":
+      if (e.approval) putApproval(e.approval);
+      break;
+    default:
+      break;
+  }
+}
+
+function activity(m, s, a, e) {
+  switch (a.type) {
+    case "assistant_text": {
+      if (!a.text || !a.text.trim()) return;
+      s.entries.push({ key: "e" + e.seq, kind: "text", text: a.text });
+      break;
+    }
+    case "tool_call": {
+      const entry = { key: "e" + e.seq, kind: "tool", name: a.name, input: a.input, result: null };
+      s.entries.push(entry);
+      if (a.call_id) m.calls.set(a.call_id, entry);
+      break;
+    }
+    case "tool_result": {
+      const call = m.calls.get(a.call_id);
+      if (call) call.result = { output: a.output, is_error: a.is_error };
+      else s.entries.push({ key: "e" + e.seq, kind: "tool", name: "tool", input: null, result: { output: a.output, is_error: a.is_error } });
+      break;
+    }
+    case "file_change":
+      s.entries.push({ key: "e" + e.seq, kind: "file", path: a.path, change: a.kind, diff: a.diff });
+      break;
+    case "usage": {
+      const u = a.usage || {};
+      const live = s.live || { tokens: 0, cost: 0 };
+      live.tokens += (u.input_tokens || 0) + (u.output_tokens || 0) + (u.cached_input_tokens || 0);
+      s.live = live;
+      break;
+    }
+    case "rate_limited":
+      s.entries.push({ key: "e" + e.seq, kind: "wait", text: `Waiting for ${a.provider} (${a.reason}) until ${a.until}` });
+      break;
+    default:
+      return;
+  }
+  touch(m, s);
+}
+
+// ---------- view ----------
+
+const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter" };
+
+export function stepLabel(id) {
+  const [k, n] = String(id).split("/");
+  return ({
+    worktree: "Worktree", plan: "Plan", "plan-approval": "Plan approval", code: `Subtask ${n}`, commit: `Commit, subtask ${n}`,
+    review: `Review, round ${n}`, fix: `Fix, round ${n}`, "commit-fix": `Commit, fix ${n}`, arbiter: `Arbiter, call ${n}`,
+    escalation: `Escalation ${n}`, check: `Check, run ${n}`, ship: "Ship", "tracker-open": "Tracker tasks",
+    "ship-approval": "Ship approval", push: `Push ${n}`, pr: "Pull request", ci: `CI, run ${n}`, report: "Report",
+  })[k] || id;
+}
+
+function commandOf(input) {
+  if (!input || typeof input !== "object") return null;
+  const c = input.command ?? input.cmd;
+  if (Array.isArray(c)) return c.join(" ");
+  return typeof c === "string" ? c : null;
+}
+
+const pathOf = (input) => input && typeof input === "object" ? input.file_path || input.path || input.filePath || input.notebook_path || null : null;
+
+/** A tool call as a line people scan: what it did, to what; the rest folded. */
+function Tool({ entry }) {
+  const { name, input, result } = entry;
+  const cmd = commandOf(input);
+  const path = pathOf(input);
+  const lower = String(name).toLowerCase();
+  let title, body = null;
+  if (cmd) {
+    title = html`<span class="verb">Ran</span> <code class="cmdline">${cmd}</code>`;
+  } else if (input && typeof input.old_string === "string") {
+    title = html`<span class="verb">Edited</span> <code>${path}</code>`;
+    const lines = [...input.old_string.split("\n").map((l) => "-" + l), ...String(input.new_string ?? "").split("\n").map((l) => "+" + l)];
+    body = html`<${DiffLines} lines=${lines} />`;
+  } else if (input && typeof input.content === "string" && path) {
+    title = html`<span class="verb">Wrote</span> <code>${path}</code> <span class="muted">${input.content.split("\n").length} lines</span>`;
+    body = html`<${Fold} summary="Content">${() => html`<pre class="out">${input.content}</pre>`}</${Fold}>`;
+  } else if (path && /read|view|open|cat/.test(lower)) {
+    title = html`<span class="verb">Read</span> <code>${path}</code>`;
+  } else if (input && (input.pattern || input.query)) {
+    title = html`<span class="verb">Searched</span> <code>${input.pattern || input.query}</code>${path ? html` <span class="muted">in ${path}</span>` : null}`;
+  } else {
+    title = html`<span class="verb">${name}</span>${path ? html` <code>${path}</code>` : null}`;
+    if (input && typeof input === "object" && Object.keys(input).length) body = html`<${Data} value=${input} />`;
+  }
+  const out = result?.output ?? "";
+  const lines = out ? out.split("\n").length : 0;
+  return html`<div class=${"entry tool" + (result?.is_error ? " error" : "")}>
+    <span class="icon" aria-hidden="true">${cmd ? "›_" : "⚙"}</span>
+    <div class="body">
+      <div class="tool-title"><span class="tool-name">${name}</span> ${title}</div>
+      ${body}
+      ${result ? (out.trim()
+        ? html`<${Fold} cls=${result.is_error ? "error" : ""} summary=${result.is_error ? `Failed · ${lines} line${lines === 1 ? "" : "s"}` : `Output · ${lines} line${lines === 1 ? "" : "s"}`}>
+            ${() => html`<pre class="out">${out}</pre>`}</${Fold}>`
+        : html`<div class="muted small">${result.is_error ? "Failed, no output" : "No output"}</div>`)
+        : html`<div class="muted small running">running…</div>`}
+    </div>
+  </div>`;
+}
+
+function Ci({ entry }) {
+  const checks = Array.isArray(entry.checks) ? entry.checks : [];
+  return html`<div class=${"entry ci ci-" + entry.state}>
+    <span class="icon" aria-hidden="true">${entry.state === "success" ? "✓" : entry.state === "pending" ? "…" : "✕"}</span>
+    <div class="body"><div>CI <strong>${entry.state}</strong> on <code>${String(entry.sha).slice(0, 10)}</code> <span class="muted">${time(entry.at)}</span></div>
+      ${checks.length ? html`<ul class="checks">${checks.map((c) => html`<li class=${"ci-" + c.state}>${c.name || c.context || "check"}: ${c.state}${c.description ? " — " + c.description : ""}</li>`)}</ul>` : null}
+    </div>
+  </div>`;
+}
+
+function Entry({ entry }) {
+  switch (entry.kind) {
+    case "text":
+      return html`<div class="entry text"><${Prose} text=${entry.text} /></div>`;
+    case "tool":
+      return html`<${Tool} entry=${entry} />`;
+    case "file":
+      return html`<div class="entry file"><span class="icon" aria-hidden="true">±</span><div class="body">
+        <div><span class="verb">${entry.change === "delete" ? "Deleted" : entry.change === "add" ? "Added" : "Changed"}</span> <code>${entry.path}</code></div>
+        ${entry.diff ? html`<${Diff} text=${entry.diff} />` : null}</div></div>`;
+    case "approval":
+      return html`<${LiveApprovalLine} id=${entry.id} />`;
+    case "ci":
+      return html`<${Ci} entry=${entry} />`;
+    case "wait":
+      return html`<div class="entry wait"><span class="icon" aria-hidden="true">⏸</span><div class="body">${entry.text}</div></div>`;
+    default:
+      return null;
+  }
+}
+
+/** Re-renders on approval changes by itself, so its step need not. */
+function LiveApprovalLine({ id }) {
+  useApprovals();
+  return html`<${ApprovalLine} a=${approvalById(id)} />`;
+}
+
+function Verdict({ v }) {
+  if (!v) return null;
+  if (v.verdict === "done") return html`<div class="result ok"><strong>✓ Approved the work</strong></div>`;
+  if (v.verdict === "changes_requested") return html`<div class="result warn"><strong>Changes requested</strong><${Prose} text=${v.feedback} /></div>`;
+  return html`<div class="result bad"><strong>Blocked</strong><${Prose} text=${v.reason} /></div>`;
+}
+
+function Ruling({ r }) {
+  if (!r) return null;
+  const title = { proceed: "✓ Proceed to the checks", revise: "Revise", escalate: "Escalate to a person" }[r.ruling] || r.ruling;
+  return html`<div class=${"result " + (r.ruling === "proceed" ? "ok" : r.ruling === "revise" ? "warn" : "bad")}><strong>${title}</strong>
+    ${r.reason || r.instructions ? html`<${Prose} text=${r.reason || r.instructions} />` : null}</div>`;
+}
+
+/** What a step produced, in words. */
+function Result({ s }) {
+  const r = s.receipt;
+  const kind = String(s.id).split("/")[0];
+  if (s.state === "failed" || s.state === "manual_required") return html`<div class="result bad"><strong>${s.state === "failed" ? "Failed" : "Needs a person"}</strong><p>${s.error}</p></div>`;
+  if (!r || typeof r !== "object") return null;
+  switch (kind) {
+    case "plan":
+      return r.plan ? html`<div class="result plan-result"><strong>Plan</strong><${Plan} plan=${r.plan} /></div>` : null;
+    case "review":
+      return html`<${Verdict} v=${r.verdict} />`;
+    case "arbiter":
+      return html`<${Ruling} r=${r.ruling} />`;
+    case "code":
+    case "fix":
+      return r.changed_files?.length ? html`<div class="result files"><span class="muted">Changed </span>${r.changed_files.map((f) => html`<code>${f}</code>`)}</div>` : null;
+    default:
+      return null;
+  }
+}
+
+/** A step without an agent: one line, details folded. */
+function SystemStep({ s }) {
+  const r = s.receipt || {};
+  const kind = String(s.id).split("/")[0];
+  let text, body = null, cls = s.state;
+  const sha = (x) => html`<code>${String(x || "").slice(0, 8)}</code>`;
+  switch (kind) {
+    case "worktree":
+      text = r.branch ? html`Worktree on branch <code>${r.branch}</code> from ${sha(r.base)}` : "Preparing the worktree";
+      break;
+    case "commit":
+    case "commit-fix":
+      text = r.sha ? html`Committed ${sha(r.sha)}${r.created === false ? " (nothing new)" : ""}` : "Committing";
+      break;
+    case "check": {
+      if (r.command === null) { text = "No check command configured"; break; }
+      const passed = r.passed === true;
+      cls = s.state === "completed" ? (passed ? "completed" : "failed") : s.state;
+      text = s.state === "completed"
+        ? html`Check ${passed ? "passed" : "failed"}: <code>${r.command}</code> <span class="muted">exit ${r.exit_code ?? "?"}${r.duration_ms !== undefined ? " · " + duration(r.duration_ms) : ""}</span>`
+        : html`Running the check${s.input?.command ? html` <code>${s.input.command}</code>` : ""}`;
+      if (r.output_tail) body = html`<${Fold} open=${!passed} cls=${passed ? "" : "error"} summary=${"Output · " + r.output_tail.split("\n").length + " lines"}>${() => html`<pre class="out">${r.output_tail}</pre>`}</${Fold}>`;
+      break;
+    }
+    case "ship":
+      text = r.commits ? `Ready to ship: ${r.commits.length} commit${r.commits.length === 1 ? "" : "s"} on ${r.branch}` : "Preparing to ship";
+      if (r.note) body = html`<p class="muted">${r.note}</p>`;
+      break;
+    case "push":
+      text = r.sha ? html`Pushed ${sha(r.sha)} to <code>${r.branch}</code>${r.remote ? html` <span class="muted">on ${r.remote}</span>` : ""}` : "Pushing";
+      break;
+    case "pr":
+      text = r.url ? html`Pull request <a href=${r.url} target="_blank" rel="noopener">#${r.number}</a> ${r.created ? "opened" : "found"}` : "Opening the pull request";
+      break;
+    case "ci":
+      text = r.state ? html`CI ${r.state} on ${sha(r.sha)}` : "Waiting for CI";
+      break;
+    default:
+      text = stepLabel(s.id);
+  }
+  const icon = cls === "completed" ? "✓" : cls === "failed" || cls === "manual_required" ? "✕" : "•";
+  return html`<div class=${"sys-step st-" + cls} data-step=${s.id}>
+    <span class="icon" aria-hidden="true">${icon}</span>
+    <div class="body"><div>${text}</div>
+      ${s.error ? html`<p class="err">${s.error}</p>` : null}
+      ${body}
+      ${s.entries.length ? html`<div class="entries">${s.entries.map((en) => html`<${Entry} key=${en.key} entry=${en} />`)}</div>` : null}
+    </div>
+  </div>`;
+}
+
+function Avatar({ role }) {
+  return html`<span class=${"avatar r-" + role} aria-hidden="true">${(ROLE[role] || role || "?")[0]}</span>`;
+}
+
+/** An agent's session: its turn as a conversation, then what it concluded. */
+function AgentStep({ s, spend }) {
+  const role = s.session.role;
+  const running = s.state === "started";
+  const shown = spend && (spend.tokens || spend.cost_usd) ? `${tokens(spend.tokens)} tokens · ${money(spend.cost_usd)}` : s.live ? `${tokens(s.live.tokens)} tokens so far` : "";
+  return html`<section class=${"agent-step st-" + s.state} data-step=${s.id} aria-label=${`${ROLE[role] || role}: ${stepLabel(s.id)}`}>
+    <header class="agent-head">
+      <${Avatar} role=${role} />
+      <span class="who">${ROLE[role] || role}</span>
+      <span class="muted">${s.session.agent} · ${stepLabel(s.id)}</span>
+      <span class="spacer"></span>
+      ${running ? html`<span class="working" role="status">working</span>` : null}
+      ${shown ? html`<span class="spend">${shown}</span>` : null}
+    </header>
+    <div class="entries">${s.entries.map((en) => html`<${Entry} key=${en.key} entry=${en} />`)}
+      ${running && !s.entries.length ? html`<div class="muted small">Thinking…</div>` : null}
+    </div>
+    <${Result} s=${s} />
+  </section>`;
+}
+
+/** A step, rendered again only when it changed (its version) or its spend did. */
+class Step extends Component {
+  shouldComponentUpdate(next) {
+    return next.v !== this.props.v || next.spendKey !== this.props.spendKey;
+  }
+  render({ s, spend }) {
+    return s.session ? html`<${AgentStep} s=${s} spend=${spend} />` : html`<${SystemStep} s=${s} />`;
+  }
+}
+
+/** The whole conversation. `spend` is the API's per-step tokens and cost (the one definition). */
+export function Transcript({ model, spend }) {
+  return html`<div id="transcript" class="transcript">
+    ${model.items.map((it) => {
+      if (it.type === "note") return html`<div key=${it.key} class=${"tnote n-" + it.cls}><span class="muted">${time(it.at)}</span> ${it.text}</div>`;
+      const s = model.steps.get(it.id);
+      const sp = spend?.[s.id];
+      return html`<${Step} key=${"s:" + s.id} s=${s} v=${s.v} spend=${sp} spendKey=${sp ? sp.tokens + ":" + sp.cost_usd : ""} />`;
+    })}
+  </div>`;
+}
+
+/** The events as recorded, for whoever needs to see exactly what happened. */
+export function RawEvents({ model }) {
+  const [limit, setLimit] = useState(200);
+  return html`<${Fold} summary=${`Raw events (${model.raw.length})`} cls="raw">
+    ${() => html`<div class="raw-events">
+      ${model.raw.slice(-limit).map((e) => html`<pre key=${e.pos}>${e.seq} ${e.type} ${JSON.stringify(e.event)}</pre>`)}
+      ${model.raw.length > limit ? html`<button type="button" class="secondary small" onClick=${() => setLimit(limit * 4)}>Show more</button>` : null}
+    </div>`}
+  </${Fold}>`;
+}
