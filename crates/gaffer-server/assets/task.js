@@ -1,6 +1,6 @@
 // One task: what it is and where it stands, what waits for you, its crew's
 // conversation, the changes, and what it cost.
-import { html, api, errorText, actor, ago, badge, clip, firstLine, money, stageName, tokens, useEffect, useRef, useState, useNow, FINAL, RETRYABLE, Diff, throttle } from "./lib.js";
+import { html, api, errorText, actor, channel, ago, badge, clip, firstLine, money, stageName, tokens, useEffect, useRef, useState, useNow, FINAL, RETRYABLE, Diff, throttle } from "./lib.js";
 import { ApprovalCard } from "./approvals.js";
 import { follow, putApproval, useApprovals, useListed } from "./live.js";
 import { newModel, apply, Transcript, RawEvents } from "./transcript.js";
@@ -119,6 +119,12 @@ function workerLine(w) {
   return "worker " + w.id + where + " · " + state + " · lease generation " + w.generation;
 }
 
+/** The API's `created_by` ("ana via web:login-link") in words. */
+const askedBy = (by) => {
+  const [name, via] = String(by).split(" via ");
+  return via ? `${name} via ${channel(via)}` : name;
+};
+
 export function TaskPage({ id }) {
   const [detail, setDetail] = useState(null);
   const [error, setError] = useState("");
@@ -160,7 +166,7 @@ export function TaskPage({ id }) {
       // The history, a page at a time, then the live stream from where it ended.
       let after = 0;
       for (;;) {
-        const r = await api("GET", `/api/tasks/${encodeURIComponent(id)}/history?after=${after}`);
+        const r = await api("GET", `/api/tasks/${encodeURIComponent(id)}/history?after=${after}&limit=5000`);
         if (gone || r.status !== 200) break;
         for (const e of r.data.events) apply(model.current, e);
         after = model.current.lastSeq;
@@ -168,8 +174,11 @@ export function TaskPage({ id }) {
       }
       if (gone) return;
       setVersion((v) => v + 1);
-      document.body.dataset.loaded = "task";
-      performance.mark("gaffer:task-loaded");
+      // Loaded once the history is on screen: the frame after it rendered.
+      requestAnimationFrame(() => {
+        performance.mark("gaffer:task-loaded");
+        document.body.dataset.loaded = "task";
+      });
       source = follow(`/api/tasks/${encodeURIComponent(id)}/events?last_event_id=${model.current.lastPos}`, (e) => {
         apply(model.current, e);
         rerender();
@@ -194,7 +203,7 @@ export function TaskPage({ id }) {
       ${rest ? html`<p class="request-rest">${rest}</p>` : null}
       <div class="task-meta">
         <span id="stage">${badge(t.stage)}</span>
-        <span class="muted">${t.created_by} · ${ago(t.created_at)}${t.agent ? ` · ${t.agent}` : ""}</span>
+        <span class="muted">${askedBy(t.created_by)} · ${ago(t.created_at)}${t.agent ? ` · ${t.agent}` : ""}</span>
         <span class="muted" id="task-spend">${tokens(t.tokens)} tokens · ${money(t.cost_usd)}</span>
       </div>
       <${Actions} t=${t} reload=${() => null} />

@@ -330,8 +330,22 @@ function SystemStep({ s }) {
     <div class="body"><div>${text}</div>
       ${s.error ? html`<p class="err">${s.error}</p>` : null}
       ${body}
-      ${s.entries.length ? html`<div class="entries">${s.entries.map((en) => html`<${Entry} key=${en.key} entry=${en} />`)}</div>` : null}
+      ${s.entries.length ? html`<${Entries} entries=${s.entries} />` : null}
     </div>
+  </div>`;
+}
+
+/** How many of a session's latest entries show at first: a long session opens
+ *  at its end, as quickly as a short one; the earlier ones are a click away. */
+const SHOWN = 120;
+
+function Entries({ entries }) {
+  const [shown, setShown] = useState(SHOWN);
+  const hidden = Math.max(0, entries.length - shown);
+  return html`<div class="entries">
+    ${hidden ? html`<button type="button" class="secondary small earlier" onClick=${() => setShown(shown + 500)}>
+      Show ${Math.min(hidden, 500)} earlier of ${hidden}</button>` : null}
+    ${(hidden ? entries.slice(hidden) : entries).map((en) => html`<${Entry} key=${en.key} entry=${en} />`)}
   </div>`;
 }
 
@@ -353,9 +367,8 @@ function AgentStep({ s, spend }) {
       ${running ? html`<span class="working" role="status">working</span>` : null}
       ${shown ? html`<span class="spend">${shown}</span>` : null}
     </header>
-    <div class="entries">${s.entries.map((en) => html`<${Entry} key=${en.key} entry=${en} />`)}
-      ${running && !s.entries.length ? html`<div class="muted small">Thinking…</div>` : null}
-    </div>
+    <${Entries} entries=${s.entries} />
+    ${running && !s.entries.length ? html`<div class="entries muted small">Thinking…</div>` : null}
     <${Result} s=${s} />
   </section>`;
 }

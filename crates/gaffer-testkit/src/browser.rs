@@ -227,6 +227,28 @@ impl Browser {
         Ok(self.client.goto(url).await?)
     }
 
+    /// Click the element `css` finds.
+    pub async fn click(&self, css: &str) -> Result<()> {
+        self.client
+            .find(fantoccini::Locator::Css(css))
+            .await
+            .with_context(|| format!("no {css} to click"))?
+            .click()
+            .await?;
+        Ok(())
+    }
+
+    /// Type `text` into the element `css` finds, as a person would.
+    pub async fn type_into(&self, css: &str, text: &str) -> Result<()> {
+        self.client
+            .find(fantoccini::Locator::Css(css))
+            .await
+            .with_context(|| format!("no {css} to type into"))?
+            .send_keys(text)
+            .await?;
+        Ok(())
+    }
+
     /// The value of a JavaScript expression (its JSON).
     pub async fn eval(&self, js: &str) -> Result<Value> {
         Ok(self

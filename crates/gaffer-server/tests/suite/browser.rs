@@ -182,13 +182,12 @@ async fn a_typed_note_survives_a_second_approval_and_the_button_stays_put() {
             )
             .await
             .unwrap();
-            b.client
-                .find(fantoccini::Locator::Css(&format!("{card} textarea.note")))
-                .await
-                .unwrap()
-                .send_keys("only the objects, keep the cache")
-                .await
-                .unwrap();
+            b.type_into(
+                &format!("{card} textarea.note"),
+                "only the objects, keep the cache",
+            )
+            .await
+            .unwrap();
             let top = format!(
                 "document.querySelector('{card} button.approve').getBoundingClientRect().top"
             );
@@ -227,13 +226,7 @@ async fn a_typed_note_survives_a_second_approval_and_the_button_stays_put() {
                 .await
                 .unwrap();
             // The note goes with the decision, and the card says who decided.
-            b.client
-                .find(fantoccini::Locator::Css(&format!("{card} button.approve")))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
+            b.click(&format!("{card} button.approve")).await.unwrap();
             b.wait_for("the decision on the card", &format!("(document.querySelector('{card} .decision')?.innerText || '').includes('Approved by ana via the web page')")).await.unwrap();
             let recorded = h.app.approval(&first.id).await.unwrap();
             assert_eq!(
@@ -320,8 +313,8 @@ async fn approvals_come_with_the_stream_not_by_polling() {
     .await
     .unwrap();
     b.wait_for(
-        "the transcript's 150 messages",
-        "document.querySelectorAll('#transcript .entry.text').length === 150",
+        "the transcript's 150 messages (the latest 120 shown, 30 a click away)",
+        "document.querySelectorAll('#transcript .entry.text').length === 120 && document.querySelector('#transcript .earlier').textContent.includes('30 earlier of 30')",
     )
     .await
     .unwrap();
@@ -464,13 +457,7 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
     b.wait_for("the cancel button", "document.querySelector('#cancel')")
         .await
         .unwrap();
-    b.client
-        .find(fantoccini::Locator::Css("#cancel"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#cancel").await.unwrap();
     b.wait_for(
         "the confirmation",
         "document.querySelector('dialog[open] #confirm')",
@@ -485,20 +472,10 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
     b.screenshot(&artifact("cancel-confirm-390.png"))
         .await
         .unwrap();
-    b.client
-        .find(fantoccini::Locator::Css("#cancel-reason"))
-        .await
-        .unwrap()
-        .send_keys("wrong approach")
+    b.type_into("#cancel-reason", "wrong approach")
         .await
         .unwrap();
-    b.client
-        .find(fantoccini::Locator::Css("#confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#confirm").await.unwrap();
     b.wait_for("the cancelled outcome", "(document.querySelector('#outcome')?.innerText || '').includes('By ana via the web page: wrong approach')").await.unwrap();
     assert_eq!(
         h.app.task(&running.task).await.unwrap().task.stage,
@@ -525,13 +502,7 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
     b.screenshot(&artifact("failed-task-390.png"))
         .await
         .unwrap();
-    b.client
-        .find(fantoccini::Locator::Css("#retry"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#retry").await.unwrap();
     let old = failed.task.clone();
     b.wait_for(
         "the new task's page",
@@ -586,30 +557,14 @@ async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task()
     )
     .await
     .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css("#new-task"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css("#request"))
-        .await
-        .unwrap()
-        .send_keys("Add a --json flag to the list command")
+    page.click("#new-task").await.unwrap();
+    page.type_into("#request", "Add a --json flag to the list command")
         .await
         .unwrap();
     page.screenshot(&artifact("new-task-390.png"))
         .await
         .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css("#submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click("#submit").await.unwrap();
     page.wait_for("the task page", "location.pathname.startsWith('/tasks/t-')")
         .await
         .unwrap();
@@ -708,13 +663,7 @@ async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task()
     page.screenshot(&artifact("plan-approval-390.png"))
         .await
         .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css(&format!("{card} button.approve")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click(&format!("{card} button.approve")).await.unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .unwrap()
@@ -766,20 +715,10 @@ async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task()
         )
         .await
         .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css(&format!("{card} textarea.note")))
-        .await
-        .unwrap()
-        .send_keys("not on a shared box")
+    page.type_into(&format!("{card} textarea.note"), "not on a shared box")
         .await
         .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css(&format!("{card} button.deny")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click(&format!("{card} button.deny")).await.unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
         .unwrap()
@@ -818,11 +757,7 @@ async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task()
     )
     .await
     .unwrap();
-    page.client
-        .find(fantoccini::Locator::Css(&format!("{card} button.for-task")))
-        .await
-        .unwrap()
-        .click()
+    page.click(&format!("{card} button.for-task"))
         .await
         .unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), h.app.wait_for_decision(&build.id))

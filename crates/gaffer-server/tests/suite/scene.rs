@@ -102,6 +102,20 @@ impl Scene {
         .await;
     }
 
+    /// Many activities of one step in one append (a long session, quickly).
+    pub async fn acts(&self, step: &str, activities: Vec<Value>) {
+        self.push(
+            activities
+                .into_iter()
+                .map(|activity| Event::AgentActivity {
+                    step_id: StepId(step.into()),
+                    activity,
+                })
+                .collect(),
+        )
+        .await;
+    }
+
     pub async fn say(&self, step: &str, text: &str) {
         self.act(step, json!({"type": "assistant_text", "text": text}))
             .await;

@@ -4,6 +4,7 @@ mod context;
 mod db;
 mod failover;
 mod nodes;
+mod page;
 mod real_cli;
 mod run;
 mod secrets;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const REQUEST: &str = "Add an installation section to README";
+pub const REQUEST: &str = "Add an installation section to README";
 pub const README_DONE: &str =
     "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n";
 
