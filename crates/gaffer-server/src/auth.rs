@@ -1,6 +1,6 @@
 //! Who is calling, and may they.
 //!
-//! - Every route but `/login` and the static `/assets/*` needs a credential, on
+//! - Every route but `/login` and the static `/assets/*` (and `/favicon.ico`) needs a credential, on
 //!   loopback too: being on this machine proves nothing (agents are here). It is
 //!   `Authorization: Bearer <secret>` — an API token from policy.toml, or the local
 //!   secret ([`crate::local`]) — or a cookie the login sets for the web page: the
@@ -263,7 +263,7 @@ pub async fn middleware(
     next: Next,
 ) -> Result<Response, ApiError> {
     let path = req.uri().path();
-    if path == "/login" || path.starts_with("/assets/") {
+    if path == "/login" || path.starts_with("/assets/") || path == "/favicon.ico" {
         return Ok(next.run(req).await);
     }
     let peer = req

@@ -267,9 +267,16 @@ async fn approvals_come_with_the_stream_not_by_polling() {
     }
     let reads = metric(&h, "GET", "/api/approvals").await;
     assert_eq!(reads - logging_in, 3, "one read of the queue per page load");
-    // A busy minute: agent activity, approvals asked and decided.
-    for n in 0..150 {
-        s.say("plan", &format!("thinking, step {n}")).await;
+    // A busy minute: agent activity (in bursts, as agents write it), approvals
+    // asked and decided.
+    for burst in 0..15 {
+        s.acts(
+            "plan",
+            (0..10)
+                .map(|n| json!({"type": "assistant_text", "text": format!("thinking, step {}", burst * 10 + n)}))
+                .collect(),
+        )
+        .await;
     }
     let mut ids = Vec::new();
     for n in 0..5 {

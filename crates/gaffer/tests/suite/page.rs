@@ -2,7 +2,7 @@
 //! cost is what the page shows (and the API answers), for a task that went
 //! through the ship step, whose receipt repeats the total.
 
-use super::run::{success_json, Bench, REQUEST};
+use super::run::{success_json, Bench, README_DONE, REQUEST};
 use super::serve::Served;
 use gaffer_testkit::browser::Driver;
 use serde_json::{json, Value};
@@ -30,7 +30,7 @@ async fn the_page_shows_the_cost_gaffer_run_json_reports() {
             PLANNER_COST,
         )],
     );
-    b.script("owner", vec![turn(json!([{ "write_file": { "path": "README.md", "content": "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n" } }, { "say": "added the section" }]), 5400, 800, OWNER_COST)]);
+    b.script("owner", vec![turn(json!([{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "added the section" }]), 5400, 800, OWNER_COST)]);
     b.script(
         "reviewer",
         vec![turn(
