@@ -11,6 +11,8 @@ pub const REDACTED: &str = "[REDACTED]";
 #[derive(Debug, Clone)]
 pub struct Redactor {
     patterns: Vec<Regex>,
+    /// The same patterns over bytes, for [`Redactor::mask_bytes`].
+    byte_patterns: Vec<regex::bytes::Regex>,
     secrets: Vec<String>,
 }
 
@@ -49,6 +51,10 @@ impl Redactor {
             Ok(r) => vec![r],
             Err(_) => PATTERNS.iter().filter_map(|p| Regex::new(p).ok()).collect(),
         };
+        let byte_patterns = patterns
+            .iter()
+            .filter_map(|r| regex::bytes::Regex::new(r.as_str()).ok())
+            .collect();
         let mut secrets: Vec<String> = secrets
             .into_iter()
             .map(Into::into)
@@ -56,7 +62,11 @@ impl Redactor {
             .collect();
         // Longest first, so a secret containing another is replaced whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Redactor { patterns, secrets }
+        Redactor {
+            patterns,
+            byte_patterns,
+            secrets,
+        }
     }
 
     /// A redactor that also knows the values of the usual credential variables of this
@@ -85,6 +95,18 @@ impl Redactor {
         }
     }
 
+    /// What kind of secret `text` holds, if any, in words (never the secret): a
+    /// configured value, or something shaped like a known credential.
+    pub fn detect(&self, text: &str) -> Option<&'static str> {
+        if self.secrets.iter().any(|s| text.contains(s.as_str())) {
+            Some("a configured secret value")
+        } else if self.patterns.iter().any(|re| re.is_match(text)) {
+            Some("what looks like an API key or token")
+        } else {
+            None
+        }
+    }
+
     /// Redact a string.
     pub fn redact(&self, text: &str) -> String {
         let mut out: Option<String> = None;
@@ -103,7 +125,32 @@ impl Redactor {
         out.unwrap_or_else(|| text.to_string())
     }
 
-    /// Redact every string (values and object keys' values) in a JSON value in place.
+    /// Overwrite every secret in `bytes` with as many `*`: for opaque values (a cache
+    /// entry) whose encoding must survive the redaction, as it keeps every length.
+    pub fn mask_bytes(&self, bytes: &mut [u8]) {
+        for secret in &self.secrets {
+            let needle = secret.as_bytes();
+            let mut from = 0;
+            while let Some(at) = bytes[from..]
+                .windows(needle.len())
+                .position(|w| w == needle)
+            {
+                let start = from + at;
+                bytes[start..start + needle.len()].fill(b'*');
+                from = start + needle.len();
+            }
+        }
+        for re in &self.byte_patterns {
+            let found: Vec<std::ops::Range<usize>> =
+                re.find_iter(bytes).map(|m| m.range()).collect();
+            for range in found {
+                bytes[range].fill(b'*');
+            }
+        }
+    }
+
+    /// Redact every string in a JSON value in place: values and object keys alike (an
+    /// agent can put a secret in a key as easily as in a value).
     pub fn redact_json(&self, v: &mut Value) {
         match v {
             Value::String(s) => {
@@ -113,7 +160,24 @@ impl Redactor {
                 }
             }
             Value::Array(a) => a.iter_mut().for_each(|x| self.redact_json(x)),
-            Value::Object(o) => o.values_mut().for_each(|x| self.redact_json(x)),
+            Value::Object(o) => {
+                if o.keys().any(|k| self.redact(k) != *k) {
+                    let mut out = serde_json::Map::with_capacity(o.len());
+                    for (k, v) in std::mem::take(o) {
+                        // Two keys redacted alike stay two entries.
+                        let redacted = self.redact(&k);
+                        let mut key = redacted.clone();
+                        let mut n = 1;
+                        while out.contains_key(&key) {
+                            n += 1;
+                            key = format!("{redacted} #{n}");
+                        }
+                        out.insert(key, v);
+                    }
+                    *o = out;
+                }
+                o.values_mut().for_each(|x| self.redact_json(x));
+            }
             _ => {}
         }
     }
@@ -169,6 +233,44 @@ mod tests {
         assert_eq!(
             v,
             json!({"a": ["x [REDACTED] y", {"b": "[REDACTED]"}], "n": 5})
+        );
+    }
+
+    #[test]
+    fn object_keys_are_redacted_and_kept_apart() {
+        let r = Redactor::new(["hunter2hunter2"]);
+        let mut v = json!({"hunter2hunter2": {"x hunter2hunter2": 1, "x [REDACTED]": 2}});
+        r.redact_json(&mut v);
+        assert_eq!(
+            v,
+            json!({"[REDACTED]": {"x [REDACTED]": 2, "x [REDACTED] #2": 1}})
+        );
+    }
+
+    #[test]
+    fn detect_names_the_kind_never_the_secret() {
+        let r = Redactor::new(["db-pass-9000"]);
+        assert_eq!(
+            r.detect("x db-pass-9000"),
+            Some("a configured secret value")
+        );
+        assert_eq!(
+            r.detect("AKIAABCDEFGHIJKLMNOP"),
+            Some("what looks like an API key or token")
+        );
+        assert_eq!(r.detect("nothing here"), None);
+    }
+
+    #[test]
+    fn masked_bytes_keep_their_length() {
+        let r = Redactor::new(["db-pass-9000"]);
+        let mut bytes = b"\x03path db-pass-9000 and AKIAABCDEFGHIJKLMNOP\xff".to_vec();
+        let len = bytes.len();
+        r.mask_bytes(&mut bytes);
+        assert_eq!(bytes.len(), len);
+        assert_eq!(
+            bytes,
+            b"\x03path ************ and ********************\xff".to_vec()
         );
     }
 

@@ -201,7 +201,7 @@ pub fn redact_event(r: &Redactor, ev: AgentEvent) -> AgentEvent {
             input,
         } => AgentEvent::ToolCall {
             call_id,
-            name,
+            name: s(name),
             input: j(input),
         },
         AgentEvent::ToolResult {
@@ -219,7 +219,10 @@ pub fn redact_event(r: &Redactor, ev: AgentEvent) -> AgentEvent {
             diff: diff.map(s),
         },
         AgentEvent::PermissionRequested { mut request } => {
+            request.tool_name = s(request.tool_name);
             request.input = j(request.input);
+            request.command = request.command.map(s);
+            request.paths = request.paths.into_iter().map(s).collect();
             request.reason = request.reason.map(s);
             AgentEvent::PermissionRequested { request }
         }

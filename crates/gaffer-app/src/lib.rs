@@ -87,6 +87,7 @@ mod convert;
 mod error;
 pub mod policy;
 mod projects;
+pub mod sanitize;
 mod tasks;
 
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
@@ -100,9 +101,8 @@ use gaffer_store::Journal;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Replaces secret values in text a person sent (a request, a note, a reason) before it is
-/// stored: the front end knows the secrets (configured values, credential shapes),
-/// the app service only applies them.
+/// Replaces secret values in text: the front end knows the secrets (configured values,
+/// credential shapes), the app service applies them to everything stored.
 pub type Redact = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 /// The app service. Cheap to clone; every clone shares one journal.
@@ -147,8 +147,14 @@ impl App {
         }
     }
 
-    /// The same service, redacting what people send with `redact` before it is stored.
+    /// The same service, redacting with `redact` before anything is stored: what people
+    /// send (requests, notes, reasons) and, from now on, every string of every event
+    /// anyone appends to this journal in this process — the engine's included — with
+    /// long strings cut ([`sanitize`]).
     pub fn with_redaction(&self, redact: Redact) -> Self {
+        self.inner
+            .journal
+            .sanitize_appends(sanitize::sanitizer(redact.clone()));
         Self::build(
             self.inner.journal.clone(),
             self.inner.policy.clone(),

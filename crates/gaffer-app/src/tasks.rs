@@ -336,7 +336,8 @@ impl App {
     }
 
     /// The task's worktree diff against its base (committed and uncommitted
-    /// changes), cut at 512 KiB. 404 (`worktree`) until the engine made the worktree.
+    /// changes), its secrets redacted, cut at 512 KiB. 404 (`worktree`) until the
+    /// engine made the worktree.
     pub async fn task_diff(&self, id: &str) -> Result<api::TaskDiff> {
         const LIMIT: usize = 512 * 1024;
         let view = self.task_view(id).await?;
@@ -380,11 +381,10 @@ impl App {
                 ))
             }
         };
-        let truncated = out.len() > LIMIT;
-        let mut diff = String::from_utf8_lossy(&out[..out.len().min(LIMIT)]).into_owned();
-        if truncated {
-            diff.push_str("\n… (cut at 512 KiB)\n");
-        }
+        // Redacted whole, then cut: a cut through a secret must not show its first half.
+        let full = self.redacted(&String::from_utf8_lossy(&out));
+        let truncated = full.len() > LIMIT;
+        let diff = crate::sanitize::cap(&full, LIMIT);
         Ok(api::TaskDiff {
             branch,
             base,

@@ -398,8 +398,8 @@ impl Engine {
                 let assignment = fix_assignment(&step.input);
                 self.owner_turn(task, step, &assignment, cancel).await
             }
-            StepKind::Commit(n) => self.commit_subtask(task, step, n),
-            StepKind::CommitFix(n) => self.commit_fix(task, step, n),
+            StepKind::Commit(n) => self.commit_subtask(task, step, n).await,
+            StepKind::CommitFix(n) => self.commit_fix(task, step, n).await,
             StepKind::Review(_) => self.review(task, step, cancel).await,
             StepKind::Arbiter(_) => self.arbitrate(task, step, cancel).await,
             StepKind::Escalation(_) => self.escalation(task, step).await,

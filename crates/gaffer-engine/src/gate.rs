@@ -76,9 +76,12 @@ impl ApprovalGate for Gate {
             .clone()
             .or_else(|| paths.first().cloned())
             .unwrap_or_else(|| prompts::head(&request.input.to_string(), 200));
-        let summary = format!(
-            "{} wants to run {}: {}",
-            self.step.name, request.tool_name, what
+        let summary = prompts::head(
+            &format!(
+                "{} wants to run {}: {}",
+                self.step.name, request.tool_name, what
+            ),
+            1000,
         );
         let subject = Subject {
             tool: Some(request.tool_name.clone()),
@@ -86,7 +89,13 @@ impl ApprovalGate for Gate {
             paths,
             intent: Some(Intent::NonIdempotent),
         };
-        let details = json!({ "tool": request.tool_name, "input": request.input, "reason": request.reason, "agent_request": request.id });
+        // The agent's input as the journal keeps it: a 5 MB input is not stored whole.
+        let input = gaffer_app::sanitize::cap_value(
+            request.input,
+            crate::turn::ACTIVITY_STRING,
+            crate::turn::ACTIVITY_TOTAL,
+        );
+        let details = json!({ "tool": request.tool_name, "input": input, "reason": request.reason, "agent_request": request.id });
         match self
             .engine
             .ask(

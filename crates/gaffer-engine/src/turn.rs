@@ -248,17 +248,18 @@ pub(crate) struct Turn {
     pub(crate) parsed: Result<Value, ContractError>,
 }
 
-/// A journal-sized view of an agent event (long texts cut).
+/// A journal-sized view of an agent event: every string (tool inputs included, at
+/// any depth) cut to [`ACTIVITY_STRING`] bytes and the whole to [`ACTIVITY_TOTAL`].
 fn activity(event: &AgentEvent) -> Option<Value> {
-    let mut v = serde_json::to_value(event).ok()?;
-    if let Value::Object(map) = &mut v {
-        for value in map.values_mut() {
-            if let Value::String(s) = value {
-                if s.len() > 2000 {
-                    *s = prompts::head(s, 2000);
-                }
-            }
-        }
-    }
-    Some(v)
+    let v = serde_json::to_value(event).ok()?;
+    Some(gaffer_app::sanitize::cap_value(
+        v,
+        ACTIVITY_STRING,
+        ACTIVITY_TOTAL,
+    ))
 }
+
+/// The longest string of an agent event the journal keeps, in bytes.
+pub(crate) const ACTIVITY_STRING: usize = 2000;
+/// The largest agent event (as JSON) the journal keeps, in bytes.
+pub(crate) const ACTIVITY_TOTAL: usize = 16 * 1024;

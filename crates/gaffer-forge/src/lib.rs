@@ -5,13 +5,15 @@
 //!   credential helpers, hooks and config expect).
 //! - [`Worktree`]: a task's own worktree on its own branch; commits are idempotent
 //!   per step (a `Gaffer-Step:` trailer marks them, so a re-run after a crash finds
-//!   the commit instead of making a second one).
+//!   the commit instead of making a second one); what a commit or a push would add,
+//!   line by line ([`Addition`]), for the secret scan.
 //! - [`Forge`]: pull requests, CI status and issues on Gitea/Forgejo ([`Gitea`]) and
 //!   GitHub ([`GitHub`]); [`wait_for_ci`] polls with backoff and a time limit.
 //! - [`Vikunja`]: the task tracker.
 //!
 //! Tokens are [`Secret`]s: they never appear in errors or `Debug` output.
 
+mod additions;
 mod api;
 mod ci;
 mod git;
@@ -21,6 +23,7 @@ mod push;
 mod secret;
 mod vikunja;
 
+pub use additions::{Addition, Source};
 pub use api::{
     connect, ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig,
     ForgeKind, Issue, IssueRef, NewPullRequest, PullRequest, RemoteRepo,

@@ -140,6 +140,11 @@ pub struct DiscordMessage {
     pub rendered: String,
 }
 
+/// Rewrites an event before it is appended (redaction of secrets, caps on sizes), or
+/// says why it cannot be stored: see [`Journal::sanitize_appends`].
+pub type Sanitizer =
+    std::sync::Arc<dyn Fn(Event) -> std::result::Result<Event, String> + Send + Sync>;
+
 /// Which other processes' events a follower delivers: `(stream id, event kind)`.
 pub type WantedEvents = std::sync::Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
 
@@ -276,6 +281,13 @@ pub trait Journal: Send + Sync {
     /// and, on PostgreSQL, without being read when nothing in a commit is wanted.
     /// For a process that only runs tasks: every worker follows every append.
     fn follow_only(&self, wanted: WantedEvents);
+
+    /// From now on pass every event this process appends through `sanitizer` before
+    /// the reducer sees it and anything is written, whoever appends (app, engine,
+    /// adapters): the one door every stored event goes through. An event it refuses
+    /// fails its append with [`crate::StoreError::Constraint`] and nothing is
+    /// written. Reads, followers and `gaffer db copy` are unaffected.
+    fn sanitize_appends(&self, sanitizer: Sanitizer);
 
     /// Where the journal lives, for messages: a file path, or a URL with its
     /// password masked.

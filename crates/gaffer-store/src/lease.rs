@@ -315,6 +315,9 @@ impl Journal for FencedJournal {
     async fn event_writers(&self, stream: &StreamId) -> Result<Vec<EventWriter>> {
         self.inner.event_writers(stream).await
     }
+    fn sanitize_appends(&self, sanitizer: crate::Sanitizer) {
+        self.inner.sanitize_appends(sanitizer)
+    }
     fn location(&self) -> String {
         self.inner.location()
     }

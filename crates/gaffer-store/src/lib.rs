@@ -24,7 +24,7 @@ pub use error::{Result, StoreError};
 pub use hash::{event_hash, GENESIS_HASH};
 pub use journal::{
     now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
-    TaskFilter, TaskView, VerifyReport, WantedEvents,
+    Sanitizer, TaskFilter, TaskView, VerifyReport, WantedEvents,
 };
 pub use lease::{
     EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, LeaseState, TaskLease, WorkerInfo,

@@ -46,6 +46,8 @@ pub struct PgJournal {
     events: broadcast::Sender<RecordedEvent>,
     follow: FollowState,
     listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What every append goes through first.
+    sanitizer: crate::shared::SanitizerSlot,
 }
 
 /// `url` with any password replaced by `***`, for messages and logs.
@@ -134,6 +136,7 @@ impl PgJournal {
             writer: Mutex::new(HashMap::new()),
             events,
             follow: FollowState::default(),
+            sanitizer: Default::default(),
             listener: std::sync::Mutex::new(None),
         })
     }

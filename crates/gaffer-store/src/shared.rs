@@ -4,9 +4,9 @@
 //! placeholders, which both drivers accept; each backend supplies only how a write
 //! transaction begins, how a read snapshot begins, and how a commit is announced.
 
-use crate::journal::RecordedEvent;
+use crate::journal::{NewEvent, RecordedEvent};
 use crate::{Result, StoreError};
-use gaffer_core::StreamState;
+use gaffer_core::{StreamId, StreamState};
 use std::future::Future;
 use tokio::sync::broadcast;
 
@@ -49,6 +49,32 @@ impl Follow {
 }
 
 pub(crate) type FollowState = std::sync::Arc<std::sync::Mutex<Follow>>;
+
+/// The sanitizer appends go through, once one is set ([`crate::Journal::sanitize_appends`]).
+pub(crate) type SanitizerSlot = std::sync::RwLock<Option<crate::Sanitizer>>;
+
+/// `events` through the sanitizer in `slot`, if any.
+pub(crate) fn sanitize(
+    slot: &SanitizerSlot,
+    stream: &StreamId,
+    events: Vec<NewEvent>,
+) -> Result<Vec<NewEvent>> {
+    let Some(sanitizer) = slot.read().unwrap_or_else(|e| e.into_inner()).clone() else {
+        return Ok(events);
+    };
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(index, mut new)| {
+            new.event = sanitizer(new.event).map_err(|problem| {
+                StoreError::Constraint(format!(
+                    "event {index} for `{stream}` cannot be stored: {problem}"
+                ))
+            })?;
+            Ok(new)
+        })
+        .collect()
+}
 
 /// Lock the follower's bookkeeping (a poisoned lock still holds valid data).
 pub(crate) fn lock(follow: &std::sync::Mutex<Follow>) -> std::sync::MutexGuard<'_, Follow> {
@@ -784,6 +810,7 @@ macro_rules! journal_backend {
                 events: Vec<NewEvent>,
                 lease: Option<&Lease>,
             ) -> Result<Appended> {
+                let events = $crate::shared::sanitize(&self.sanitizer, stream, events)?;
                 let mut cache = self.writer.lock().await;
                 let mut tx = begin_write(&self.pool).await?;
                 // A cached state at the expected head saves reading the head: if another
@@ -1358,6 +1385,10 @@ macro_rules! journal_backend {
 
             fn follow_only(&self, wanted: $crate::WantedEvents) {
                 $crate::shared::lock(&self.follow).wanted = Some(wanted);
+            }
+
+            fn sanitize_appends(&self, sanitizer: $crate::Sanitizer) {
+                *self.sanitizer.write().unwrap_or_else(|e| e.into_inner()) = Some(sanitizer);
             }
 
             fn location(&self) -> String {

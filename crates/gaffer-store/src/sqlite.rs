@@ -40,6 +40,8 @@ pub struct SqliteJournal {
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
     /// `<file>-notify`, touched after each committed append: see [`SqliteJournal::follow_other_processes`].
     committed: Option<std::fs::File>,
+    /// What every append goes through first.
+    sanitizer: crate::shared::SanitizerSlot,
 }
 
 /// What follows the database file's name in the name of the file touched after
@@ -109,6 +111,7 @@ impl SqliteJournal {
             writer: Mutex::new(HashMap::new()),
             events,
             follow: FollowState::default(),
+            sanitizer: Default::default(),
             watcher: std::sync::Mutex::new(None),
             committed,
         })

@@ -42,8 +42,40 @@ fn init_logging(level: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactedLine(Vec::new()))
         .try_init();
+}
+
+/// The redactor log lines go through: the last one [`redactor`] built (each is a
+/// superset of the one before), else the credential shapes and variables alone.
+static LOG_REDACTOR: std::sync::RwLock<Option<Arc<gaffer_agents::Redactor>>> =
+    std::sync::RwLock::new(None);
+
+/// One log line, written to stderr with its secrets replaced when it is complete
+/// (the formatter writes each event through one writer, then drops it).
+struct RedactedLine(Vec<u8>);
+
+impl std::io::Write for RedactedLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactedLine {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let current = LOG_REDACTOR.read().ok().and_then(|r| r.clone());
+        let redactor = current.unwrap_or_else(|| {
+            Arc::new(gaffer_agents::Redactor::from_env_and(Vec::<String>::new()))
+        });
+        let _ =
+            std::io::Write::write_all(&mut std::io::stderr(), redactor.redact(&text).as_bytes());
+    }
 }
 
 /// Open the journal the configuration names (creating the data dir for a SQLite
@@ -87,7 +119,8 @@ pub fn configured_token_values(config: &Config) -> Vec<String> {
         .collect()
 }
 
-/// The redactor for everything gaffer stores, logs or shows: the usual credential
+/// The redactor for everything gaffer stores, logs or shows (log lines use the last
+/// one built from then on): the usual credential
 /// variables of this process (`*_API_KEY`, `*_TOKEN`, ...) and the values of the
 /// variables `[secrets] env` names, and `extra` (tokens read for this run).
 pub fn redactor(config: &Config, extra: Vec<String>) -> gaffer_agents::Redactor {
@@ -95,12 +128,16 @@ pub fn redactor(config: &Config, extra: Vec<String>) -> gaffer_agents::Redactor 
     let local = std::fs::read_to_string(config.data_dir.join(gaffer_server::local::FILE_NAME))
         .ok()
         .map(|s| s.trim().to_owned());
-    gaffer_agents::Redactor::from_env_and(
+    let redactor = gaffer_agents::Redactor::from_env_and(
         config
             .secret_env
             .iter()
             .filter_map(|name| std::env::var(name).ok())
             .chain(extra)
             .chain(local),
-    )
+    );
+    if let Ok(mut logs) = LOG_REDACTOR.write() {
+        *logs = Some(Arc::new(redactor.clone()));
+    }
+    redactor
 }

@@ -69,6 +69,8 @@ impl Engine {
             .ok()
             .and_then(|wt| wt.diff().ok())
             .unwrap_or_default();
+        // Redacted whole, then cut: a cut through a secret must not keep half of it.
+        let diff = self.settings.redactor.redact(&diff);
         let details = json!({ "reason": reason, "diff": prompts::head(&diff, 8000) });
         let resolution = self
             .ask(

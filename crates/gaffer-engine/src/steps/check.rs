@@ -39,7 +39,8 @@ impl Engine {
                     (out.status.success(), out.status.code(), text)
                 }
             };
-        let output = self.settings.redactor.redact(&prompts::tail(&output, 8000));
+        // Redacted whole, then cut: a cut through a secret must not keep half of it.
+        let output = prompts::tail(&self.settings.redactor.redact(&output), 8000);
         Ok(json!({
             "passed": passed,
             "command": command,

@@ -1,11 +1,13 @@
 //! The body of each step kind, one module each. The driver records a step's
-//! intent, calls its body here, and records the receipt or the failure.
+//! intent, calls its body here, and records the receipt or the failure. `scan`
+//! is the secret scan the commit and push steps run first.
 
 pub(crate) mod arbiter;
 pub(crate) mod check;
 pub(crate) mod owner;
 pub(crate) mod plan;
 pub(crate) mod review;
+pub(crate) mod scan;
 pub mod ship;
 pub(crate) mod summary;
 pub(crate) mod worktree;

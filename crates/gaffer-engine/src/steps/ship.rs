@@ -247,7 +247,7 @@ impl Engine {
             "remote": gaffer_forge::redact(&ship.remote, &[]),
             "commits": summary_receipt.and_then(|r| r.get("commits")),
             "changed_files": summary_receipt.and_then(|r| r.get("changed_files")),
-            "diff": prompts::head(&diff, 8000),
+            "diff": prompts::head(&self.settings.redactor.redact(&diff), 8000),
         });
         let subject = Subject {
             intent: Some(Intent::NonIdempotent),
@@ -284,6 +284,9 @@ impl Engine {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?.clone();
         let wt = self.worktree(task)?;
+        // Every commit the push would send, messages included, is scanned first.
+        self.clear_secrets(task, step, ("push", "pushed"), || wt.branch_additions())
+            .await?;
         let what = format!("pushing `{}` to `{}`", wt.branch, ship.remote);
         let mut round = 0;
         let outcome = loop {
@@ -501,10 +504,9 @@ impl Engine {
                     ),
                 },
             };
-            log.text = self
-                .settings
-                .redactor
-                .redact(&prompts::tail(&log.text, 6000));
+            // Redact the whole log before cutting it: a tail could split a secret the
+            // redactor would otherwise recognise.
+            log.text = prompts::tail(&self.settings.redactor.redact(&log.text), 6000);
             failing.push(log);
         }
         let mut checks = json!(status.checks);

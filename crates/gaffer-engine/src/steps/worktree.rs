@@ -1,5 +1,6 @@
 //! The task's worktree: made once (idempotent), read back from its receipt, and
-//! committed to once per subtask or fix (found again by its trailer after a crash).
+//! committed to once per subtask or fix (found again by its trailer after a crash),
+//! after the secret scan ([`crate::steps::scan`]) let the change through.
 
 use crate::failure::{fail, Failure};
 use crate::pipeline::{plan_of, StepKind};
@@ -53,7 +54,7 @@ impl Engine {
         )
     }
 
-    pub(crate) fn commit(
+    pub(crate) async fn commit(
         &self,
         task: &TaskState,
         step: &Step,
@@ -61,6 +62,14 @@ impl Engine {
     ) -> Result<Value, Failure> {
         let wt = self.worktree(task)?;
         let key = format!("{}/{}", task.id, step.id);
+        // What would be committed is scanned first; a commit found again after a
+        // crash was scanned before it was made.
+        if wt.find_step_commit(&key)?.is_none() {
+            self.clear_secrets(task, step, ("commit", "committed"), || {
+                wt.staged_additions()
+            })
+            .await?;
+        }
         // The request is the user's own text and may quote a secret: the message is
         // pushed and shown by the forge, and goes to git on its command line.
         let message = self.settings.redactor.redact(&format!(
@@ -73,7 +82,7 @@ impl Engine {
     }
 
     /// `commit/N`: the subtask's change, titled after the subtask.
-    pub(crate) fn commit_subtask(
+    pub(crate) async fn commit_subtask(
         &self,
         task: &TaskState,
         step: &Step,
@@ -84,11 +93,11 @@ impl Engine {
             .subtasks
             .get(n as usize - 1)
             .map_or_else(|| format!("subtask {n}"), |s| s.title.clone());
-        self.commit(task, step, &title)
+        self.commit(task, step, &title).await
     }
 
     /// `commit-fix/N`: the fix's change, titled after what asked for it.
-    pub(crate) fn commit_fix(
+    pub(crate) async fn commit_fix(
         &self,
         task: &TaskState,
         step: &Step,
@@ -101,5 +110,6 @@ impl Engine {
             .and_then(Value::as_str)
             .unwrap_or("review");
         self.commit(task, step, &format!("Address {reason} feedback ({n})"))
+            .await
     }
 }

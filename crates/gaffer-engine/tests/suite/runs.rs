@@ -703,3 +703,39 @@ async fn new_files_are_in_changed_files_of_the_owner_turn_and_of_the_crash_quest
         json!(["README.md", "docs/INSTALL.md"])
     );
 }
+
+#[tokio::test]
+async fn a_five_megabyte_tool_input_is_stored_as_a_few_kilobytes() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let huge = "x".repeat(5 * 1024 * 1024);
+    w.script(
+        "owner",
+        vec![json!({ "steps": [
+            { "tool": { "name": "Write", "input": { "file_path": "notes.txt", "content": huge }, "permission": true, "output": "written" } },
+            { "write_file": { "path": "README.md", "content": README_DONE } },
+            { "say": "done" }
+        ] })],
+    );
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let events = w.journal.events_after(0, 100_000).await.unwrap();
+    let stored: usize = events
+        .iter()
+        .map(|e| serde_json::to_string(&e.event).unwrap().len())
+        .sum();
+    assert!(stored < 256 * 1024, "the journal holds {stored} bytes");
+    // The approval still shows what was asked, cut with a marker.
+    let view = w.view(&id).await;
+    let tool = view.approvals.iter().find(|a| a.kind == "tool").unwrap();
+    assert!(
+        tool.details.contains("more bytes)"),
+        "{}",
+        &tool.details[..200]
+    );
+    assert!(tool.details.len() < 20 * 1024, "{}", tool.details.len());
+}

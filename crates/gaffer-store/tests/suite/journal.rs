@@ -65,6 +65,69 @@ async fn a_rejected_event_writes_nothing(b: Backend) {
     .unwrap();
 }
 
+async fn every_append_goes_through_the_sanitizer_and_a_refused_event_writes_nothing(b: Backend) {
+    let t = temp_journal(b).await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-1").await;
+    let mut live = j.subscribe();
+    // What the app service installs: every string rewritten; here, one word refused.
+    j.sanitize_appends(std::sync::Arc::new(|event: Event| {
+        let text = serde_json::to_string(&event).unwrap();
+        if text.contains("refuse-me") {
+            return Err("it holds a word this test refuses".into());
+        }
+        Ok(serde_json::from_str(&text.replace("hunter2", "[REDACTED]")).unwrap())
+    }));
+    j.append(
+        &"t-1".into(),
+        2,
+        vec![at(Event::StepStarted { step_id: "s".into() }), at(Event::ApprovalRequested {
+            approval_id: "ap-1".into(),
+            step_id: "s".into(),
+            attempt: 1,
+            kind: ApprovalKind::Escalation,
+            summary: "hunter2 asks".into(),
+            details: json!({"hunter2": {"diff": "+key = hunter2"}}),
+        })],
+    )
+    .await
+    .unwrap();
+    let stored = j.events_after(0, 100).await.unwrap();
+    let last = serde_json::to_string(&stored.last().unwrap().event).unwrap();
+    assert!(!last.contains("hunter2") && last.contains("[REDACTED]"), "{last}");
+    let view = j.task("t-1").await.unwrap().unwrap();
+    assert_eq!(view.approvals[0].summary, "[REDACTED] asks");
+    assert!(!view.approvals[0].details.contains("hunter2"), "{:?}", view.approvals[0]);
+    // Subscribers get what was stored.
+    loop {
+        let e = live.recv().await.unwrap();
+        if let Event::ApprovalRequested { summary, .. } = e.event {
+            assert_eq!(summary, "[REDACTED] asks");
+            break;
+        }
+    }
+    // A refused event fails the whole append; nothing of it is written.
+    let before = j.projections().await.unwrap();
+    let err = j
+        .append(
+            &"t-1".into(),
+            4,
+            vec![
+                at(Event::TaskStageEntered { stage: Stage::Planning }),
+                at(Event::TaskBlocked { reason: "refuse-me".into() }),
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Constraint(m) if m.contains("event 1") && m.contains("refuses")),
+        "{err}"
+    );
+    assert_eq!(j.head(&"t-1".into()).await.unwrap(), 4);
+    assert_eq!(j.projections().await.unwrap(), before);
+    assert_eq!(j.verify().await.unwrap().broken, None);
+}
+
 async fn a_stale_head_is_a_conflict_not_a_fork(b: Backend) {
     let t = temp_journal(b).await;
     let j = &t.journal;

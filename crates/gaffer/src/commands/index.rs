@@ -11,16 +11,22 @@ use std::sync::Arc;
 
 /// The index cache on the store's `blobs` table. The index is synchronous: it runs
 /// on a blocking thread and reaches the async store through the runtime's handle.
+/// Values are masked before they are stored: a secret in a file name (a manifest) or
+/// in a string literal (a file's facts) is overwritten byte for byte, which keeps
+/// the value decodable (a masked path costs re-reading that file, no more).
 pub struct StoreCache {
     journal: Arc<dyn Journal>,
+    redactor: Arc<gaffer_agents::Redactor>,
     runtime: tokio::runtime::Handle,
 }
 
 impl StoreCache {
-    /// A cache over `journal`; use it from a blocking thread.
-    pub fn new(journal: Arc<dyn Journal>) -> Self {
+    /// A cache over `journal` masking what `redactor` knows; use it from a blocking
+    /// thread.
+    pub fn new(journal: Arc<dyn Journal>, redactor: Arc<gaffer_agents::Redactor>) -> Self {
         Self {
             journal,
+            redactor,
             runtime: tokio::runtime::Handle::current(),
         }
     }
@@ -37,7 +43,11 @@ impl IndexCache for StoreCache {
     fn put_many(&self, entries: &[(ContentKey, Vec<u8>)]) -> gaffer_index::Result<()> {
         let entries: Vec<(String, Vec<u8>)> = entries
             .iter()
-            .map(|(k, v)| (k.to_hex(), v.clone()))
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                self.redactor.mask_bytes(&mut v);
+                (k.to_hex(), v)
+            })
             .collect();
         self.runtime
             .block_on(self.journal.blobs_put(&entries))
@@ -63,7 +73,8 @@ where
 {
     let config = load_config(global)?;
     let journal = open_journal(&config).await?;
-    let cache = StoreCache::new(journal);
+    let redactor = crate::setup::redactor(&config, crate::setup::configured_token_values(&config));
+    let cache = StoreCache::new(journal, Arc::new(redactor));
     let outcome = tokio::task::spawn_blocking(move || {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();

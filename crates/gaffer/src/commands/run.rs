@@ -36,8 +36,15 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     warn_if_unconfined(&settings.sandbox);
     let redactor = Arc::new(crate::setup::redactor(config, tokens));
     settings.redactor = redactor.clone();
+    // Every event stored from now on is redacted with this redactor, which also knows
+    // the tokens the git credential helper holds.
+    let app = &{
+        let r = redactor.clone();
+        app.with_redaction(Arc::new(move |text: &str| r.redact(text)))
+    };
     settings.index_cache = Arc::new(crate::commands::index::StoreCache::new(
         app.journal().clone(),
+        redactor.clone(),
     ));
     Ok(Engine::new(
         app.clone(),
@@ -180,9 +187,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     };
     repo.ensure_clean(&base)
         .map_err(|e| CliError::config(e.to_string()))?;
+    // Made before anything is stored: from here on every event is redacted with
+    // every secret the engine knows (the credential helper's tokens too).
+    let engine = engine(&config, &app).await?;
     if let Some(agent) = &args.agent {
-        engine(&config, &app)
-            .await?
+        engine
             .check_agent(agent)
             .map_err(|e| CliError::config(format!("--agent {agent}: {e}")))?;
     }
@@ -196,7 +205,6 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
             };
-            let engine = engine(&config, &app).await?;
             let (request, url) = read_issue(&engine, &name, &root, reference).await?;
             (request, Some(url))
         }

@@ -448,12 +448,9 @@ fn ship_quoting_secrets(how: ForgeToken) {
         );
     }
     seen.push(("agent env names".into(), env_lines.join("\n")));
-    // The request was stored redacted. The app service learns secrets from the config
-    // and the environment, not from the credential helper (see docs/security.md, Gaps).
-    let stored_secrets: &[&str] = match how {
-        ForgeToken::Env => &secrets,
-        ForgeToken::GitCredentialHelper => &[API_KEY, SERVICE_SECRET],
-    };
+    // The request was stored redacted, with every secret the engine knows (the
+    // credential helper's token too: the journal's door redacts with the engine's
+    // redactor from before the task was stored).
     let mut stored = String::new();
     for entry in std::fs::read_dir(b.home.data()).unwrap().flatten() {
         if entry.file_name().to_string_lossy().starts_with("gaffer.db") {
@@ -466,7 +463,7 @@ fn ship_quoting_secrets(how: ForgeToken) {
         stored.contains("Document the setup with [REDACTED]"),
         "the request is stored redacted"
     );
-    for secret in stored_secrets {
+    for secret in secrets {
         assert!(
             !stored.contains(secret),
             "{secret} leaked into the database"
@@ -490,4 +487,232 @@ fn secrets_in_the_request_and_agent_output_never_reach_the_forge_commits_or_argv
 #[test]
 fn a_token_from_the_git_credential_helper_is_redacted_like_a_configured_one() {
     ship_quoting_secrets(ForgeToken::GitCredentialHelper);
+}
+
+/// A decision over HTTP on the first pending approval of `kind` for task `id`.
+async fn approve_next(http: &reqwest::Client, base: &str, id: &str, kind: &str) -> Value {
+    let approval = until(&format!("a pending {kind} approval"), async || {
+        let list: Value = http
+            .get(format!("{base}/api/approvals?state=pending"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        list.as_array()?
+            .iter()
+            .find(|a| a["task_id"] == id && a["kind"] == kind)
+            .cloned()
+    })
+    .await;
+    let r = http
+        .post(format!(
+            "{base}/api/approvals/{}/decision",
+            approval["id"].as_str().unwrap()
+        ))
+        .json(&json!({"decision": "approve", "note": "seen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    approval
+}
+
+/// Redaction through structure: the secret as an object key of a tool input, as a
+/// file name, inside the diff and in an arbiter's escalation. A person lets the
+/// commit through (it is their call), so the secret is really in the worktree and
+/// its diff; it is in none of the database, its WAL, the log, the SSE replay, the
+/// pages, the API (the diff included), `gaffer task show --json` or `gaffer audit`.
+#[tokio::test]
+async fn a_secret_as_a_key_a_file_name_in_a_diff_and_an_escalation_appears_nowhere() {
+    let home = Home::new();
+    home.write_config("[secrets]\nenv = [\"MY_SERVICE_CRED\"]\n\n[log]\nlevel = \"debug\"\n");
+    let d = home.dir.path().to_owned();
+    let repo = d.join("demo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "# demo\n").unwrap();
+    std::fs::write(repo.join("Makefile"), "check:\n\ttrue\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "init"]);
+    home.gaffer()
+        .args(["project", "add"])
+        .arg(&repo)
+        .assert()
+        .success();
+    let scenarios = d.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let script = |role: &str, steps: Value| {
+        let turn = json!({ "steps": steps });
+        std::fs::write(
+            scenarios.join(format!("{role}.json")),
+            json!({ "turns": [turn.clone(), turn.clone(), turn] }).to_string(),
+        )
+        .unwrap();
+    };
+    let plan = json!({ "subtasks": [{ "title": "Write the notes", "description": "notes", "files": ["notes"], "acceptance": "notes exist" }] });
+    script(
+        "planner",
+        json!([{ "say": format!("```json\n{plan}\n```") }]),
+    );
+    script(
+        "owner",
+        json!([
+            { "tool": { "name": "Bash", "input": { SERVICE_SECRET: "as a key", "command": "ls" }, "permission": false, "output": "ok" } },
+            { "write_file": { "path": format!("notes/{SERVICE_SECRET}.md"), "content": format!("# notes\n\nuse {SERVICE_SECRET} to log in\n") } },
+            { "say": "wrote the notes" }
+        ]),
+    );
+    script(
+        "reviewer",
+        json!([{ "say": "```json\n{\"verdict\":\"blocked\",\"reason\":\"a credential is in the notes\"}\n```" }]),
+    );
+    script(
+        "arbiter",
+        json!([{ "say": format!("```json\n{{\"ruling\":\"escalate\",\"reason\":\"the notes publish {SERVICE_SECRET}; a person must decide\"}}\n```") }]),
+    );
+
+    let log_path = d.join("server.log");
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &d)
+        .env("GAFFER_CONFIG", home.config())
+        .env("GAFFER_DATA_DIR", home.data())
+        .env(
+            "GAFFER_CLAUDE_BIN",
+            gaffer_testkit::bins::fake_bin("fake-claude"),
+        )
+        .env("GAFFER_FAKE_SCENARIO", &scenarios)
+        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
+        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
+        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
+        .env("MY_SERVICE_CRED", SERVICE_SECRET)
+        .env("USER", "tester")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    let served = Served(child);
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let base = format!("http://{addr}");
+    let http = home.http();
+    let r = http
+        .post(format!("{base}/api/tasks"))
+        .json(&json!({"project": "demo", "request": "Write the notes", "agent": "claude"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    approve_next(&http, &base, &id, "plan").await;
+    // The scan stops the commit, naming the file by its redacted name.
+    let scan = approve_next(&http, &base, &id, "manual").await;
+    let summary = scan["summary"].as_str().unwrap();
+    assert!(summary.contains("`notes/[REDACTED].md`"), "{summary}");
+    let escalation = approve_next(&http, &base, &id, "escalation").await;
+    assert!(
+        escalation["details"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+use [REDACTED] to log in"),
+        "{escalation}"
+    );
+    let done = finished_task(&http, &base, &id).await;
+    assert_eq!(done["stage"], "done", "{done}");
+
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for path in [
+        "/".to_owned(),
+        format!("/tasks/{id}"),
+        "/approvals".to_owned(),
+        format!("/api/tasks/{id}"),
+        format!("/api/tasks/{id}/diff"),
+        format!("/api/tasks/{id}/sessions"),
+        "/api/approvals".to_owned(),
+    ] {
+        let body = http
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        seen.push((path, body));
+    }
+    let diff = &seen[4].1;
+    assert!(
+        diff.contains("notes/[REDACTED].md"),
+        "the diff names the file: {diff}"
+    );
+    let mut sse = http
+        .get(format!("{base}/api/events"))
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    let mut stream_text = String::new();
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout(Duration::from_secs(3), sse.chunk()).await
+    {
+        stream_text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        stream_text.contains("task_done"),
+        "the replay reached the end"
+    );
+    seen.push(("SSE /api/events".into(), stream_text));
+    for args in [
+        vec!["task", "show", id.as_str(), "--json"],
+        vec!["audit", "--json"],
+    ] {
+        let out = home
+            .gaffer()
+            .args(&args)
+            .env("MY_SERVICE_CRED", SERVICE_SECRET)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        seen.push((
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ));
+    }
+    drop(served);
+    drop(stdout);
+    let mut log = String::new();
+    std::fs::File::open(&log_path)
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    seen.push(("server log".into(), log));
+    for entry in std::fs::read_dir(home.data()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("gaffer.db") {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            seen.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    assert!(seen.iter().any(|(n, _)| n == "gaffer.db"));
+    for (what, text) in &seen {
+        if let Some(at) = text.find(SERVICE_SECRET) {
+            let from = text.floor_char_boundary(at.saturating_sub(300));
+            let to = text.ceil_char_boundary(at + 100);
+            panic!("the secret leaked into {what}: …{}…", &text[from..to]);
+        }
+    }
 }
