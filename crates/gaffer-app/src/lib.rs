@@ -93,7 +93,7 @@ mod tasks;
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
 pub use audit::AuditEntry;
 pub use error::{AppError, Result};
-pub use policy::{Policy, Subject};
+pub use policy::{Policy, Subject, TEMPLATE as POLICY_TEMPLATE};
 pub use projects::{detect_check_command, AddProject};
 pub use tasks::{IssueReader, IssueRequest, NewTask, TaskQuery};
 

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The commented policy file `gaffer init` writes: every key with its default and
+/// an example of each rule.
+pub const TEMPLATE: &str = include_str!("policy.toml");
+
 /// Default time an approval waits before it expires (and counts as denied).
 pub const DEFAULT_EXPIRY_SECS: u64 = 30 * 60;
 

@@ -603,6 +603,38 @@ fn invalid(origin: &str, field: &str, message: impl Into<String>) -> ConfigError
     }
 }
 
+/// A tracing filter: directives separated by commas, each a level (`off`,
+/// `error`, `warn`, `info`, `debug`, `trace`), or `target=level` with a module
+/// path as target (`gaffer_store=debug`).
+fn check_log_level(origin: &str, level: &str) -> Result<(), ConfigError> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let is_level = |l: &str| LEVELS.iter().any(|k| k.eq_ignore_ascii_case(l.trim()));
+    let is_target = |t: &str| {
+        !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-'))
+    };
+    let bad = level
+        .split(',')
+        .map(str::trim)
+        .find(|d| match d.split_once('=') {
+            _ if d.is_empty() => false,
+            Some((target, l)) => !(is_target(target.trim()) && is_level(l)),
+            None => !is_level(d),
+        });
+    if level.trim().is_empty() || bad.is_some() {
+        return Err(invalid(
+            origin,
+            "log.level",
+            format!(
+                "is `{level}`; use one of {} or per module, like \"warn,gaffer_store=debug\"",
+                LEVELS.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A value from the environment overrides the file; errors name the variable.
 fn overlay(
     sources: &Sources<'_>,
@@ -717,8 +749,9 @@ fn resolve(
         )?,
     };
 
-    let (level, _) = overlay(sources, "GAFFER_LOG", raw.log.level, origin);
+    let (level, from) = overlay(sources, "GAFFER_LOG", raw.log.level, origin);
     if let Some(level) = level {
+        check_log_level(&from, &level)?;
         config.log_level = level;
     }
 

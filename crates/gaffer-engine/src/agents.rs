@@ -25,6 +25,91 @@ pub trait AgentFactory: Send + Sync {
         model: Option<&str>,
         effort: Option<&str>,
     ) -> Result<Arc<dyn AgentBackend>, String>;
+
+    /// Whether `agent` can start here at all (its executable installed, its API key
+    /// set), checked before a task is stored; the error names the missing binary or
+    /// variable and what to do. By default: whether [`AgentFactory::backend`] can
+    /// make it.
+    fn ready(&self, agent: &str) -> Result<(), String> {
+        self.backend(agent, None, None).map(|_| ())
+    }
+}
+
+/// An agent CLI gaffer drives: its executable, the variable naming another one,
+/// and how to install it.
+pub struct AgentCli {
+    /// The agent's name in config and `--agent`.
+    pub agent: &'static str,
+    /// The executable looked up on `PATH`.
+    pub bin: &'static str,
+    /// The variable that names the executable instead.
+    pub env_var: &'static str,
+    /// How to install it.
+    pub install: &'static str,
+}
+
+/// The agent CLIs, for `gaffer doctor` and the checks before a run.
+pub const AGENT_CLIS: [AgentCli; 3] = [
+    AgentCli {
+        agent: "claude",
+        bin: "claude",
+        env_var: "GAFFER_CLAUDE_BIN",
+        install: "npm install -g @anthropic-ai/claude-code",
+    },
+    AgentCli {
+        agent: "codex",
+        bin: "codex",
+        env_var: "GAFFER_CODEX_BIN",
+        install: "npm install -g @openai/codex",
+    },
+    AgentCli {
+        agent: "gemini",
+        bin: "gemini",
+        env_var: "GAFFER_GEMINI_BIN",
+        install: "npm install -g @google/gemini-cli",
+    },
+];
+
+/// The executable of an agent CLI, or why there is none (naming the variable and
+/// the install command). A name in the variable is looked up on `PATH`.
+pub fn agent_cli_path(cli: &AgentCli) -> Result<std::path::PathBuf, String> {
+    let path = find_executable(cli.env_var, cli.bin).map_err(|_| {
+        format!(
+            "`{}` is not installed: it is not on PATH and {} is not set; install it with `{}` or set {} to its executable",
+            cli.bin, cli.env_var, cli.install, cli.env_var
+        )
+    })?;
+    // A bare name in the variable is looked up on PATH when the agent starts.
+    let found = if path.components().count() > 1 {
+        path.is_file()
+    } else {
+        find_executable("", &path.to_string_lossy()).is_ok()
+    };
+    if found {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} names {}, which is not an executable file; point it at `{}` or unset it to search PATH",
+            cli.env_var,
+            path.display(),
+            cli.bin
+        ))
+    }
+}
+
+/// Whether the built-in agent `agent` (`openai`, `anthropic`) has what it needs: an
+/// API key, or for OpenAI a base URL of a server that needs none.
+pub fn api_key_ready(agent: &str) -> Result<(), String> {
+    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
+    match agent {
+        "openai" if !set("OPENAI_API_KEY") && !set("OPENAI_BASE_URL") => Err(
+            "OPENAI_API_KEY is not set; export OPENAI_API_KEY=… (or OPENAI_BASE_URL for an OpenAI-compatible server that needs no key), or pick another agent".into(),
+        ),
+        "anthropic" if !set("ANTHROPIC_API_KEY") => Err(
+            "ANTHROPIC_API_KEY is not set; export ANTHROPIC_API_KEY=… or pick another agent".into(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// How a role's `effort` reaches Claude Code: its thinking budget, by environment.
@@ -128,7 +213,35 @@ impl Backends {
     }
 }
 
+/// Whether `agent` can start on this machine: an agent CLI's executable, the
+/// built-in agent's API key, an ACP agent's executable. The error says what is
+/// missing and what to do.
+pub fn agent_ready(agent: &str) -> Result<(), String> {
+    if let Some(cli) = AGENT_CLIS.iter().find(|c| c.agent == agent) {
+        return agent_cli_path(cli).map(|_| ());
+    }
+    if let Some(name) = agent.strip_prefix("acp:").filter(|n| !n.is_empty()) {
+        let var = format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_"));
+        return find_executable(&var, name)
+            .map(|_| ())
+            .map_err(|e| format!("ACP agent `{name}`: {e}; put it on PATH or set {var}"));
+    }
+    api_key_ready(agent)
+}
+
 impl AgentFactory for Backends {
+    fn ready(&self, agent: &str) -> Result<(), String> {
+        let given = match agent {
+            "claude" => self.claude_bin.is_some(),
+            "codex" => self.codex_bin.is_some(),
+            _ => false,
+        };
+        if !given {
+            agent_ready(agent)?;
+        }
+        self.backend(agent, None, None).map(|_| ())
+    }
+
     fn backend(
         &self,
         agent: &str,

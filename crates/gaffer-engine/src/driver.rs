@@ -102,7 +102,42 @@ impl Engine {
     /// Whether `agent` names a backend that can be started here (the executable or
     /// API key is present); the error says what is missing.
     pub fn check_agent(&self, agent: &str) -> std::result::Result<(), String> {
-        self.agents.backend(agent, None, None).map(|_| ())
+        self.agents.ready(agent)
+    }
+
+    /// Whether every role of a task in `project` (by name) can start here: `agent`
+    /// for every role when given (`--agent`), else the project's roles, else the
+    /// configured ones. Checked before anything is stored; the error names the
+    /// roles, the missing executable or API key, and what to do.
+    pub fn check_roles(
+        &self,
+        project: &str,
+        agent: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        let roles = self
+            .settings
+            .project_roles
+            .get(project)
+            .unwrap_or(&self.settings.roles);
+        let mut agents: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (role, cfg) in [
+            ("planner", &roles.planner),
+            ("owner", &roles.owner),
+            ("reviewer", &roles.reviewer),
+            ("arbiter", &roles.arbiter),
+        ] {
+            let name = agent.unwrap_or(&cfg.agent);
+            match agents.iter_mut().find(|(a, _)| *a == name) {
+                Some((_, roles)) => roles.push(role),
+                None => agents.push((name, vec![role])),
+            }
+        }
+        for (name, roles) in agents {
+            self.agents
+                .ready(name)
+                .map_err(|e| format!("agent {name} ({}) cannot start: {e}", roles.join(", ")))?;
+        }
+        Ok(())
     }
 
     /// The same engine over another app service (a fenced journal, say).

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 /// result ships as a branch. Every step is journaled, so a crash never loses
 /// work or repeats an effect.
 #[derive(Debug, Parser)]
-#[command(name = "gaffer", version, about, long_about = None, max_term_width = 100)]
+#[command(name = "gaffer", version = crate::VERSION, about, long_about = None, max_term_width = 100)]
 #[command(
-    after_help = "Start with `gaffer init`, then `gaffer doctor`.\nExit codes: 0 ok, 1 failed, 2 usage, 78 configuration or precondition."
+    after_help = "Start with `gaffer init`, then `gaffer doctor`.\nExit codes: 0 ok, 1 failed, 2 usage, 78 configuration or precondition, 130 interrupted (Ctrl-C)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -34,11 +34,18 @@ pub struct Global {
     /// [env: GAFFER_DATABASE_URL; default: <data-dir>/gaffer.db]
     #[arg(long, global = true, value_name = "URL")]
     pub db: Option<String>,
+    /// Say more: -v info, -vv debug, -vvv trace (over RUST_LOG, GAFFER_LOG and log.level)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Say less: errors only, no live progress (questions are still asked)
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write a commented config file with every setting and its default.
+    /// Write a commented config file with every setting and its default, and the
+    /// approval policy (policy.toml: expiry, auto-approve rules, API tokens) next to it.
     Init(InitArgs),
     /// Index a repository: files, languages, definitions, references, imports.
     /// Only changed files are parsed again; the index is cached in the journal's database.
@@ -58,6 +65,7 @@ pub enum Command {
     /// marks the task cancelled.
     Run(RunArgs),
     /// Check the config, the journal, git, and which agents and API keys are available.
+    /// Changes nothing; exits 78 when something must be fixed before a task can run.
     Doctor(JsonFlag),
     /// List and inspect tasks.
     #[command(subcommand)]
@@ -70,6 +78,10 @@ pub enum Command {
     Db(DbCommand),
     /// List approvals waiting for a decision (every approval with --all).
     Approvals(ApprovalsArgs),
+    /// Show one approval: what is asked (the plan, the command and why, the diff),
+    /// its state, who decided, and when it expires.
+    #[command(subcommand)]
+    Approval(ApprovalCommand),
     /// Approve a pending approval. Exits 1 if another decision came first.
     Approve(ApproveArgs),
     /// Deny a pending approval. Exits 1 if another decision came first.
@@ -79,9 +91,11 @@ pub enum Command {
     /// Serve the HTTP API, live event streams and the web page on one port
     /// (with workers, like `gaffer worker`).
     Serve(ServeArgs),
-    /// Remove worktrees of shipped and cancelled tasks older than the retention
-    /// (`[worktrees] retention_days`), prune task branches whose pull request was
-    /// merged or closed, and report the disk space reclaimed.
+    /// Remove the worktrees of finished tasks (done, cancelled, failed, blocked) older
+    /// than the retention (`[worktrees] retention_days`), prune task branches whose
+    /// pull request was merged or closed, delete the local branches of tasks that
+    /// ended without shipping, and report the disk space reclaimed. A done task's
+    /// branch without a pull request is its result: it is kept.
     ///
     /// `--json` prints {"dry_run","retention_days","worktrees":[{"task","path","bytes"}],
     /// "branches":[{"task","branch","pull_request","pr_state","remote","local"}],
@@ -112,6 +126,40 @@ pub enum Command {
     /// "stopped_at","tasks_run","failures","alive","leases":[{"task_id","worker_id",
     /// "generation","acquired_at","expires_at"}]}].
     Workers(WorkersArgs),
+    /// Print a shell completion script: `gaffer completions bash > ~/.local/share/bash-completion/completions/gaffer`,
+    /// `gaffer completions zsh > ~/.zfunc/_gaffer`, `gaffer completions fish > ~/.config/fish/completions/gaffer.fish`.
+    Completions(CompletionsArgs),
+    /// Write the manual pages (gaffer.1 and one per command) into a directory,
+    /// e.g. `gaffer man ~/.local/share/man/man1`, or print gaffer.1 with no directory.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Where to write the pages; without it gaffer.1 is printed.
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalCommand {
+    /// Show one approval (`ap-…` or a unique start of it).
+    Show(ApprovalShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalShowArgs {
+    /// The approval id, or a unique start of it (as `gaffer approvals` prints it).
+    pub id: String,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -205,7 +253,7 @@ pub struct ApprovalsArgs {
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
-    /// The approval id (`ap-…`, as printed by `gaffer approvals`).
+    /// The approval id (`ap-…`, or a unique start of it, as `gaffer approvals` prints it).
     pub id: String,
     /// Why; recorded and shown to the agent.
     #[arg(long)]
@@ -309,23 +357,26 @@ pub struct RunArgs {
     /// in the journal as approved by policy).
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Print a final JSON summary instead of text.
+    /// Stream JSON Lines on stdout: one object per journal event as it is recorded
+    /// ({"pos","stream_id","seq","at","type","event"}, the shape of the API's event
+    /// stream), then a last line {"type":"summary","task_id","state","branch",
+    /// "commits","tokens","cost_usd","pull_request","note","reason"}.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct TaskIdArgs {
-    /// The task id (as printed by `gaffer task list`).
+    /// The task id, or a unique start of it (as `gaffer task list` prints it).
     pub id: String,
-    /// Print JSON for scripts instead of text.
+    /// Print JSON for scripts instead of text (`task resume`: JSON Lines, like `gaffer run --json`).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Overwrite an existing config file.
+    /// Overwrite existing config and policy files.
     #[arg(long)]
     pub force: bool,
 }
@@ -354,7 +405,7 @@ pub enum TaskCommand {
 
 #[derive(Debug, Args)]
 pub struct TaskListArgs {
-    /// Only tasks of this project (id).
+    /// Only tasks of this project (name or id).
     #[arg(long)]
     pub project: Option<String>,
     /// Only tasks in this stage (queued, coding, done, failed, …).
@@ -370,7 +421,7 @@ pub struct TaskListArgs {
 
 #[derive(Debug, Args)]
 pub struct TaskShowArgs {
-    /// The task id (as printed by `gaffer task list`).
+    /// The task id, or a unique start of it (as `gaffer task list` prints it).
     pub id: String,
     /// Print JSON for scripts instead of text.
     #[arg(long)]

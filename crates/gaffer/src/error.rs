@@ -4,8 +4,12 @@ use std::process::ExitCode;
 
 /// The command did not do what was asked (unknown id, broken journal, …).
 pub const EXIT_FAILED: u8 = 1;
+/// The command line is wrong (clap's own code for usage errors).
+pub const EXIT_USAGE: u8 = 2;
 /// Configuration or a precondition is wrong (sysexits `EX_CONFIG`): fix and rerun.
 pub const EXIT_CONFIG: u8 = 78;
+/// Stopped by Ctrl-C (128 + SIGINT, what a shell reports for a killed command).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// A failure the user can act on.
 #[derive(Debug)]
@@ -31,14 +35,29 @@ impl CliError {
         }
     }
 
+    /// The exit code it ends the command with.
+    #[cfg(test)]
+    pub fn code(&self) -> u8 {
+        self.code
+    }
+
     /// What went wrong, with what to do.
     pub fn message(&self) -> &str {
         &self.message
     }
 
-    /// Print the message and return the exit code.
+    /// Exit 2: the command line asks for something that cannot be (an ambiguous id).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+
+    /// Print the message (its control characters made visible: it may quote what an
+    /// agent or a repository said) and return the exit code.
     pub fn report(self) -> ExitCode {
-        eprintln!("gaffer: {}", self.message);
+        crate::term::note(format_args!("gaffer: {}", crate::term::text(&self.message)));
         ExitCode::from(self.code)
     }
 }

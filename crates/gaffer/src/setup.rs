@@ -33,15 +33,38 @@ pub fn load_config(global: &Global) -> Result<Config> {
         default_data_dir: gaffer_config::xdg_defaults().1,
         env: &env,
     })?;
-    init_logging(&config.log_level);
+    init_logging(global, &config.log_level);
     Ok(config)
 }
 
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// What gets logged: `-v`/`-q`, else `RUST_LOG`, else `log.level` (or `GAFFER_LOG`).
+pub fn log_filter(global: &Global, configured: &str) -> String {
+    match (global.quiet, global.verbose) {
+        (true, _) => "error".into(),
+        (_, 0) => std::env::var("RUST_LOG")
+            .ok()
+            .filter(|f| !f.trim().is_empty())
+            .unwrap_or_else(|| configured.to_owned()),
+        (_, 1) => "info".into(),
+        (_, 2) => "debug".into(),
+        _ => "trace".into(),
+    }
+}
+
+/// Logs go to stderr, coloured only for a person (not in a pipe, not with `NO_COLOR`).
+pub fn init_logging(global: &Global, configured: &str) {
+    let wanted = log_filter(global, configured);
+    let filter = tracing_subscriber::EnvFilter::try_new(&wanted).unwrap_or_else(|e| {
+        // Only RUST_LOG can get here: the config's level was checked when loaded.
+        crate::term::note(format_args!(
+            "gaffer: warning: RUST_LOG `{}` is not a log filter ({e}); logging warnings only",
+            crate::term::line(&wanted)
+        ));
+        tracing_subscriber::EnvFilter::new("warn")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(console::colors_enabled_stderr())
         .with_writer(|| RedactedLine(Vec::new()))
         .try_init();
 }

@@ -551,3 +551,31 @@ async fn false_positives_absolute_paths_and_symlinks_out_of_the_project() {
         assert_eq!(a.state, "pending", "auto-approved {}", path.display());
     }
 }
+
+#[test]
+fn the_policy_template_is_the_default_and_its_examples_parse() {
+    use gaffer_app::{Policy, POLICY_TEMPLATE};
+    assert_eq!(Policy::parse(POLICY_TEMPLATE).unwrap(), Policy::default());
+    // Uncomment every example (`## ` lines) and default (`# key = value`): the
+    // file still parses and means what its comments say.
+    let uncommented: String = POLICY_TEMPLATE
+        .lines()
+        .map(
+            |l| match l.strip_prefix("## ").or_else(|| l.strip_prefix("# ")) {
+                Some(rest) if rest.starts_with('[') || rest.contains(" = ") => rest.to_owned(),
+                _ => String::new(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\n");
+    let policy = Policy::parse(&uncommented).unwrap();
+    assert_eq!(policy.approvals.expiry_secs, 1800);
+    let p = &policy.projects["myapp"];
+    assert_eq!((p.expiry_secs, p.deciders.len()), (Some(3600), 2));
+    assert_eq!(
+        p.auto_approve[0].command_prefix.as_deref(),
+        Some("cargo test")
+    );
+    assert_eq!(p.auto_approve[1].path_glob.as_deref(), Some("docs/**"));
+    assert_eq!(policy.tokens[0].role, "approver");
+}

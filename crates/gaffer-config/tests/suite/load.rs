@@ -545,3 +545,33 @@ fn a_bad_acp_declaration_names_the_key() {
         assert!(err.contains(field), "{text}: {err}");
     }
 }
+
+#[test]
+fn the_log_level_must_be_a_tracing_filter() {
+    for good in [
+        "warn",
+        "DEBUG",
+        "info,gaffer_store=debug",
+        "off",
+        "gaffer_engine::driver=trace",
+    ] {
+        let c = load_text(&format!("[log]\nlevel = \"{good}\"\n"), &[]).unwrap();
+        assert_eq!(c.log_level, good);
+    }
+    for bad in [
+        "verbose",
+        "",
+        "warn,gaffer_store=loud",
+        "=debug",
+        "a b=info",
+    ] {
+        let err = load_text(&format!("[log]\nlevel = \"{bad}\"\n"), &[]).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("log.level") && msg.contains("error, warn, info, debug, trace"),
+            "{bad:?}: {msg}"
+        );
+    }
+    let err = load_text("", &[("GAFFER_LOG", "chatty")]).unwrap_err();
+    assert!(err.to_string().contains("GAFFER_LOG"), "{err}");
+}

@@ -1,9 +1,10 @@
 //! `gaffer approvals`, `gaffer approve|deny ID`, `gaffer auto on|off`.
 
-use crate::cli::{DecideArgs, Global};
+use crate::cli::{ApprovalShowArgs, DecideArgs, Global};
 use crate::error::{CliError, Result};
-use crate::output;
+use crate::output::{self, one_line};
 use crate::setup::{cli_actor, config_file, load_config, open_journal};
+use crate::{ids, render};
 use gaffer_app::{App, AppError, Policy, Scope};
 use gaffer_config::Config;
 use gaffer_core::Decision;
@@ -54,7 +55,7 @@ pub async fn list(global: &Global, json: bool, all: bool) -> Result<ExitCode> {
         output::json(&approvals)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::term::stdout();
     if approvals.is_empty() {
         writeln!(
             out,
@@ -67,29 +68,67 @@ pub async fn list(global: &Global, json: bool, all: bool) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
+    let journal = app.journal().as_ref();
+    let approval_ids = ids::all_approvals(journal).await?;
+    let short = ids::shorten(approval_ids.iter().map(String::as_str));
+    let task_ids = ids::all_tasks(journal).await?;
+    let short_task = ids::shorten(task_ids.iter().map(String::as_str));
     let now = now_ms();
-    writeln!(
-        out,
-        "{:<35} {:<10} {:<9} {:<35} {:<9} SUMMARY",
-        "ID", "KIND", "STATE", "TASK", "AGE"
-    )?;
-    for a in &approvals {
-        writeln!(
-            out,
-            "{:<35} {:<10} {:<9} {:<35} {:<9} {}",
-            a.id,
-            a.kind,
-            a.state,
-            a.task_id,
-            output::age(a.requested_at, now),
-            output::one_line(&a.summary, 60)
-        )?;
+    let rows: Vec<Vec<String>> = approvals
+        .iter()
+        .map(|a| {
+            let state = match (a.state.as_str(), a.expires_at) {
+                ("pending", Some(at)) => {
+                    format!("pending, {} left", output::span((at - now).max(0) / 1000))
+                }
+                (state, _) => state.to_owned(),
+            };
+            vec![
+                short.get(&a.id).cloned().unwrap_or_else(|| a.id.clone()),
+                a.kind.clone(),
+                state,
+                short_task
+                    .get(&a.task_id)
+                    .cloned()
+                    .unwrap_or_else(|| a.task_id.clone()),
+                output::age(a.requested_at, now),
+                one_line(&a.summary, 400),
+            ]
+        })
+        .collect();
+    let header = ["ID", "KIND", "STATE", "TASK", "ASKED", "SUMMARY"];
+    for line in output::table(&header, &rows, crate::term::stdout_width()) {
+        writeln!(out, "{line}")?;
     }
     if !all {
         writeln!(
             out,
-            "\ndecide with `gaffer approve ID [--note …]` or `gaffer deny ID [--note …]`"
+            "\n`gaffer approval show ID` shows what is asked; decide with `gaffer approve ID [--note …]` or `gaffer deny ID [--note …]`"
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gaffer approval show ID`: what is asked, its state, who decided, its expiry.
+pub async fn show(global: &Global, args: &ApprovalShowArgs) -> Result<ExitCode> {
+    let (_, _, app) = open_app(global).await?;
+    let journal = app.journal().as_ref();
+    let id = ids::approval(journal, &args.id).await?;
+    let mut approval = app.approval(&id).await.map_err(app_error)?;
+    if let Ok(p) = app.project(&approval.project_id).await {
+        approval.project = p.name;
+    }
+    if args.json {
+        output::json(&approval)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let all = ids::all_approvals(journal).await?;
+    let short = ids::shorten(all.iter().map(String::as_str))
+        .remove(&id)
+        .unwrap_or_else(|| id.clone());
+    let mut out = crate::term::stdout();
+    for line in render::approval(&approval, &short, now_ms()) {
+        writeln!(out, "{line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -107,7 +146,8 @@ pub enum Verdict {
 /// one when another decision came first (nothing changes).
 pub async fn decide(global: &Global, args: &DecideArgs, verdict: Verdict) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
-    let (id, note, json) = (&args.id, args.note.clone(), args.json);
+    let id = &ids::approval(app.journal().as_ref(), &args.id).await?;
+    let (note, json) = (args.note.clone(), args.json);
     let d = match verdict {
         Verdict::Once(decision) => {
             app.decide(id, decision, cli_actor(), note, Scope::default())
@@ -131,11 +171,11 @@ pub async fn decide(global: &Global, args: &DecideArgs, verdict: Verdict) -> Res
                 ""
             };
             writeln!(
-                std::io::stdout().lock(),
+                crate::term::stdout(),
                 "{}{scope} {}: {}",
                 a.state,
                 a.id,
-                a.summary
+                one_line(&a.summary, 300)
             )?;
         }
         Ok(ExitCode::SUCCESS)
@@ -167,14 +207,13 @@ pub async fn auto(
                 [only] => only.name.clone(),
                 [] => return Err(CliError::config("no project is registered yet")),
                 many => {
-                    eprintln!(
-                        "gaffer: name the project with --project (one of: {})",
+                    return Err(CliError::usage(format!(
+                        "name the project with --project (one of: {})",
                         many.iter()
                             .map(|p| p.name.as_str())
                             .collect::<Vec<_>>()
                             .join(", ")
-                    );
-                    return Ok(ExitCode::from(2));
+                    )))
                 }
             }
         }
@@ -187,7 +226,7 @@ pub async fn auto(
         output::json(&p)?;
     } else {
         writeln!(
-            std::io::stdout().lock(),
+            crate::term::stdout(),
             "auto-approve is {} for project {} (applies to approvals asked from now on; manual and escalation approvals always need a person)",
             if p.auto_approve { "on" } else { "off" },
             p.name

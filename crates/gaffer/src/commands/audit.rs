@@ -10,12 +10,16 @@ use std::process::ExitCode;
 
 pub async fn run(global: &Global, args: &AuditArgs) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
-    let entries = app.audit(args.task.as_deref()).await.map_err(app_error)?;
+    let task = match &args.task {
+        Some(given) => Some(crate::ids::task(app.journal().as_ref(), given).await?),
+        None => None,
+    };
+    let entries = app.audit(task.as_deref()).await.map_err(app_error)?;
     if args.json {
         output::json(&entries)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::term::stdout();
     if entries.is_empty() {
         writeln!(out, "nothing decided yet")?;
         return Ok(ExitCode::SUCCESS);
@@ -66,12 +70,12 @@ pub fn new_token(args: &TokenNewArgs) -> Result<ExitCode> {
             "name": args.name, "role": role, "secret": secret, "secret_sha256": digest,
         }))?;
     } else {
-        println!(
+        outln!(
             "secret (shown once; give it to {}):\n  {secret}\n",
             args.name
         );
-        println!("add to policy.toml:\n");
-        println!(
+        outln!("add to policy.toml:\n");
+        outln!(
             "[[tokens]]\nname = {:?}\nrole = \"{role}\"\nsecret_sha256 = \"{digest}\"",
             args.name
         );

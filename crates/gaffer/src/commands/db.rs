@@ -22,7 +22,7 @@ pub async fn copy(global: &Global, args: &DbCopyArgs) -> Result<ExitCode> {
     let from = gaffer_store::open(&args.from, durability).await?;
     let to = gaffer_store::open(&args.to, durability).await?;
     if !args.json {
-        eprintln!("copying {} to {} …", from.location(), to.location());
+        errln!("copying {} to {} …", from.location(), to.location());
     }
     let result = gaffer_store::copy_journal(from.as_ref(), to.as_ref()).await;
     from.shutdown().await;
@@ -31,9 +31,11 @@ pub async fn copy(global: &Global, args: &DbCopyArgs) -> Result<ExitCode> {
     if args.json {
         output::json(&copied)?;
     } else {
-        println!(
+        outln!(
             "ok: {} events in {} streams copied and verified, and {} Discord message ids",
-            copied.events, copied.streams, copied.discord_messages
+            copied.events,
+            copied.streams,
+            copied.discord_messages
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -3,10 +3,9 @@
 use crate::cli::Global;
 use crate::error::{Result, EXIT_CONFIG};
 use crate::output;
-use crate::setup::{config_file, load_config, open_journal};
-use gaffer_store::{Journal, TaskFilter};
+use crate::setup::{config_file, durability, load_config};
+use gaffer_store::{Journal, Location, TaskFilter};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Debug, Serialize, Clone, Copy, PartialEq, Eq)]
@@ -35,75 +34,65 @@ fn check(name: &str, status: Status, detail: impl Into<String>, hint: Option<&st
     }
 }
 
-/// The agent CLIs gaffer drives: name, override variable, how to install.
-const AGENT_CLIS: &[(&str, &str, &str)] = &[
-    (
-        "claude",
-        "GAFFER_CLAUDE_BIN",
-        "npm install -g @anthropic-ai/claude-code",
-    ),
-    ("codex", "GAFFER_CODEX_BIN", "npm install -g @openai/codex"),
-    (
-        "gemini",
-        "GAFFER_GEMINI_BIN",
-        "npm install -g @google/gemini-cli",
-    ),
-];
-
 /// API keys of the built-in agent. Only their presence is ever shown.
-const API_KEYS: &[(&str, &str)] = &[
+const API_KEYS: &[(&str, &str, &str)] = &[
     (
+        "openai",
         "OPENAI_API_KEY",
         "for `--agent openai` (or any OpenAI-compatible server with OPENAI_BASE_URL)",
     ),
-    ("ANTHROPIC_API_KEY", "for `--agent anthropic`"),
+    ("anthropic", "ANTHROPIC_API_KEY", "for `--agent anthropic`"),
 ];
 
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-/// The first executable `name` on PATH.
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn agent_checks() -> Vec<Check> {
+/// Each agent CLI and API key, then whether any task can run at all and whether
+/// the configured roles can.
+fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
+    use gaffer_engine::agents::{agent_cli_path, agent_ready, AGENT_CLIS};
     let mut checks = Vec::new();
-    for (name, var, install) in AGENT_CLIS {
-        let c = match std::env::var_os(var) {
-            Some(bin) if is_executable(Path::new(&bin)) => check(
-                name,
-                Status::Ok,
-                format!("{} (from {var})", Path::new(&bin).display()),
-                None,
-            ),
-            Some(bin) => check(
-                name,
+    let mut usable = Vec::new();
+    for cli in &AGENT_CLIS {
+        let set = std::env::var_os(cli.env_var).is_some_and(|v| !v.is_empty());
+        checks.push(match agent_cli_path(cli) {
+            Ok(path) => {
+                usable.push(cli.agent);
+                let from = if set {
+                    format!(" (from {})", cli.env_var)
+                } else {
+                    String::new()
+                };
+                check(
+                    cli.agent,
+                    Status::Ok,
+                    format!("{}{from}", path.display()),
+                    None,
+                )
+            }
+            Err(why) if set => check(
+                cli.agent,
                 Status::Fail,
-                format!(
-                    "{var} names {}, which is not an executable file",
-                    Path::new(&bin).display()
-                ),
+                why,
                 Some("point it at the agent's executable, or unset it to search PATH"),
             ),
-            None => match on_path(name) {
-                Some(p) => check(name, Status::Ok, p.display().to_string(), None),
-                None => check(name, Status::Warn, "not found on PATH", Some(install)),
-            },
-        };
-        checks.push(c);
+            Err(_) => check(
+                cli.agent,
+                Status::Warn,
+                "not found on PATH",
+                Some(cli.install),
+            ),
+        });
     }
-    for (var, what) in API_KEYS {
-        checks.push(match std::env::var_os(var) {
-            Some(v) if !v.is_empty() => check(var, Status::Ok, "set", None),
-            _ => check(
+    for (agent, var, what) in API_KEYS {
+        checks.push(match agent_ready(agent) {
+            Ok(()) => {
+                usable.push(agent);
+                let how = if std::env::var_os(var).is_some_and(|v| !v.is_empty()) {
+                    "set"
+                } else {
+                    "not set; OPENAI_BASE_URL names a server that needs none"
+                };
+                check(var, Status::Ok, how, None)
+            }
+            Err(_) => check(
                 var,
                 Status::Warn,
                 "not set",
@@ -111,14 +100,55 @@ fn agent_checks() -> Vec<Check> {
             ),
         });
     }
-    let usable = checks.iter().any(|c| c.status == Status::Ok);
-    if !usable {
+    if usable.is_empty() {
         checks.push(check(
             "agents",
-            Status::Warn,
-            "no agent CLI and no API key: tasks cannot run",
-            Some("install one agent CLI above or set an API key"),
+            Status::Fail,
+            "no agent CLI and no API key: no task can run",
+            Some("install one agent CLI above or set an API key, then run `gaffer doctor` again"),
         ));
+        return checks;
+    }
+    let Some(config) = config else {
+        return checks;
+    };
+    // The agents the configured roles use, each once, with the roles using it.
+    let mut roles: Vec<(String, Vec<String>)> = Vec::new();
+    let all = std::iter::once(("roles".to_owned(), &config.roles)).chain(
+        config
+            .project_roles
+            .iter()
+            .map(|(p, r)| (format!("projects.{p}.roles"), r)),
+    );
+    for (prefix, r) in all {
+        for (role, cfg) in [
+            ("planner", &r.planner),
+            ("owner", &r.owner),
+            ("reviewer", &r.reviewer),
+            ("arbiter", &r.arbiter),
+        ] {
+            let field = format!("{prefix}.{role}");
+            match roles.iter_mut().find(|(a, _)| *a == cfg.agent) {
+                Some((_, fields)) => fields.push(field),
+                None => roles.push((cfg.agent.clone(), vec![field])),
+            }
+        }
+    }
+    for (agent, fields) in roles {
+        let name = format!("roles: {agent}");
+        let used = fields.join(", ");
+        checks.push(match agent_ready(&agent) {
+            Ok(()) => check(&name, Status::Ok, format!("plays {used}"), None),
+            Err(e) => Check {
+                name,
+                status: Status::Warn,
+                detail: format!("plays {used}, but cannot start: {e}"),
+                hint: Some(format!(
+                    "`gaffer run` needs --agent {} until it is installed, or set those roles to an agent that is",
+                    usable[0]
+                )),
+            },
+        });
     }
     checks
 }
@@ -137,6 +167,37 @@ fn git_check() -> Check {
             "git is not on PATH",
             Some("install git 2.20 or newer (e.g. `apt-get install git`); gaffer uses it for worktrees and pushes"),
         ),
+    }
+}
+
+/// The journal, opened only if it exists: the doctor creates nothing.
+async fn journal_check(config: &gaffer_config::Config) -> Check {
+    let location = config.database_location();
+    if let Ok(Location::Sqlite(path)) = Location::parse(&location) {
+        if !path.exists() {
+            return check(
+                "database",
+                Status::Ok,
+                format!(
+                    "{} (not created yet: the first task or project creates it)",
+                    path.display()
+                ),
+                None,
+            );
+        }
+    }
+    match gaffer_store::open(&location, durability(config)).await {
+        Ok(journal) => {
+            let c = database_check(journal.as_ref()).await;
+            journal.shutdown().await;
+            c
+        }
+        Err(e) => Check {
+            name: "database".into(),
+            status: Status::Fail,
+            detail: crate::error::CliError::from(e).message().to_owned(),
+            hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
+        },
     }
 }
 
@@ -271,38 +332,35 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                 &config.sandbox,
                 gaffer_agents::sandbox::support(),
             ));
+            let made = if config.data_dir.is_dir() {
+                ""
+            } else {
+                " (not created yet)"
+            };
             checks.push(check(
                 "data dir",
                 Status::Ok,
-                config.data_dir.display().to_string(),
+                format!("{}{made}", config.data_dir.display()),
                 None,
             ));
             checks.extend(shipping_checks(&config));
-            match open_journal(&config).await {
-                Ok(journal) => {
-                    checks.push(database_check(journal.as_ref()).await);
-                    journal.shutdown().await;
-                }
-                Err(e) => checks.push(Check {
-                    name: "database".into(),
-                    status: Status::Fail,
-                    detail: e.message().to_owned(),
-                    hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
-                }),
-            }
+            checks.push(journal_check(&config).await);
+            checks.extend(agent_checks(Some(&config)));
         }
-        Err(e) => checks.push(Check {
-            name: "config".into(),
-            status: Status::Fail,
-            detail: e.message().to_owned(),
-            hint: Some(
-                "fix the file, or run `gaffer init --force` to start from the commented defaults"
-                    .into(),
-            ),
-        }),
+        Err(e) => {
+            checks.push(Check {
+                name: "config".into(),
+                status: Status::Fail,
+                detail: e.message().to_owned(),
+                hint: Some(
+                    "fix the file, or run `gaffer init --force` to start from the commented defaults"
+                        .into(),
+                ),
+            });
+            checks.extend(agent_checks(None));
+        }
     }
     checks.push(git_check());
-    checks.extend(agent_checks());
 
     let failed = checks.iter().any(|c| c.status == Status::Fail);
     if json {
@@ -314,10 +372,10 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                 Status::Warn => "warn",
                 Status::Fail => "FAIL",
             };
-            println!("{mark}  {:<18} {}", c.name, c.detail);
+            outln!("{mark}  {:<18} {}", c.name, c.detail);
             if let Some(hint) = &c.hint {
                 if c.status != Status::Ok {
-                    println!("      {:<18} → {hint}", "");
+                    outln!("      {:<18} → {hint}", "");
                 }
             }
         }

@@ -1,7 +1,8 @@
-//! `gaffer gc`: remove the worktrees of shipped and cancelled tasks older than the
-//! retention, prune task branches whose pull request was merged or closed, and say
-//! how much disk that gave back. Failed and blocked tasks keep their worktrees (a
-//! person may still want to look); a branch without a pull request is never pruned.
+//! `gaffer gc`: remove the worktrees of finished tasks (done, cancelled, failed,
+//! blocked) older than the retention, prune task branches whose pull request was
+//! merged or closed, delete the local branches of tasks that ended without
+//! shipping, and say how much disk that gave back. A done task's branch without a
+//! pull request is its result and is kept.
 
 use crate::cli::{GcArgs, Global};
 use crate::commands::approvals::{app_error, open_app};
@@ -32,8 +33,10 @@ struct RemovedWorktree {
 struct PrunedBranch {
     task: String,
     branch: String,
-    pull_request: u64,
-    /// `merged` or `closed`.
+    /// Its pull request, if it had one.
+    pull_request: Option<u64>,
+    /// `merged` or `closed`; for a branch without a pull request, how its task
+    /// ended (`failed`, `cancelled`, `blocked`).
     pr_state: String,
     /// Deleted on the remote.
     remote: bool,
@@ -100,7 +103,6 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
         })
         .await?;
     for row in tasks {
-        let finished = matches!(row.stage.as_str(), "done" | "cancelled");
         let Some((name, root)) = projects.get(&row.project_id) else {
             continue;
         };
@@ -110,6 +112,7 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
         ) {
             continue;
         }
+        let expired = row.updated_at <= cutoff;
         let Some(view) = app.journal().task(&row.id).await? else {
             continue;
         };
@@ -128,7 +131,7 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
             }
         };
         let mut worktree_gone = !path.exists();
-        if finished && row.updated_at <= cutoff && path.exists() {
+        if expired && path.exists() {
             let bytes = dir_size(&path);
             let removed = if dry_run {
                 Ok(())
@@ -148,8 +151,33 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
                 Err(e) => report.errors.push(format!("task {}: {e}", row.id)),
             }
         }
-        let pr = PullRequestReceipt::from_receipt(&receipt(&view, PullRequestReceipt::STEP));
-        if let Some(number) = pr.map(|pr| pr.number) {
+        let pr = PullRequestReceipt::from_receipt(&receipt(&view, PullRequestReceipt::STEP))
+            .map(|pr| pr.number);
+        if pr.is_none() && row.stage != "done" && expired && worktree_gone {
+            // Nothing was shipped from it and its worktree is gone: a leftover.
+            let here = repo.rev_exists(&format!("refs/heads/{branch}"));
+            let deleted = if dry_run || !here {
+                Ok(here)
+            } else {
+                repo.delete_branch(&branch)
+            };
+            match deleted {
+                Ok(true) => report.branches.push(PrunedBranch {
+                    task: row.id.clone(),
+                    branch,
+                    pull_request: None,
+                    pr_state: row.stage.clone(),
+                    remote: false,
+                    local: true,
+                }),
+                Ok(false) => {}
+                Err(e) => report
+                    .errors
+                    .push(format!("task {} (branch {branch}): {e}", row.id)),
+            }
+            continue;
+        }
+        if let Some(number) = pr {
             match prune(
                 engine,
                 &repo,
@@ -165,7 +193,7 @@ pub async fn collect(config: &Config, app: &App, engine: &Engine, dry_run: bool)
                 Ok(Some((pr_state, remote, local))) => report.branches.push(PrunedBranch {
                     task: row.id.clone(),
                     branch,
-                    pull_request: number,
+                    pull_request: Some(number),
                     pr_state,
                     remote,
                     local,
@@ -267,7 +295,7 @@ fn print(report: &Report) {
         "removed"
     };
     for w in &report.worktrees {
-        println!(
+        outln!(
             "{verb} worktree {} (task {}, {})",
             w.path.display(),
             w.task,
@@ -285,16 +313,24 @@ fn print(report: &Report) {
             (true, false) => "remote",
             _ => "local",
         };
-        println!(
-            "{verb} branch {} ({places}; pull request #{} {})",
-            b.branch, b.pull_request, b.pr_state
-        );
+        match b.pull_request {
+            Some(n) => outln!(
+                "{verb} branch {} ({places}; pull request #{n} {})",
+                b.branch,
+                b.pr_state
+            ),
+            None => outln!(
+                "{verb} branch {} ({places}; its task {} without shipping)",
+                b.branch,
+                b.pr_state
+            ),
+        }
     }
     for e in &report.errors {
-        eprintln!("gaffer: {e}");
+        errln!("gaffer: {e}");
     }
-    println!(
-        "{} {} (worktrees of shipped or cancelled tasks older than {} day{})",
+    outln!(
+        "{} {} (worktrees of finished tasks older than {} day{})",
         if report.dry_run {
             "would reclaim"
         } else {

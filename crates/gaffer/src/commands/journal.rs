@@ -15,15 +15,15 @@ pub async fn verify(global: &Global, json: bool) -> Result<ExitCode> {
         output::json(&report)?;
     } else {
         match &report.broken {
-            None => println!(
+            None => outln!(
                 "ok: {} events in {} streams verified; projections equal a rebuild",
                 report.events, report.streams
             ),
-            Some(b) if b.stream == "projections" => eprintln!(
+            Some(b) if b.stream == "projections" => errln!(
                 "broken: the stored projections differ from a rebuild ({}); `gaffer journal rebuild` recomputes them from the events",
                 b.problem
             ),
-            Some(b) => eprintln!("broken: stream {} seq {}: {}", b.stream, b.seq, b.problem),
+            Some(b) => errln!("broken: stream {} seq {}: {}", b.stream, b.seq, b.problem),
         }
     }
     Ok(if report.broken.is_some() {
@@ -41,7 +41,7 @@ pub async fn rebuild(global: &Global, json: bool) -> Result<ExitCode> {
     if json {
         output::json(&serde_json::json!({ "events": events }))?;
     } else {
-        println!("rebuilt every projection from {events} events");
+        outln!("rebuilt every projection from {events} events");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@ mod gc;
 mod index;
 mod init;
 mod journal;
+mod manual;
 mod project;
 mod run;
 mod serve;
@@ -15,7 +16,8 @@ mod task;
 mod worker;
 
 use crate::cli::{
-    Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand, TokenCommand,
+    ApprovalCommand, Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand,
+    TokenCommand,
 };
 use crate::error::Result;
 use std::process::ExitCode;
@@ -43,6 +45,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Db(DbCommand::Copy(args)) => db::copy(&cli.global, &args).await,
         Command::Approvals(args) => approvals::list(&cli.global, args.json, args.all).await,
+        Command::Approval(ApprovalCommand::Show(args)) => approvals::show(&cli.global, &args).await,
         Command::Approve(args) => {
             let approval = if args.for_task {
                 approvals::Verdict::AllowForTask
@@ -71,5 +74,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Worker(args) => worker::worker(&cli.global, &args).await,
         Command::Workers(args) => worker::workers(&cli.global, &args).await,
         Command::Token(TokenCommand::New(args)) => audit::new_token(&args),
+        Command::Completions(args) => manual::completions(&args),
+        Command::Man(args) => manual::man(&args),
     }
 }

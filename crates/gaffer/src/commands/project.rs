@@ -32,13 +32,15 @@ pub async fn add(global: &Global, args: &ProjectAddArgs) -> Result<ExitCode> {
     if args.json {
         output::json(&project)?;
     } else {
-        println!(
+        outln!(
             "registered {} ({}) at {}",
-            project.name, project.id, project.path
+            project.name,
+            project.id,
+            project.path
         );
         match &project.check_command {
-            Some(c) => println!("check command: {c}"),
-            None => println!(
+            Some(c) => outln!("check command: {c}"),
+            None => outln!(
                 "check command: none found; set one with `gaffer project add {} --check \"CMD\"`",
                 project.path
             ),
@@ -54,7 +56,7 @@ pub async fn list(global: &Global, json: bool) -> Result<ExitCode> {
         output::json(&projects)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::term::stdout();
     if projects.is_empty() {
         writeln!(
             out,

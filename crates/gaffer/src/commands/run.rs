@@ -4,22 +4,24 @@
 use crate::cli::{Global, RunArgs, TaskIdArgs};
 use crate::commands::approvals::{app_error, open_app};
 use crate::commands::project::repo_root;
-use crate::error::{CliError, Result, EXIT_FAILED};
-use crate::output;
+use crate::error::{CliError, Result, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::live::{Follow, Options};
+use crate::output::{self, one_line};
 use crate::setup::cli_actor;
+use crate::term;
 use gaffer_agents::ratelimit::RateLimits;
-use gaffer_app::{AddProject, App, NewTask, Scope};
+use gaffer_app::{AddProject, App, NewTask};
 use gaffer_config::Config;
-use gaffer_core::{Decision, Event, Stage, TaskId};
+use gaffer_core::{Stage, TaskId};
 use gaffer_engine::{Backends, Credential, Engine, JournalCounters, Settings, Shipping, Tracker};
 use gaffer_forge::{CiWait, ForgeKind};
 use gaffer_protocol::receipts::PullRequestReceipt;
-use gaffer_store::{RecordedEvent, TaskView};
+use gaffer_store::TaskView;
 use serde_json::{json, Value};
-use std::io::IsTerminal;
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The engine as configured: roles, data dir, redaction of every secret in the
@@ -142,18 +144,19 @@ fn warn_if_unconfined(sandbox: &gaffer_agents::sandbox::Sandbox) {
     use gaffer_agents::sandbox::{support, SandboxMode};
     let s = support();
     if sandbox.mode == SandboxMode::Auto && !s.filesystem() {
-        eprintln!(
+        term::note(format_args!(
             "gaffer: warning: {}; agents run unconfined. Set [sandbox] mode = \"required\" to refuse instead.",
             s.describe()
-        );
+        ));
     }
 }
 
 pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     let given = args.request.clone().unwrap_or_default();
     if args.issue.is_none() && given.trim().is_empty() {
-        eprintln!("gaffer: the request is empty; say what to do, e.g. gaffer run \"add an installation section to README\"");
-        return Ok(ExitCode::from(2));
+        return Err(CliError::usage(
+            "the request is empty; say what to do, e.g. gaffer run \"add an installation section to README\"",
+        ));
     }
     let (config, _, app) = open_app(global).await?;
     // Everything that can be refused is checked before anything is stored.
@@ -187,24 +190,28 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     };
     repo.ensure_clean(&base)
         .map_err(|e| CliError::config(e.to_string()))?;
+    let name = match &known {
+        Some(p) => p.name.clone(),
+        None => root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
     // Made before anything is stored: from here on every event is redacted with
     // every secret the engine knows (the credential helper's tokens too).
     let engine = engine(&config, &app).await?;
-    if let Some(agent) = &args.agent {
-        engine
-            .check_agent(agent)
-            .map_err(|e| CliError::config(format!("--agent {agent}: {e}")))?;
-    }
+    // A missing agent CLI or API key is found now, not after a worktree exists.
+    engine
+        .check_roles(&name, args.agent.as_deref())
+        .map_err(|e| match &args.agent {
+            Some(agent) => CliError::config(format!("--agent {agent}: {e}")),
+            None => CliError::config(format!(
+                "{e}; or pick an agent that is installed with --agent (`gaffer doctor` lists them)"
+            )),
+        })?;
     let (request, issue) = match &args.issue {
         None => (given, None),
         Some(reference) => {
-            let name = match &known {
-                Some(p) => p.name.clone(),
-                None => root
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            };
             let (request, url) = read_issue(&engine, &name, &root, reference).await?;
             (request, Some(url))
         }
@@ -223,12 +230,12 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 )
                 .await
                 .map_err(|e| CliError::config(e.to_string()))?;
-            eprintln!(
+            term::note(format_args!(
                 "registered project {} at {} (check: {})",
-                p.name,
-                p.path,
-                p.check_command.as_deref().unwrap_or("none")
-            );
+                one_line(&p.name, 60),
+                one_line(&p.path, 200),
+                one_line(p.check_command.as_deref().unwrap_or("none"), 100)
+            ));
             p
         }
     };
@@ -249,39 +256,65 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
             gaffer_app::AppError::Invalid { .. } => CliError::config(e.to_string()),
             other => app_error(other),
         })?;
-    if !args.json {
-        eprintln!(
+    if !global.quiet {
+        term::note(format_args!(
             "task {} in {}: {}",
             task.id,
-            project.name,
-            output::one_line(&request, 80)
-        );
+            one_line(&project.name, 60),
+            one_line(&request, 80)
+        ));
     }
-    drive(&config, &app, &TaskId(task.id), args.json).await
+    let shown = Options::for_terminal(args.json, global.quiet);
+    drive(&app, &engine, &config, &TaskId(task.id), 0, shown).await
 }
 
 pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
-    let id = TaskId(args.id.clone());
-    let view = app.journal().task(id.as_str()).await?.ok_or_else(|| {
-        CliError::failed(format!(
-            "task `{id}` does not exist; `gaffer task list` shows the tasks"
-        ))
-    })?;
+    let id = TaskId(crate::ids::task(app.journal().as_ref(), &args.id).await?);
+    let view = app
+        .journal()
+        .task(id.as_str())
+        .await?
+        .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
     // Already over (it finished just before the crash): show how it ended.
     let stage = serde_json::from_value::<Stage>(Value::String(view.task.stage.clone()));
     if stage.is_ok_and(Stage::is_final) {
-        eprintln!("task {id} has already ended; `gaffer task retry {id}` queues it again")
+        term::note(format_args!(
+            "task {id} has already ended; `gaffer task retry {id}` queues it again"
+        ));
+    } else if !global.quiet {
+        term::note(format_args!(
+            "resuming task {id} at {}: {}",
+            view.task.stage,
+            one_line(&view.task.request, 80)
+        ));
     }
+    let engine = engine(&config, &app).await?;
+    let project = app
+        .journal()
+        .projects()
+        .await?
+        .into_iter()
+        .find(|p| p.id == view.task.project_id)
+        .map(|p| p.name)
+        .unwrap_or_default();
+    let agent = serde_json::from_str::<Value>(&view.task.options)
+        .ok()
+        .and_then(|o| o["agent"].as_str().map(str::to_owned));
+    engine
+        .check_roles(&project, agent.as_deref())
+        .map_err(CliError::config)?;
     // Taking the lease marks what a crashed run left running as interrupted.
-    drive(&config, &app, &id, args.json).await
+    let shown = Options::for_terminal(args.json, global.quiet);
+    drive(&app, &engine, &config, &id, view.head_seq, shown).await
 }
 
 pub async fn cancel(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
+    let id = crate::ids::task(app.journal().as_ref(), &args.id).await?;
     let detail = app
         .cancel_task(
-            &args.id,
+            &id,
             cli_actor(),
             Some("cancelled from the command line".into()),
         )
@@ -290,49 +323,57 @@ pub async fn cancel(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     if args.json {
         output::json(&detail.task)?;
     } else {
-        println!("task {} is {}", detail.task.id, detail.task.stage);
+        writeln!(
+            term::stdout(),
+            "task {} is {}",
+            detail.task.id,
+            detail.task.stage
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub async fn retry(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (_, _, app) = open_app(global).await?;
-    let task = app
-        .retry_task(&args.id, cli_actor())
-        .await
-        .map_err(app_error)?;
+    let id = crate::ids::task(app.journal().as_ref(), &args.id).await?;
+    let task = app.retry_task(&id, cli_actor()).await.map_err(app_error)?;
     if args.json {
         output::json(&task)?;
     } else {
-        println!("queued again as task {}; `gaffer task resume {}` runs it here, or a running `gaffer serve` picks it up", task.id, task.id);
+        writeln!(
+            term::stdout(),
+            "queued again as task {}; `gaffer task resume {}` runs it here, or a running `gaffer serve` picks it up",
+            task.id,
+            task.id
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Run the task here until it ends, showing progress; Ctrl-C cancels it cleanly.
-async fn drive(config: &Config, app: &App, id: &TaskId, json_out: bool) -> Result<ExitCode> {
-    let engine = engine(config, app).await?;
+/// Run the task here until it ends, showing it live from after its event
+/// `after_seq`. Ctrl-C cancels it cleanly (exit 130); a second Ctrl-C quits at once.
+async fn drive(
+    app: &App,
+    engine: &Engine,
+    config: &Config,
+    id: &TaskId,
+    after_seq: i64,
+    shown: Options,
+) -> Result<ExitCode> {
     let cancel = CancellationToken::new();
-    let ctrl_c = {
-        let token = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ngaffer: stopping (the worktree is kept)…");
-                token.cancel();
-            }
-        })
-    };
-    let renderer = tokio::spawn(render(app.clone(), id.clone(), !json_out));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let ctrl_c = tokio::spawn(stop_on_ctrl_c(cancel.clone(), interrupted.clone()));
+    let view = Follow::start(app.clone(), id.clone(), after_seq, shown, cancel.clone());
     // This process is a worker for this one task: it holds the task's lease while
     // it runs, so no other worker runs it at the same time.
     let outcome = engine
         .run_one(id, &crate::commands::worker::me(config), cancel)
         .await;
-    ctrl_c.abort();
-    renderer.abort();
+    view.finish().await;
     let stage = match outcome {
         Ok(Some(stage)) => stage,
         Ok(None) => {
+            ctrl_c.abort();
             let holder = app.journal().lease(id.as_str()).await?.map_or_else(
                 || "another worker".to_owned(),
                 |l| format!("worker {}", l.worker_id),
@@ -341,7 +382,10 @@ async fn drive(config: &Config, app: &App, id: &TaskId, json_out: bool) -> Resul
                 "task `{id}` is being run by {holder}; `gaffer workers` lists the workers, `gaffer task show {id}` shows its progress"
             )));
         }
-        Err(e) => return Err(CliError::failed(e.to_string())),
+        Err(e) => {
+            ctrl_c.abort();
+            return Err(CliError::failed(e.to_string()));
+        }
     };
     let view = app
         .journal()
@@ -349,19 +393,39 @@ async fn drive(config: &Config, app: &App, id: &TaskId, json_out: bool) -> Resul
         .await?
         .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
     let summary = summary(&view);
-    if json_out {
-        output::json(&summary)?;
+    // The task is over; a closed stdout (`| head -1`) changes nothing about how.
+    let _ = if shown.json {
+        writeln!(std::io::stdout().lock(), "{summary}")
     } else {
-        print_summary(&view, &summary);
-    }
-    Ok(if stage == Stage::Done {
+        print_summary(&view, &summary)
+    };
+    ctrl_c.abort();
+    Ok(if interrupted.load(Ordering::SeqCst) {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if stage == Stage::Done {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
 }
 
-/// `{"task_id","state","branch","commits":[…],"tokens","cost_usd"}` from the journal.
+/// The first Ctrl-C stops the run cleanly (the task is cancelled, its worktree
+/// kept, nothing decided); a second one quits at once.
+async fn stop_on_ctrl_c(cancel: CancellationToken, interrupted: Arc<AtomicBool>) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    interrupted.store(true, Ordering::SeqCst);
+    term::note("\ngaffer: stopping the agents and cancelling the task; the worktree is kept (Ctrl-C again quits at once)");
+    cancel.cancel();
+    if tokio::signal::ctrl_c().await.is_ok() {
+        term::note("gaffer: quit; `gaffer task show` tells where the task stands");
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    }
+}
+
+/// `{"type":"summary","task_id","state","branch","commits":[…],"tokens","cost_usd",…}`
+/// from the journal.
 fn summary(view: &TaskView) -> Value {
     let receipt = |s: &gaffer_store::StepRow| -> Value {
         s.receipt
@@ -393,6 +457,7 @@ fn summary(view: &TaskView) -> Value {
         .and_then(|o| serde_json::from_str(o).ok())
         .unwrap_or(Value::Null);
     json!({
+        "type": "summary",
         "task_id": view.task.id,
         "state": view.task.stage,
         "branch": branch,
@@ -405,196 +470,47 @@ fn summary(view: &TaskView) -> Value {
     })
 }
 
-fn print_summary(view: &TaskView, summary: &Value) {
-    println!();
-    println!("task    {} — {}", view.task.id, view.task.stage);
+/// The summary for a person, on stdout.
+fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
+    let mut out = term::stdout();
+    writeln!(out)?;
+    writeln!(out, "task    {} — {}", view.task.id, view.task.stage)?;
     if let Some(b) = summary["branch"].as_str() {
-        println!("branch  {b}");
+        writeln!(out, "branch  {b}")?;
     }
     for c in summary["commits"].as_array().into_iter().flatten() {
-        println!("commit  {}", c.as_str().unwrap_or_default());
+        writeln!(out, "commit  {}", c.as_str().unwrap_or_default())?;
     }
     if let Some(pr) = summary["pull_request"].as_str() {
-        println!("pr      {pr}");
+        writeln!(out, "pr      {pr}")?;
     }
     if let Some(r) = summary["reason"].as_str() {
-        println!("reason  {r}");
+        // Reasons run over several lines (a check's output): shown as such.
+        let mut lines = r.trim_end().lines();
+        writeln!(out, "reason  {}", lines.next().unwrap_or_default())?;
+        for line in lines {
+            writeln!(out, "        {line}")?;
+        }
     }
-    println!(
+    writeln!(
+        out,
         "tokens  {} in, {} out ({} cached) · {}",
         summary["tokens"]["input"],
         summary["tokens"]["output"],
         summary["tokens"]["cached_input"],
         gaffer_core::format_usd(summary["cost_usd"].as_f64().unwrap_or(0.0))
-    );
+    )?;
     if view.task.stage == "done" && summary["pull_request"].is_string() {
-        println!("\nShipped: the pull request above waits for a review.");
+        writeln!(out, "\nShipped: the pull request above waits for a review.")?;
     } else if view.task.stage == "done" {
         if let Some(note) = summary["note"].as_str() {
-            println!("note    {note}");
+            writeln!(out, "note    {note}")?;
         }
-        println!(
+        writeln!(
+            out,
             "\nThe branch is ready: review it with `git log -p {}`.",
             summary["branch"].as_str().unwrap_or("")
-        );
+        )?;
     }
-}
-
-/// Print the task's events as they are committed; ask pending approvals on a terminal.
-async fn render(app: App, id: TaskId, show: bool) {
-    let mut rx = app.journal().subscribe();
-    let started = Instant::now();
-    let interactive = std::io::stdin().is_terminal();
-    let (mut tokens_in, mut tokens_out) = (0u64, 0u64);
-    loop {
-        let e: RecordedEvent = match rx.recv().await {
-            Ok(e) => e,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
-        if e.stream_id != id.0 {
-            continue;
-        }
-        let t = started.elapsed().as_secs();
-        let line = match &e.event {
-            Event::TaskStageEntered { stage } => Some(format!("[{t:>4}s] ▸ {stage}")),
-            Event::StepStarted { step_id } => Some(format!("[{t:>4}s]   • {step_id}")),
-            Event::StepCompleted { step_id, receipt } => {
-                Some(format!("[{t:>4}s]   ✓ {step_id}{}", receipt_note(receipt)))
-            }
-            Event::StepFailed { step_id, error } => Some(format!(
-                "[{t:>4}s]   ✗ {step_id}: {}",
-                output::one_line(error, 160)
-            )),
-            Event::CiStatusChanged { sha, state, .. } => Some(format!(
-                "[{t:>4}s]       CI {state} on {}",
-                &sha[..sha.len().min(10)]
-            )),
-            Event::StepManualRequired { step_id, reason } => Some(format!(
-                "[{t:>4}s]   ! {step_id}: {}",
-                output::one_line(reason, 200)
-            )),
-            Event::AgentActivity { activity, .. } if activity["type"] == "usage" => {
-                tokens_in += activity["usage"]["input_tokens"].as_u64().unwrap_or(0);
-                tokens_out += activity["usage"]["output_tokens"].as_u64().unwrap_or(0);
-                Some(format!(
-                    "[{t:>4}s]       tokens so far: {tokens_in} in, {tokens_out} out"
-                ))
-            }
-            Event::AgentActivity { activity, .. } => {
-                activity_line(activity).map(|l| format!("[{t:>4}s]       {l}"))
-            }
-            Event::ApprovalDecided {
-                approval_id,
-                decision,
-                by,
-                ..
-            } => Some(format!(
-                "[{t:>4}s]   approval {approval_id}: {decision:?} by {} ({})",
-                by.name, by.via
-            )),
-            Event::ApprovalRequested {
-                approval_id,
-                summary,
-                ..
-            } => {
-                let pending = app
-                    .approval(approval_id.as_str())
-                    .await
-                    .map(|a| a.state == "pending")
-                    .unwrap_or(false);
-                // Questions go to stderr, so `--json` keeps stdout for the result.
-                if pending {
-                    eprintln!("[{t:>4}s]   ? {summary}");
-                    if interactive {
-                        ask(&app, approval_id.as_str()).await;
-                    } else {
-                        eprintln!("         decide with `gaffer approve {approval_id}` or `gaffer deny {approval_id} --note …`");
-                    }
-                }
-                None
-            }
-            Event::TaskDone { .. }
-            | Event::TaskFailed { .. }
-            | Event::TaskCancelled { .. }
-            | Event::TaskBlocked { .. } => None,
-            _ => None,
-        };
-        if let (true, Some(line)) = (show, line) {
-            println!("{line}");
-        }
-    }
-}
-
-async fn ask(app: &App, approval: &str) {
-    eprint!("         approve? [y]es / [n]o, then an optional note: ");
-    let _ = std::io::Write::flush(&mut std::io::stderr());
-    let line = tokio::task::spawn_blocking(|| {
-        let mut s = String::new();
-        std::io::stdin().read_line(&mut s).map(|_| s)
-    })
-    .await;
-    let Ok(Ok(line)) = line else { return };
-    let line = line.trim();
-    let (word, note) = line.split_once(' ').unwrap_or((line, ""));
-    let decision = match word.to_ascii_lowercase().as_str() {
-        "y" | "yes" => Decision::Approve,
-        _ => Decision::Deny,
-    };
-    let note = (!note.trim().is_empty()).then(|| note.trim().to_owned());
-    match app
-        .decide(approval, decision, cli_actor(), note, Scope::default())
-        .await
-    {
-        Ok(d) if !d.applied => eprintln!("         already {} by someone else", d.approval.state),
-        Ok(_) => {}
-        Err(e) => eprintln!("         could not record the decision: {e}"),
-    }
-}
-
-fn receipt_note(receipt: &Value) -> String {
-    if let Some(sha) = receipt["sha"].as_str() {
-        return format!(" {}", &sha[..sha.len().min(10)]);
-    }
-    if let Some(v) = receipt.get("verdict") {
-        return format!(" verdict: {}", v["verdict"].as_str().unwrap_or("?"));
-    }
-    if let Some(r) = receipt.get("ruling") {
-        return format!(" ruling: {}", r["ruling"].as_str().unwrap_or("?"));
-    }
-    if let Some(p) = receipt["passed"].as_bool() {
-        return if p {
-            " check passed".into()
-        } else {
-            " check failed".into()
-        };
-    }
-    if let Some(n) = receipt["plan"]["subtasks"].as_array().map(Vec::len) {
-        return format!(" {n} subtask(s)");
-    }
-    String::new()
-}
-
-fn activity_line(a: &Value) -> Option<String> {
-    match a["type"].as_str()? {
-        "tool_call" => Some(format!(
-            "↳ {} {}",
-            a["name"].as_str().unwrap_or("tool"),
-            output::one_line(&a["input"].to_string(), 100)
-        )),
-        "file_change" => Some(format!(
-            "✎ {} ({})",
-            a["path"].as_str().unwrap_or("?"),
-            a["kind"].as_str().unwrap_or("edit")
-        )),
-        "rate_limited" => Some(format!(
-            "⏸ rate limited until {}",
-            a["until"].as_str().unwrap_or("?")
-        )),
-        "assistant_text" => Some(format!(
-            "“{}”",
-            output::one_line(a["text"].as_str().unwrap_or(""), 100)
-        )),
-        _ => None,
-    }
+    Ok(())
 }

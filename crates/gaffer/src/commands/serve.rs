@@ -85,13 +85,11 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         ),
         None => "runs no tasks: `gaffer worker` processes do".to_owned(),
     };
-    println!(
-        "gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json; {runs})"
-    );
+    outln!("gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json; {runs})");
 
     if discord.is_some() {
         let rooms = config.discord.rooms.len();
-        println!(
+        outln!(
             "Discord: on, {rooms} room{}",
             if rooms == 1 { "" } else { "s" }
         );
@@ -162,7 +160,7 @@ pub fn login_link(global: &Global, args: &LoginLinkArgs) -> Result<ExitCode> {
             "secret_file": config.data_dir.join(gaffer_server::local::FILE_NAME),
         }))?;
     } else {
-        println!(
+        outln!(
             "open this link to log in to the web page as {} (works once, within 24 h):\n  {link}",
             local.person()
         );
@@ -182,7 +180,7 @@ async fn start_discord(
         .filter(|t| !t.trim().is_empty())
     else {
         if !d.rooms.is_empty() {
-            eprintln!(
+            errln!(
                 "gaffer: discord.rooms is set but ${} holds no bot token; Discord is off",
                 d.token_env
             );
@@ -208,7 +206,7 @@ async fn start_discord(
     let (app, stop) = (app.clone(), stop.clone());
     Ok(Some(tokio::spawn(async move {
         if let Err(e) = gaffer_discord::run(app, settings, stop).await {
-            eprintln!("gaffer: the Discord adapter stopped: {e}");
+            errln!("gaffer: the Discord adapter stopped: {e}");
         }
     })))
 }

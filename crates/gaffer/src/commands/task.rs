@@ -1,10 +1,13 @@
 //! `gaffer task list|show`.
 
 use crate::cli::{Global, TaskListArgs, TaskShowArgs};
+use crate::commands::approvals::{app_error, open_app};
 use crate::error::{CliError, Result};
-use crate::output;
-use crate::setup::{load_config, open_journal};
-use gaffer_store::{now_ms, LeaseState, TaskFilter, TaskRow};
+use crate::output::{self, one_line};
+use crate::{ids, render, term};
+use gaffer_app::TaskQuery;
+use gaffer_core::Stage;
+use gaffer_store::{now_ms, TaskFilter, TaskRow};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
@@ -30,58 +33,105 @@ fn task_json(task: &TaskRow) -> Value {
 }
 
 pub async fn list(global: &Global, args: &TaskListArgs) -> Result<ExitCode> {
-    let config = load_config(global)?;
-    let journal = open_journal(&config).await?;
-    let tasks = journal
-        .tasks(&TaskFilter {
-            project_id: args.project.clone(),
+    let (_, _, app) = open_app(global).await?;
+    if let Some(stage) = &args.stage {
+        if !Stage::ALL.iter().any(|s| s.as_str() == stage) {
+            return Err(CliError::usage(format!(
+                "--stage `{stage}` is not a stage; use one of {}",
+                Stage::ALL.map(|s| s.as_str()).join(", ")
+            )));
+        }
+    }
+    let projects = app.projects().await.map_err(app_error)?;
+    let project = match &args.project {
+        Some(p) => Some(
+            projects
+                .iter()
+                .find(|x| x.name == *p || x.id == *p)
+                .ok_or_else(|| {
+                    CliError::failed(format!(
+                        "no project `{p}`; `gaffer project list` shows the registered projects"
+                    ))
+                })?,
+        ),
+        None => None,
+    };
+    if args.json {
+        let rows = app
+            .journal()
+            .tasks(&TaskFilter {
+                project_id: project.map(|p| p.id.clone()),
+                stage: args.stage.clone(),
+                limit: Some(args.limit),
+                offset: None,
+            })
+            .await?;
+        let listed: Vec<Value> = rows
+            .iter()
+            .map(|t| {
+                let mut v = task_json(t);
+                let name = projects.iter().find(|p| p.id == t.project_id);
+                v["project"] = name.map_or(Value::Null, |p| Value::String(p.name.clone()));
+                v
+            })
+            .collect();
+        output::json(&listed)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let tasks = app
+        .tasks(&TaskQuery {
+            project: project.map(|p| p.id.clone()),
             stage: args.stage.clone(),
             limit: Some(args.limit),
             offset: None,
         })
-        .await?;
-    journal.shutdown().await;
-    if args.json {
-        output::json(&tasks.iter().map(task_json).collect::<Vec<_>>())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut out = std::io::stdout().lock();
+        .await
+        .map_err(app_error)?;
+    let mut out = term::stdout();
     if tasks.is_empty() {
-        writeln!(out, "no tasks yet")?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let now = now_ms();
-    writeln!(
-        out,
-        "{:<28} {:<24} {:<12} {:<9} REQUEST",
-        "ID", "STAGE", "PROJECT", "AGE"
-    )?;
-    for t in &tasks {
+        let filtered = args.project.is_some() || args.stage.is_some();
         writeln!(
             out,
-            "{:<28} {:<24} {:<12} {:<9} {}",
-            t.id,
-            t.stage,
-            output::one_line(&t.project_id, 12),
-            output::age(t.created_at, now),
-            output::one_line(&t.request, 60)
+            "{}",
+            if filtered {
+                "no tasks match"
+            } else {
+                "no tasks yet; `gaffer run \"REQUEST\"` starts one"
+            }
         )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let all = ids::all_tasks(app.journal().as_ref()).await?;
+    let short = ids::shorten(all.iter().map(String::as_str));
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|t| {
+            vec![
+                short.get(&t.id).cloned().unwrap_or_else(|| t.id.clone()),
+                t.stage.clone(),
+                one_line(&t.project, 24),
+                output::age(t.created_at, now),
+                one_line(&t.request, 400),
+            ]
+        })
+        .collect();
+    let header = ["ID", "STAGE", "PROJECT", "AGE", "REQUEST"];
+    for line in output::table(&header, &rows, term::stdout_width()) {
+        writeln!(out, "{line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
-    let config = load_config(global)?;
-    let journal = open_journal(&config).await?;
-    let view = journal.task(&args.id).await?;
-    journal.shutdown().await;
-    let Some(view) = view else {
-        return Err(CliError::failed(format!(
-            "no task with id `{}`; `gaffer task list` shows the tasks there are",
-            args.id
-        )));
-    };
+    let (_, _, app) = open_app(global).await?;
+    let journal = app.journal();
+    let id = ids::task(journal.as_ref(), &args.id).await?;
     if args.json {
+        let view = journal
+            .task(&id)
+            .await?
+            .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
         output::json(&serde_json::json!({
             "task": task_json(&view.task),
             "head_seq": view.head_seq,
@@ -92,71 +142,14 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let t = &view.task;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "task     {}", t.id)?;
-    writeln!(out, "project  {}", t.project_id)?;
-    writeln!(out, "stage    {}", t.stage)?;
-    writeln!(out, "request  {}", output::one_line(&t.request, 200))?;
-    writeln!(
-        out,
-        "age      {} ({} events)",
-        output::age(t.created_at, now_ms()),
-        view.head_seq
-    )?;
-    if let Some(outcome) = &t.outcome {
-        writeln!(out, "outcome  {outcome}")?;
-    }
-    if let Some(l) = &view.lease {
-        let state = match l.state {
-            LeaseState::Held => "runs it now",
-            LeaseState::Released => "ran it, released",
-            LeaseState::Expired => "stopped renewing its lease; the next worker takes it over",
-        };
-        writeln!(
-            out,
-            "worker   {} ({state}; lease generation {})",
-            l.lease.worker_id, l.lease.generation
-        )?;
-    }
-    if !view.steps.is_empty() {
-        writeln!(out, "\nsteps")?;
-        for s in &view.steps {
-            let error = s
-                .error
-                .as_deref()
-                .map(|e| format!(" — {}", output::one_line(e, 80)))
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "  {:<20} {:<16} {:<15} attempt {}{error}",
-                s.step_id, s.state, s.intent, s.attempt
-            )?;
-        }
-    }
-    if !view.approvals.is_empty() {
-        writeln!(out, "\napprovals")?;
-        for a in &view.approvals {
-            writeln!(
-                out,
-                "  {:<28} {:<10} {:<10} {}",
-                a.id,
-                a.kind,
-                a.state,
-                output::one_line(&a.summary, 60)
-            )?;
-        }
-    }
-    if !view.sessions.is_empty() {
-        writeln!(out, "\nsessions")?;
-        for s in &view.sessions {
-            let verified = if s.verified { "verified" } else { "unverified" };
-            writeln!(
-                out,
-                "  {:<28} {:<9} {:<10} {verified}",
-                s.id, s.role, s.agent
-            )?;
-        }
+    let detail = app.task(&id).await.map_err(app_error)?;
+    let all = ids::all_tasks(journal.as_ref()).await?;
+    let short = ids::shorten(all.iter().map(String::as_str))
+        .remove(&id)
+        .unwrap_or_else(|| id.clone());
+    let mut out = term::stdout();
+    for line in render::task(&detail, &short, now_ms()) {
+        writeln!(out, "{line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

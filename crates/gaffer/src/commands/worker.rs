@@ -74,7 +74,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     // This process serves nothing else: it need not read every other worker's events.
     app.journal().follow_only(engine.events_work_needs());
     Engine::warm_up().await;
-    println!(
+    outln!(
         "gaffer worker {} is running up to {} task{} on {} (leases of {}s; Ctrl-C stops it)",
         me.id,
         limits.workers,
@@ -105,7 +105,7 @@ pub async fn workers(global: &Global, args: &WorkersArgs) -> Result<ExitCode> {
         output::json(&shown)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::term::stdout();
     if shown.is_empty() {
         writeln!(
             out,

@@ -1,0 +1,556 @@
+//! The live view of a task run in the foreground (`gaffer run`, `gaffer task resume`).
+//!
+//! It follows the task's events as they are recorded (the journal's broadcast only
+//! wakes it; the events are read from the store in order, so none is lost or
+//! shown twice) and renders them three ways at once:
+//! - on stderr for a person: a line per stage, step and agent action, stamped with
+//!   the time the event was recorded, under a spinner line with a running clock,
+//!   the stage, the step, tokens, cost and the agent's latest activity (plain
+//!   lines when stderr is not a terminal; nothing with `-q`);
+//! - on stdout for scripts with `--json`: one JSON object per event (the API's
+//!   event-stream shape), the summary added last by the caller;
+//! - approvals asked on this terminal when stdin is one ([`prompt`]).
+
+mod prompt;
+
+use crate::output::{count, one_line};
+use crate::term;
+use gaffer_app::App;
+use gaffer_core::{Event, StreamId, TaskId};
+use gaffer_protocol::api;
+use gaffer_store::{now_ms, RecordedEvent};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::io::Write;
+use std::time::Duration;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How the run is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// JSON Lines on stdout.
+    pub json: bool,
+    /// No progress on stderr (`-q`).
+    pub quiet: bool,
+    /// Ask pending approvals on this terminal.
+    pub interactive: bool,
+}
+
+impl Options {
+    /// What the terminals allow: questions when stdin is a terminal.
+    pub fn for_terminal(json: bool, quiet: bool) -> Self {
+        Self {
+            json,
+            quiet,
+            interactive: term::stdin_is_terminal(),
+        }
+    }
+}
+
+/// A running view; [`Follow::finish`] shows what is left and ends it.
+pub struct Follow {
+    handle: JoinHandle<()>,
+    done: CancellationToken,
+}
+
+impl Follow {
+    /// Follow task `id` from after its event `after_seq`. `cancel` is the run's
+    /// Ctrl-C: a question being asked stops, recording nothing.
+    pub fn start(
+        app: App,
+        id: TaskId,
+        after_seq: i64,
+        options: Options,
+        cancel: CancellationToken,
+    ) -> Self {
+        // Subscribe now, before the engine records anything more.
+        let wake = app.journal().subscribe();
+        let done = CancellationToken::new();
+        let view = View::new(options);
+        let handle = tokio::spawn(follow(app, id, after_seq, wake, view, cancel, done.clone()));
+        Self { handle, done }
+    }
+
+    /// The run is over: show the events not shown yet, then stop.
+    pub async fn finish(self) {
+        self.done.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.handle).await;
+    }
+}
+
+async fn follow(
+    app: App,
+    id: TaskId,
+    mut seq: i64,
+    mut wake: broadcast::Receiver<RecordedEvent>,
+    mut view: View,
+    cancel: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut input = prompt::Input::default();
+    loop {
+        let events = match app
+            .journal()
+            .stream_events(&StreamId::from(id.as_str()), seq)
+            .await
+        {
+            Ok(events) => events,
+            Err(e) => {
+                view.say(
+                    now_ms(),
+                    "!",
+                    &format!("cannot read the task's events: {e}"),
+                );
+                Vec::new()
+            }
+        };
+        for e in events {
+            seq = e.seq;
+            view.json(&e);
+            let ended = matches!(
+                e.event,
+                Event::TaskDone { .. }
+                    | Event::TaskFailed { .. }
+                    | Event::TaskCancelled { .. }
+                    | Event::TaskBlocked { .. }
+            );
+            if let Event::ApprovalRequested {
+                approval_id,
+                summary,
+                ..
+            } = &e.event
+            {
+                if !ask(
+                    &app,
+                    &id,
+                    approval_id.as_str(),
+                    &mut view,
+                    &mut input,
+                    &cancel,
+                )
+                .await
+                {
+                    view.say(e.at, "?", &one_line(summary, 300));
+                }
+            } else {
+                view.show(&e);
+            }
+            if ended {
+                view.close();
+                return;
+            }
+        }
+        if done.is_cancelled() {
+            view.close();
+            return;
+        }
+        // Sleep until something happens to this task (or to the journal, when
+        // events were missed), or the run ends.
+        loop {
+            tokio::select! {
+                r = wake.recv() => match r {
+                    Ok(e) if e.stream_id != id.0 => continue,
+                    Ok(_) | Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => {
+                        done.cancelled().await;
+                        break;
+                    }
+                },
+                () = done.cancelled() => break,
+            }
+        }
+    }
+}
+
+/// A pending approval: asked on this terminal, or announced with how to decide it.
+/// False when it is not pending any more (a rule or someone quicker decided it).
+async fn ask(
+    app: &App,
+    task: &TaskId,
+    approval_id: &str,
+    view: &mut View,
+    input: &mut prompt::Input,
+    cancel: &CancellationToken,
+) -> bool {
+    let Ok(approval) = app.approval(approval_id).await else {
+        return false;
+    };
+    if approval.state != "pending" {
+        return false;
+    }
+    let all = crate::ids::all_approvals(app.journal().as_ref())
+        .await
+        .unwrap_or_default();
+    let short = crate::ids::shorten(all.iter().map(String::as_str))
+        .remove(&approval.id)
+        .unwrap_or_else(|| approval.id.clone());
+    let worktree = worktree_of(app, task).await;
+    view.pause();
+    if view.options.interactive && !cancel.is_cancelled() {
+        prompt::ask(app, &approval, &short, worktree.as_deref(), input, cancel).await;
+        view.answered.insert(approval.id.clone());
+    } else {
+        prompt::announce(&approval, &short, worktree.as_deref());
+        view.waiting = Some((approval.id.clone(), short));
+    }
+    view.resume();
+    true
+}
+
+/// The task's worktree, where an agent's command runs unless it names another.
+async fn worktree_of(app: &App, task: &TaskId) -> Option<String> {
+    let view = app.journal().task(task.as_str()).await.ok()??;
+    let step = view.steps.iter().find(|s| s.step_id == "worktree")?;
+    let receipt: Value = serde_json::from_str(step.receipt.as_deref()?).ok()?;
+    receipt["path"].as_str().map(str::to_owned)
+}
+
+/// What is on the terminal, and what the spinner line says.
+struct View {
+    options: Options,
+    bar: Option<ProgressBar>,
+    /// Draw a spinner line (stderr is a terminal).
+    live: bool,
+    started: i64,
+    started_at: std::time::Instant,
+    stage: String,
+    step: String,
+    activity: String,
+    tokens: u64,
+    cost: f64,
+    /// Approvals decided at this terminal's prompt: their decision is shown there.
+    answered: HashSet<String>,
+    /// The approval announced (not asked) that the task waits for: id, short id.
+    waiting: Option<(String, String)>,
+    /// Stdout was closed (`| head -1`): stop writing JSON there, go on.
+    stdout_closed: bool,
+}
+
+impl View {
+    fn new(options: Options) -> Self {
+        let mut view = Self {
+            options,
+            bar: None,
+            live: !options.quiet && term::stderr_is_terminal(),
+            started: now_ms(),
+            started_at: std::time::Instant::now(),
+            stage: String::new(),
+            step: String::new(),
+            activity: String::new(),
+            tokens: 0,
+            cost: 0.0,
+            answered: HashSet::new(),
+            waiting: None,
+            stdout_closed: false,
+        };
+        view.resume();
+        view
+    }
+
+    /// Hide the spinner line (a question takes the screen).
+    fn pause(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Draw the spinner line again, its clock still counting from the start.
+    fn resume(&mut self) {
+        if !self.live || self.bar.is_some() {
+            return;
+        }
+        let style =
+            ProgressStyle::with_template("{spinner:.cyan} {elapsed_precise:.dim} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        let bar = ProgressBar::new_spinner()
+            .with_style(style)
+            .with_elapsed(self.started_at.elapsed());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.bar = Some(bar);
+        self.refresh();
+    }
+
+    fn close(&mut self) {
+        self.pause();
+        self.live = false;
+    }
+
+    fn refresh(&self) {
+        let Some(bar) = &self.bar else { return };
+        let mut parts: Vec<String> = Vec::new();
+        if !self.stage.is_empty() {
+            parts.push(term::style().bold().apply_to(&self.stage).to_string());
+        }
+        if !self.step.is_empty() {
+            parts.push(self.step.clone());
+        }
+        if self.tokens > 0 || self.cost > 0.0 {
+            parts.push(format!("{} tok · ${:.4}", count(self.tokens), self.cost));
+        }
+        if let Some((_, short)) = &self.waiting {
+            parts.push(format!("waiting for approval {short}"));
+        } else if !self.activity.is_empty() {
+            parts.push(self.activity.clone());
+        }
+        bar.set_message(parts.join(" · "));
+    }
+
+    /// The approval announced is no longer waited for.
+    fn settle(&mut self, approval_id: &str) {
+        if self
+            .waiting
+            .as_ref()
+            .is_some_and(|(id, _)| id == approval_id)
+        {
+            self.waiting = None;
+        }
+    }
+
+    /// One line about the run, stamped with when it happened.
+    fn say(&self, at: i64, mark: &str, text: &str) {
+        if self.options.quiet {
+            return;
+        }
+        let secs = (at - self.started).max(0) / 1000;
+        let stamp = format!("[{secs:>4}s]");
+        match &self.bar {
+            Some(bar) => {
+                let s = term::style();
+                let mark = match mark {
+                    "✓" => s.green().apply_to(mark),
+                    "✗" => s.red().apply_to(mark),
+                    "!" | "?" => s.yellow().apply_to(mark),
+                    "▸" => s.bold().apply_to(mark),
+                    _ => s.apply_to(mark),
+                };
+                bar.println(format!(
+                    "{} {mark} {text}",
+                    term::style().dim().apply_to(stamp)
+                ));
+            }
+            None => term::note(format_args!("{stamp} {mark} {text}")),
+        }
+    }
+
+    /// The event as one JSON line on stdout (`--json`).
+    fn json(&mut self, e: &RecordedEvent) {
+        if !self.options.json || self.stdout_closed {
+            return;
+        }
+        let value = serde_json::to_value(&e.event).unwrap_or(Value::Null);
+        let line = api::StreamEvent {
+            pos: e.pos,
+            stream_id: e.stream_id.clone(),
+            seq: e.seq,
+            at: e.at,
+            kind: value["type"].as_str().unwrap_or_default().to_owned(),
+            event: value,
+        };
+        let Ok(text) = serde_json::to_string(&line) else {
+            return;
+        };
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+            self.stdout_closed = true;
+        }
+    }
+
+    /// The event as a person reads it.
+    fn show(&mut self, e: &RecordedEvent) {
+        let at = e.at;
+        match &e.event {
+            Event::TaskStageEntered { stage } => {
+                self.stage = stage.as_str().to_owned();
+                self.say(at, "▸", &self.stage);
+            }
+            Event::StepStarted { step_id } => {
+                self.step = one_line(step_id.as_str(), 30);
+                self.activity.clear();
+                self.say(at, "•", &self.step);
+            }
+            Event::StepCompleted { step_id, receipt } => {
+                self.say(
+                    at,
+                    "✓",
+                    &format!(
+                        "{}{}",
+                        one_line(step_id.as_str(), 30),
+                        receipt_note(receipt)
+                    ),
+                );
+            }
+            Event::StepFailed { step_id, error } => self.say(
+                at,
+                "✗",
+                &format!(
+                    "{}: {}",
+                    one_line(step_id.as_str(), 30),
+                    one_line(error, 300)
+                ),
+            ),
+            Event::StepManualRequired { step_id, reason } => self.say(
+                at,
+                "!",
+                &format!(
+                    "{}: {}",
+                    one_line(step_id.as_str(), 30),
+                    one_line(reason, 300)
+                ),
+            ),
+            Event::CiStatusChanged { sha, state, .. } => self.say(
+                at,
+                " ",
+                &format!(
+                    "CI {} on {}",
+                    one_line(state, 20),
+                    one_line(&sha[..sha.len().min(10)], 10)
+                ),
+            ),
+            Event::AgentActivity { activity, .. } if activity["type"] == "usage" => {
+                let u = &activity["usage"];
+                self.tokens += u["input_tokens"].as_u64().unwrap_or(0)
+                    + u["output_tokens"].as_u64().unwrap_or(0);
+                self.cost += u["cost_usd"].as_f64().unwrap_or(0.0);
+                if self.bar.is_none() {
+                    self.say(
+                        at,
+                        " ",
+                        &format!("tokens so far: {} · ${:.4}", count(self.tokens), self.cost),
+                    );
+                }
+            }
+            Event::AgentActivity { activity, .. } => {
+                if let Some(line) = activity_line(activity) {
+                    // With a spinner line, what the agent says is shown there only;
+                    // what it does (tools, files) is also kept above it.
+                    if self.bar.is_none() || activity["type"] != "assistant_text" {
+                        self.say(at, " ", &line);
+                    }
+                    self.activity = line;
+                }
+            }
+            Event::ApprovalDecided {
+                approval_id,
+                decision,
+                by,
+                ..
+            } => {
+                self.settle(approval_id.as_str());
+                if !self.answered.contains(approval_id.as_str()) {
+                    let word = match decision {
+                        gaffer_core::Decision::Approve => "approved",
+                        gaffer_core::Decision::Deny => "denied",
+                    };
+                    self.say(
+                        at,
+                        " ",
+                        &format!(
+                            "approval {}: {word} by {} ({})",
+                            approval_id,
+                            one_line(&by.name, 60),
+                            one_line(&by.via, 40)
+                        ),
+                    );
+                }
+            }
+            Event::ApprovalExpired {
+                approval_id,
+                reason,
+            }
+            | Event::ApprovalWithdrawn {
+                approval_id,
+                reason,
+            } => {
+                self.settle(approval_id.as_str());
+                if !self.answered.contains(approval_id.as_str()) {
+                    let word = if matches!(e.event, Event::ApprovalExpired { .. }) {
+                        "expired"
+                    } else {
+                        "withdrawn"
+                    };
+                    self.say(
+                        at,
+                        "!",
+                        &format!("approval {approval_id} {word}: {}", one_line(reason, 200)),
+                    );
+                }
+            }
+            Event::TaskDone { .. } => self.say(at, "■", "done"),
+            Event::TaskFailed { reason } => {
+                self.say(at, "✗", &format!("failed: {}", one_line(reason, 300)));
+            }
+            Event::TaskBlocked { reason } => {
+                self.say(at, "✗", &format!("blocked: {}", one_line(reason, 300)));
+            }
+            Event::TaskCancelled { by, .. } => self.say(
+                at,
+                "■",
+                &format!(
+                    "cancelled by {} ({})",
+                    one_line(&by.name, 60),
+                    one_line(&by.via, 40)
+                ),
+            ),
+            _ => {}
+        }
+        self.refresh();
+    }
+}
+
+/// What a finished step produced, in a few words.
+fn receipt_note(receipt: &Value) -> String {
+    if let Some(sha) = receipt["sha"].as_str() {
+        return format!(" {}", one_line(&sha[..sha.len().min(10)], 10));
+    }
+    if let Some(v) = receipt.get("verdict") {
+        return format!(
+            " verdict: {}",
+            one_line(v["verdict"].as_str().unwrap_or("?"), 30)
+        );
+    }
+    if let Some(r) = receipt.get("ruling") {
+        return format!(
+            " ruling: {}",
+            one_line(r["ruling"].as_str().unwrap_or("?"), 30)
+        );
+    }
+    if let Some(p) = receipt["passed"].as_bool() {
+        return if p {
+            " check passed".into()
+        } else {
+            " check failed".into()
+        };
+    }
+    if let Some(n) = receipt["plan"]["subtasks"].as_array().map(Vec::len) {
+        return format!(" {n} subtask{}", if n == 1 { "" } else { "s" });
+    }
+    String::new()
+}
+
+/// An agent's action in one line.
+fn activity_line(a: &Value) -> Option<String> {
+    match a["type"].as_str()? {
+        "tool_call" => Some(format!(
+            "↳ {} {}",
+            one_line(a["name"].as_str().unwrap_or("tool"), 30),
+            one_line(&a["input"].to_string(), 100)
+        )),
+        "file_change" => Some(format!(
+            "✎ {} ({})",
+            one_line(a["path"].as_str().unwrap_or("?"), 100),
+            one_line(a["kind"].as_str().unwrap_or("edit"), 20)
+        )),
+        "rate_limited" => Some(format!(
+            "⏸ rate limited until {}",
+            one_line(a["until"].as_str().unwrap_or("?"), 40)
+        )),
+        "assistant_text" => Some(format!(
+            "“{}”",
+            one_line(a["text"].as_str().unwrap_or(""), 100)
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,447 @@
+//! Approvals and tasks as text for people: what is asked (the plan as a numbered
+//! list, the command with its directory and why, the diff in short), and a task's
+//! outcome, plan, verdicts and steps. Every value from an agent, a repository or a
+//! request is escaped here (see [`crate::term`]).
+
+use crate::output::{age, count, one_line, utc};
+use crate::term;
+use gaffer_protocol::api;
+use serde_json::Value;
+
+/// Lines of multi-line `text`, escaped and indented by `indent`; at most `max`
+/// lines, the rest counted.
+fn block(text: &str, indent: &str, max: usize) -> Vec<String> {
+    let safe = term::text(text.trim_end());
+    let lines: Vec<&str> = safe.lines().collect();
+    let mut out: Vec<String> = lines
+        .iter()
+        .take(max)
+        .map(|l| format!("{indent}{}", l.replace('\t', "    ")))
+        .collect();
+    if lines.len() > max {
+        out.push(format!("{indent}… {} more lines", lines.len() - max));
+    }
+    out
+}
+
+/// `text` under a `label` on its first line, the other lines aligned with it.
+fn labeled(label: &str, text: &str, max: usize) -> Vec<String> {
+    let indent = " ".repeat(label.chars().count());
+    block(text, "", max)
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| format!("{}{l}", if i == 0 { label } else { &indent }))
+        .collect()
+}
+
+/// The plan's subtasks as a numbered list: title, description, files, acceptance.
+pub fn plan(plan: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, st) in plan["subtasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let title = st["title"].as_str().unwrap_or("(untitled)");
+        out.push(format!("{:>2}. {}", i + 1, one_line(title, 200)));
+        if let Some(d) = st["description"].as_str().filter(|d| !d.trim().is_empty()) {
+            out.extend(block(d, "    ", 6));
+        }
+        let files: Vec<String> = st["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|f| one_line(f, 80))
+            .collect();
+        if !files.is_empty() {
+            out.push(format!("    files: {}", files.join(", ")));
+        }
+        if let Some(a) = st["acceptance"].as_str().filter(|a| !a.trim().is_empty()) {
+            out.push(format!("    done when: {}", one_line(a, 200)));
+        }
+    }
+    out
+}
+
+/// Files, added and removed lines of a unified diff.
+pub fn diffstat(diff: &str) -> (usize, usize, usize) {
+    let (mut files, mut added, mut removed) = (0, 0, 0);
+    for l in diff.lines() {
+        if l.starts_with("diff --git ") {
+            files += 1;
+        } else if l.starts_with('+') && !l.starts_with("+++") {
+            added += 1;
+        } else if l.starts_with('-') && !l.starts_with("---") {
+            removed += 1;
+        }
+    }
+    (files, added, removed)
+}
+
+fn diff_line(diff: &str) -> Option<String> {
+    let (files, added, removed) = diffstat(diff);
+    (files > 0).then(|| {
+        format!(
+            "diff     {files} file{} changed, +{added} −{removed}",
+            if files == 1 { "" } else { "s" }
+        )
+    })
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// What an approval asks, for the person deciding: kind by kind, the parts that
+/// matter. `worktree` is the task's, where a command runs unless it names another
+/// directory.
+pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
+    let d = &a.details;
+    let mut out = Vec::new();
+    match a.kind.as_str() {
+        "plan" => out.extend(plan(&d["plan"])),
+        "tool" => {
+            if let Some(tool) = str_at(d, "/tool") {
+                out.push(format!("tool     {}", one_line(tool, 80)));
+            }
+            match str_at(d, "/subject/command") {
+                Some(cmd) => out.extend(labeled("command  ", cmd, 12)),
+                None => out.push(format!(
+                    "input    {}",
+                    one_line(&d["input"].to_string(), 300)
+                )),
+            }
+            let dir = ["/input/cwd", "/input/workdir", "/input/dir"]
+                .iter()
+                .find_map(|p| str_at(d, p))
+                .or(worktree);
+            if let Some(dir) = dir {
+                out.push(format!("in       {}", one_line(dir, 200)));
+            }
+            if let Some(why) = str_at(d, "/reason") {
+                out.push(format!("why      {}", one_line(why, 300)));
+            }
+        }
+        "ship" => {
+            out.push(format!(
+                "branch   {} → {} (into {})",
+                one_line(str_at(d, "/branch").unwrap_or("?"), 80),
+                one_line(str_at(d, "/remote").unwrap_or("?"), 80),
+                one_line(str_at(d, "/base").unwrap_or("?"), 80),
+            ));
+            let commits = d["commits"].as_array().map_or(0, Vec::len);
+            out.push(format!("commits  {commits}"));
+            let files: Vec<String> = d["changed_files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f.as_str().map_or_else(|| f.to_string(), str::to_owned))
+                .map(|f| one_line(&f, 80))
+                .collect();
+            if !files.is_empty() {
+                let shown: Vec<&str> = files.iter().take(8).map(String::as_str).collect();
+                let more = files.len().saturating_sub(shown.len());
+                out.push(format!(
+                    "files    {}{}",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            out.extend(diff_line(str_at(d, "/diff").unwrap_or("")));
+        }
+        "escalation" => {
+            if let Some(why) = str_at(d, "/reason") {
+                out.extend(labeled("why      ", why, 8));
+            }
+            out.extend(diff_line(str_at(d, "/diff").unwrap_or("")));
+        }
+        _ => {
+            if let Some(step) = str_at(d, "/step") {
+                out.push(format!("step     {}", one_line(step, 80)));
+            }
+            if let Some(error) = str_at(d, "/error").or_else(|| str_at(d, "/reason")) {
+                out.extend(block(error, "         ", 8));
+            }
+        }
+    }
+    out
+}
+
+/// Who decided (and their note), or why it ended without a decision.
+pub fn settled(a: &api::Approval) -> String {
+    let by = a
+        .decided_by
+        .as_ref()
+        .map(|b| format!(" by {} ({})", one_line(&b.name, 60), one_line(&b.via, 40)))
+        .unwrap_or_default();
+    let note = a
+        .note
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .map(|n| format!(": {}", one_line(n, 200)))
+        .unwrap_or_default();
+    format!("{}{by}{note}", a.state)
+}
+
+/// "expires in 29m (2026-01-31T12:30:00Z); unanswered, it counts as denied".
+pub fn expiry(a: &api::Approval, now: i64) -> Option<String> {
+    let at = a.expires_at?;
+    Some(format!(
+        "expires in {} ({}); unanswered, it counts as denied",
+        crate::output::span((at - now).max(0) / 1000),
+        utc(at)
+    ))
+}
+
+/// `gaffer approval show`: the whole approval.
+pub fn approval(a: &api::Approval, short_id: &str, now: i64) -> Vec<String> {
+    let mut out = vec![
+        format!("approval {short_id} ({})", a.id),
+        format!("task     {} · step {}", a.task_id, one_line(&a.step_id, 60)),
+        format!("kind     {}", a.kind),
+        format!(
+            "asked    {} ({})",
+            utc(a.requested_at),
+            age(a.requested_at, now)
+        ),
+    ];
+    if a.state == "pending" {
+        out.push(format!(
+            "state    pending, {}",
+            expiry(a, now).unwrap_or_else(|| "never expires".into())
+        ));
+    } else {
+        out.push(format!("state    {}", settled(a)));
+    }
+    out.push(String::new());
+    out.push(one_line(&a.summary, 300));
+    out.extend(approval_body(a, None).into_iter().map(|l| format!("  {l}")));
+    if a.state == "pending" {
+        out.push(String::new());
+        out.push(format!(
+            "decide with `gaffer approve {short_id}` or `gaffer deny {short_id} --note …`"
+        ));
+    }
+    out
+}
+
+/// A step's state as a mark.
+fn mark(state: &str) -> &'static str {
+    match state {
+        "completed" => "✓",
+        "failed" => "✗",
+        "running" | "started" => "…",
+        "effect_unknown" | "manual_required" | "interrupted" => "!",
+        _ => "·",
+    }
+}
+
+/// `gaffer task show`: the task, its outcome, plan, verdicts, steps, approvals and
+/// sessions, as text.
+pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
+    let task = &t.task;
+    let mut out = vec![
+        format!("task     {short_id} ({})", task.id),
+        format!("project  {}", one_line(&task.project, 60)),
+        format!("stage    {}", task.stage),
+    ];
+    out.extend(labeled("request  ", &task.request, 8));
+    out.push(format!(
+        "created  {} ({}) by {}",
+        utc(task.created_at),
+        age(task.created_at, now),
+        one_line(&task.created_by, 60)
+    ));
+    if let Some(agent) = &task.agent {
+        out.push(format!("agent    {} (every role)", one_line(agent, 40)));
+    }
+    out.push(format!(
+        "usage    {} tokens · ${:.4}",
+        count(task.tokens),
+        task.cost_usd
+    ));
+    if let Some(w) = &t.worker {
+        let state = match w.state.as_str() {
+            "held" => "runs it now",
+            "released" => "ran it, released",
+            _ => "stopped renewing its lease; the next worker takes it over",
+        };
+        out.push(format!(
+            "worker   {} ({state}; lease generation {})",
+            one_line(&w.id, 80),
+            w.generation
+        ));
+    }
+    if let Some(o) = &task.outcome {
+        out.push(String::new());
+        out.push("outcome".into());
+        out.extend(outcome(o));
+    }
+    let receipt = |id: &str| {
+        t.steps
+            .iter()
+            .find(|s| s.id == id)
+            .and_then(|s| s.receipt.clone())
+    };
+    if let Some(p) = receipt("plan")
+        .map(|r| r["plan"].clone())
+        .filter(|p| p.is_object())
+    {
+        let n = p["subtasks"].as_array().map_or(0, Vec::len);
+        out.push(String::new());
+        out.push(format!(
+            "plan ({n} subtask{})",
+            if n == 1 { "" } else { "s" }
+        ));
+        out.extend(plan(&p).into_iter().map(|l| format!("  {l}")));
+    }
+    let verdicts: Vec<String> = t
+        .steps
+        .iter()
+        .filter_map(|s| {
+            let r = s.receipt.as_ref()?;
+            let (word, text) = if let Some(v) = r.get("verdict") {
+                (
+                    v["verdict"].as_str()?,
+                    v["feedback"].as_str().or(v["reason"].as_str()),
+                )
+            } else if let Some(v) = r.get("ruling") {
+                (
+                    v["ruling"].as_str()?,
+                    v["instructions"].as_str().or(v["reason"].as_str()),
+                )
+            } else {
+                return None;
+            };
+            let text = text
+                .map(|t| format!("  {}", one_line(t, 160)))
+                .unwrap_or_default();
+            Some(format!("  {:<12} {word}{text}", one_line(&s.id, 12)))
+        })
+        .collect();
+    if !verdicts.is_empty() {
+        out.push(String::new());
+        out.push("verdicts".into());
+        out.extend(verdicts);
+    }
+    if !t.steps.is_empty() {
+        out.push(String::new());
+        out.push("steps".into());
+        for s in &t.steps {
+            let attempt = if s.attempt > 1 {
+                format!(" (attempt {})", s.attempt)
+            } else {
+                String::new()
+            };
+            let error = s
+                .error
+                .as_deref()
+                .map(|e| format!(" — {}", one_line(e, 120)))
+                .unwrap_or_default();
+            out.push(format!(
+                "  {} {:<14} {:<15} {}{attempt}{error}",
+                mark(&s.state),
+                one_line(&s.id, 14),
+                s.state,
+                s.intent
+            ));
+        }
+    }
+    if !t.approvals.is_empty() {
+        out.push(String::new());
+        out.push("approvals".into());
+        let short = crate::ids::shorten(t.approvals.iter().map(|a| a.id.as_str()));
+        for a in &t.approvals {
+            out.push(format!(
+                "  {}  {:<10} {}",
+                short.get(&a.id).map_or(a.id.as_str(), String::as_str),
+                a.kind,
+                settled(a)
+            ));
+            out.push(format!("      {}", one_line(&a.summary, 120)));
+        }
+    }
+    if !t.sessions.is_empty() {
+        out.push(String::new());
+        out.push("sessions".into());
+        for s in &t.sessions {
+            let verified = if s.verified { "verified" } else { "unverified" };
+            out.push(format!(
+                "  {:<9} {:<10} {verified}  {}",
+                s.role,
+                one_line(&s.agent, 10),
+                one_line(&s.id, 40)
+            ));
+        }
+    }
+    out
+}
+
+/// A finished task's outcome: the summary of a done task, the reason of the others.
+fn outcome(o: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(b) = str_at(o, "/branch") {
+        out.push(format!("  branch   {}", one_line(b, 120)));
+    }
+    for c in o["commits"].as_array().into_iter().flatten() {
+        let sha = c["sha"].as_str().unwrap_or_default();
+        out.push(format!(
+            "  commit   {} {}",
+            &sha[..sha.len().min(10)],
+            one_line(c["subject"].as_str().unwrap_or_default(), 100)
+        ));
+    }
+    if let Some(files) = o["changed_files"].as_array().filter(|f| !f.is_empty()) {
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| one_line(f.as_str().unwrap_or_default(), 60))
+            .collect();
+        out.push(format!("  files    {}", names.join(", ")));
+    }
+    if o["check"].is_object() {
+        let passed = o["check"]["passed"].as_bool();
+        let cmd = o["check"]["command"].as_str().unwrap_or("the check");
+        out.push(format!(
+            "  check    {} {}",
+            one_line(cmd, 80),
+            match passed {
+                Some(true) => "passed",
+                Some(false) => "failed",
+                None => "did not run",
+            }
+        ));
+    }
+    for pr in [
+        o.pointer("/forge/pull_request/url"),
+        o.pointer("/pull_request/url"),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(Value::as_str)
+    .take(1)
+    {
+        out.push(format!("  pr       {}", one_line(pr, 200)));
+    }
+    if let Some(note) = str_at(o, "/note") {
+        out.extend(labeled("  note     ", note, 12));
+    }
+    if let Some(reason) = str_at(o, "/reason") {
+        out.extend(labeled("  reason   ", reason, 20));
+    }
+    if let Some(by) = o.get("by").filter(|b| b.is_object()) {
+        out.push(format!(
+            "  by       {} ({})",
+            one_line(by["name"].as_str().unwrap_or("?"), 60),
+            one_line(by["via"].as_str().unwrap_or("?"), 40)
+        ));
+    }
+    out
+}
