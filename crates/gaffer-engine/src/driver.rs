@@ -150,6 +150,11 @@ impl Engine {
         }
     }
 
+    /// What it removes from everything it records: every secret it knows of.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.settings.redactor
+    }
+
     /// The app service it uses.
     pub fn app(&self) -> &App {
         &self.app
@@ -389,7 +394,16 @@ impl Engine {
         )
         .await?;
         let started = Instant::now();
-        let result = self.execute(task, step, kind, cancel).await;
+        let result = if kind.waits_for_a_person() {
+            // Nothing else interrupts a wait for a decision: a run stopped here
+            // (Ctrl-C at the question) must not wait for an answer first.
+            tokio::select! {
+                r = self.execute(task, step, kind, cancel) => r,
+                () = cancel.cancelled() => Err(Failure::Cancelled),
+            }
+        } else {
+            self.execute(task, step, kind, cancel).await
+        };
         tracing::info!(task = %task.id, step = %id, ok = result.is_ok(), ms = started.elapsed().as_millis() as u64, "step finished");
         match result {
             Ok(receipt) => {

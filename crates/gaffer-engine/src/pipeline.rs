@@ -99,6 +99,15 @@ pub enum StepKind {
 }
 
 impl StepKind {
+    /// Steps that only wait for a person's decision: stopping one mid-wait (Ctrl-C)
+    /// changes nothing, and its approval is asked again when the task resumes.
+    pub fn waits_for_a_person(self) -> bool {
+        matches!(
+            self,
+            StepKind::PlanApproval | StepKind::Escalation(_) | StepKind::ShipApproval
+        )
+    }
+
     /// Parse a step id.
     pub fn of(id: &StepId) -> Option<Self> {
         let (name, n) = match id.as_str().split_once('/') {

@@ -141,7 +141,7 @@ mod tests {
             table(&["ID", "STAGE", "REQUEST"], &rows, Some(26)),
             [
                 "ID    STAGE   REQUEST",
-                "t-1   done    a long req…",
+                "t-1   done    a long requ…",
                 "t-22  coding  short",
             ]
         );

@@ -96,8 +96,11 @@ impl Drop for RedactedLine {
         let redactor = current.unwrap_or_else(|| {
             Arc::new(gaffer_agents::Redactor::from_env_and(Vec::<String>::new()))
         });
-        let _ =
-            std::io::Write::write_all(&mut std::io::stderr(), redactor.redact(&text).as_bytes());
+        // Through the terminal's log writer: above the live view's spinner line.
+        let _ = std::io::Write::write_all(
+            &mut crate::term::LogWriter,
+            redactor.redact(&text).as_bytes(),
+        );
     }
 }
 

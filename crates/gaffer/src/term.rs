@@ -150,10 +150,44 @@ pub fn print_line(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// The live view's spinner line, while one is drawn: what else goes to stderr is
+/// written above it, never through it.
+static LIVE_LINE: std::sync::Mutex<Option<indicatif::ProgressBar>> = std::sync::Mutex::new(None);
+
+/// The spinner line now drawn on stderr (`None` once it is cleared).
+pub fn set_live_line(bar: Option<indicatif::ProgressBar>) {
+    if let Ok(mut live) = LIVE_LINE.lock() {
+        *live = bar;
+    }
+}
+
+/// Write to stderr above the spinner line, if one is drawn.
+fn to_stderr(bytes: &[u8]) -> std::io::Result<()> {
+    let live = LIVE_LINE.lock().ok().and_then(|l| l.clone());
+    let write = || std::io::stderr().lock().write_all(bytes);
+    match live {
+        Some(bar) => bar.suspend(write),
+        None => write(),
+    }
+}
+
 /// A line on stderr (progress, questions, warnings). A closed stderr is ignored:
 /// the work goes on, and the result still reaches stdout.
 pub fn note(line: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = to_stderr(format!("{line}\n").as_bytes());
+}
+
+/// Where logs go: stderr, above the live view's spinner line.
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        to_stderr(buf).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Whether a person reads stderr, so a live view can be drawn there.

@@ -579,3 +579,15 @@ fn the_policy_template_is_the_default_and_its_examples_parse() {
     assert_eq!(p.auto_approve[1].path_glob.as_deref(), Some("docs/**"));
     assert_eq!(policy.tokens[0].role, "approver");
 }
+
+#[test]
+fn the_readme_quotes_the_policy_template_verbatim() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let open = "<!-- policy:start -->\n```toml\n";
+    let start = readme.find(open).expect("policy block in README") + open.len();
+    let end = readme
+        .find("```\n<!-- policy:end -->")
+        .expect("end of policy block");
+    assert_eq!(&readme[start..end], gaffer_app::POLICY_TEMPLATE);
+}

@@ -485,6 +485,41 @@ async fn cancel_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task
     assert!(w.journal.head(&StreamId::from(&id)).await.unwrap() > 0);
 }
 
+/// Ctrl-C while the plan waits for a person: the run ends at once, cancelled, and
+/// nothing is decided (the question is withdrawn, not denied).
+#[tokio::test]
+async fn cancel_while_waiting_for_a_decision_ends_the_run_and_decides_nothing() {
+    let w = World::new().await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let id = w.task(REQUEST, false).await;
+    let cancel = CancellationToken::new();
+    let engine = w.engine.clone();
+    let (run_id, token) = (id.clone(), cancel.clone());
+    let run = tokio::spawn(async move { engine.run_task(&run_id, token).await });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w.view(&id).await.approvals.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plan was never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    cancel.cancel();
+    let stage = tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .expect("the run waited for an answer after Ctrl-C")
+        .unwrap()
+        .unwrap();
+    assert_eq!(stage, Stage::Cancelled);
+    let view = w.view(&id).await;
+    let approval = &view.approvals[0];
+    assert_eq!(approval.state, "withdrawn", "{approval:?}");
+    assert_eq!(approval.decided_by, None);
+}
+
 #[tokio::test]
 async fn a_project_can_put_its_reviewer_on_another_agent() {
     let w = World::build("grep -q '^## Installation' README.md", |s| {

@@ -4,12 +4,15 @@
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::error::{CliError, Result};
 use clap::CommandFactory;
+use std::io::Write;
 use std::process::ExitCode;
 
 pub fn completions(args: &CompletionsArgs) -> Result<ExitCode> {
     let mut cmd = Cli::command();
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(args.shell, &mut cmd, "gaffer", &mut out);
+    // Generated whole first: the generator panics on a failed write (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "gaffer", &mut script);
+    std::io::stdout().lock().write_all(&script)?;
     Ok(ExitCode::SUCCESS)
 }
 

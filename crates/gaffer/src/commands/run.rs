@@ -261,7 +261,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
             "task {} in {}: {}",
             task.id,
             one_line(&project.name, 60),
-            one_line(&request, 80)
+            one_line(&engine.redactor().redact(&task.request), 80)
         ));
     }
     let shown = Options::for_terminal(args.json, global.quiet);
@@ -276,6 +276,7 @@ pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
         .task(id.as_str())
         .await?
         .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
+    let engine = engine(&config, &app).await?;
     // Already over (it finished just before the crash): show how it ended.
     let stage = serde_json::from_value::<Stage>(Value::String(view.task.stage.clone()));
     if stage.is_ok_and(Stage::is_final) {
@@ -286,10 +287,9 @@ pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
         term::note(format_args!(
             "resuming task {id} at {}: {}",
             view.task.stage,
-            one_line(&view.task.request, 80)
+            one_line(&engine.redactor().redact(&view.task.request), 80)
         ));
     }
-    let engine = engine(&config, &app).await?;
     let project = app
         .journal()
         .projects()
@@ -363,7 +363,15 @@ async fn drive(
     let cancel = CancellationToken::new();
     let interrupted = Arc::new(AtomicBool::new(false));
     let ctrl_c = tokio::spawn(stop_on_ctrl_c(cancel.clone(), interrupted.clone()));
-    let view = Follow::start(app.clone(), id.clone(), after_seq, shown, cancel.clone());
+    let redactor = engine.redactor().clone();
+    let view = Follow::start(
+        app.clone(),
+        id.clone(),
+        after_seq,
+        shown,
+        cancel.clone(),
+        redactor.clone(),
+    );
     // This process is a worker for this one task: it holds the task's lease while
     // it runs, so no other worker runs it at the same time.
     let outcome = engine
@@ -392,7 +400,8 @@ async fn drive(
         .task(id.as_str())
         .await?
         .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
-    let summary = summary(&view);
+    let mut summary = summary(&view);
+    redactor.redact_json(&mut summary);
     // The task is over; a closed stdout (`| head -1`) changes nothing about how.
     let _ = if shown.json {
         writeln!(std::io::stdout().lock(), "{summary}")

@@ -15,6 +15,7 @@ mod prompt;
 
 use crate::output::{count, one_line};
 use crate::term;
+use gaffer_agents::Redactor;
 use gaffer_app::App;
 use gaffer_core::{Event, StreamId, TaskId};
 use gaffer_protocol::api;
@@ -23,6 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinHandle;
@@ -58,19 +60,31 @@ pub struct Follow {
 
 impl Follow {
     /// Follow task `id` from after its event `after_seq`. `cancel` is the run's
-    /// Ctrl-C: a question being asked stops, recording nothing.
+    /// Ctrl-C: a question being asked stops, recording nothing. `redactor` removes
+    /// what this process knows to be secret (a token read from a credential
+    /// helper, say) from all it shows.
     pub fn start(
         app: App,
         id: TaskId,
         after_seq: i64,
         options: Options,
         cancel: CancellationToken,
+        redactor: Arc<Redactor>,
     ) -> Self {
         // Subscribe now, before the engine records anything more.
         let wake = app.journal().subscribe();
         let done = CancellationToken::new();
         let view = View::new(options);
-        let handle = tokio::spawn(follow(app, id, after_seq, wake, view, cancel, done.clone()));
+        let shown = Shown { app, redactor };
+        let handle = tokio::spawn(follow(
+            shown,
+            id,
+            after_seq,
+            wake,
+            view,
+            cancel,
+            done.clone(),
+        ));
         Self { handle, done }
     }
 
@@ -81,8 +95,14 @@ impl Follow {
     }
 }
 
-async fn follow(
+/// Where the view reads from, and what it removes before showing.
+struct Shown {
     app: App,
+    redactor: Arc<Redactor>,
+}
+
+async fn follow(
+    shown: Shown,
     id: TaskId,
     mut seq: i64,
     mut wake: broadcast::Receiver<RecordedEvent>,
@@ -90,6 +110,7 @@ async fn follow(
     cancel: CancellationToken,
     done: CancellationToken,
 ) {
+    let app = &shown.app;
     let mut input = prompt::Input::default();
     loop {
         let events = match app
@@ -109,6 +130,10 @@ async fn follow(
         };
         for e in events {
             seq = e.seq;
+            let e = RecordedEvent {
+                event: shown.redactor.redact_serde(e.event),
+                ..e
+            };
             view.json(&e);
             let ended = matches!(
                 e.event,
@@ -124,7 +149,7 @@ async fn follow(
             } = &e.event
             {
                 if !ask(
-                    &app,
+                    &shown,
                     &id,
                     approval_id.as_str(),
                     &mut view,
@@ -168,16 +193,18 @@ async fn follow(
 /// A pending approval: asked on this terminal, or announced with how to decide it.
 /// False when it is not pending any more (a rule or someone quicker decided it).
 async fn ask(
-    app: &App,
+    shown: &Shown,
     task: &TaskId,
     approval_id: &str,
     view: &mut View,
     input: &mut prompt::Input,
     cancel: &CancellationToken,
 ) -> bool {
+    let app = &shown.app;
     let Ok(approval) = app.approval(approval_id).await else {
         return false;
     };
+    let approval = shown.redactor.redact_serde(approval);
     if approval.state != "pending" {
         return false;
     }
@@ -187,7 +214,9 @@ async fn ask(
     let short = crate::ids::shorten(all.iter().map(String::as_str))
         .remove(&approval.id)
         .unwrap_or_else(|| approval.id.clone());
-    let worktree = worktree_of(app, task).await;
+    let worktree = worktree_of(app, task)
+        .await
+        .map(|w| shown.redactor.redact(&w));
     view.pause();
     if view.options.interactive && !cancel.is_cancelled() {
         prompt::ask(app, &approval, &short, worktree.as_deref(), input, cancel).await;
@@ -253,6 +282,7 @@ impl View {
     /// Hide the spinner line (a question takes the screen).
     fn pause(&mut self) {
         if let Some(bar) = self.bar.take() {
+            term::set_live_line(None);
             bar.finish_and_clear();
         }
     }
@@ -269,6 +299,7 @@ impl View {
             .with_style(style)
             .with_elapsed(self.started_at.elapsed());
         bar.enable_steady_tick(Duration::from_millis(120));
+        term::set_live_line(Some(bar.clone()));
         self.bar = Some(bar);
         self.refresh();
     }

@@ -3,13 +3,91 @@ use predicates::prelude::*;
 use serde_json::Value;
 
 #[test]
-fn version_prints_the_crate_version() {
-    Home::new()
+fn version_prints_the_crate_version_and_the_commit() {
+    let out = Home::new().gaffer().arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let head = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%h", "--abbrev=10"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout);
+    assert!(
+        text.starts_with(&format!(
+            "gaffer {} ({}",
+            env!("CARGO_PKG_VERSION"),
+            head.trim()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn completions_and_the_manual_come_from_the_command_line_itself() {
+    let home = Home::new();
+    let bash = home
         .gaffer()
-        .arg("--version")
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    let bash = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        bash.contains("complete -F _gaffer") && bash.contains("approval"),
+        "{bash}"
+    );
+    let zsh = home.gaffer().args(["completions", "zsh"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&zsh.stdout).starts_with("#compdef gaffer"));
+    let man = home.gaffer().arg("man").output().unwrap();
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(
+        man.contains(".TH gaffer 1") && man.contains("completions"),
+        "{man}"
+    );
+    let dir = home.dir.path().join("man1");
+    home.gaffer().arg("man").arg(&dir).assert().success();
+    for page in ["gaffer.1", "gaffer-run.1", "gaffer-task-show.1"] {
+        assert!(dir.join(page).exists(), "{page} missing");
+    }
+}
+
+#[test]
+fn verbosity_flags_and_rust_log_choose_what_is_logged_without_colour_in_a_pipe() {
+    let home = Home::new();
+    home.seed();
+    let stderr = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = home.gaffer();
+        cmd.args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stderr.contains(&0x1b), "colour in a pipe");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let quiet = stderr(&["task", "list"], &[]);
+    assert!(!quiet.contains("DEBUG"), "{quiet}");
+    for (args, env) in [
+        (vec!["-vv", "task", "list"], vec![]),
+        (vec!["task", "list"], vec![("RUST_LOG", "debug")]),
+    ] {
+        let logs = stderr(&args, &env);
+        assert!(logs.contains("DEBUG"), "{args:?} {env:?}: {logs}");
+    }
+    let logs = stderr(&["-q", "task", "list"], &[("RUST_LOG", "debug")]);
+    assert!(!logs.contains("DEBUG"), "-q over RUST_LOG: {logs}");
+    // A level that is not one is refused, naming the field.
+    home.write_config("[log]\nlevel = \"verbose\"\n");
+    home.gaffer()
+        .args(["task", "list"])
         .assert()
-        .success()
-        .stdout(predicate::str::contains(env!("CARGO_PKG_VERSION")));
+        .code(78)
+        .stderr(predicate::str::contains("log.level").and(predicate::str::contains("verbose")));
 }
 
 #[test]
@@ -25,6 +103,11 @@ fn init_writes_the_commented_template_and_will_not_overwrite() {
     assert_eq!(
         std::fs::read_to_string(home.config()).unwrap(),
         gaffer_config::TEMPLATE
+    );
+    let policy = home.dir.path().join("policy.toml");
+    assert_eq!(
+        std::fs::read_to_string(&policy).unwrap(),
+        gaffer_app::POLICY_TEMPLATE
     );
     home.gaffer()
         .arg("init")
@@ -151,7 +234,7 @@ fn an_unknown_task_id_exits_1_with_a_clear_message() {
         .assert()
         .code(1)
         .stderr(
-            predicate::str::contains("no task with id `t-nope`")
+            predicate::str::contains("no task `t-nope`")
                 .and(predicate::str::contains("gaffer task list")),
         );
 }
@@ -261,6 +344,32 @@ fn doctor_reports_agents_and_keys_without_showing_key_values() {
 }
 
 #[test]
+fn doctor_exits_78_when_no_task_can_run_and_creates_nothing() {
+    let home = Home::new();
+    home.write_config("");
+    let out = home.gaffer().args(["doctor", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agents = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "agents")
+        .cloned()
+        .unwrap();
+    assert_eq!(agents["status"], "fail", "{agents}");
+    assert!(agents["detail"]
+        .as_str()
+        .unwrap()
+        .contains("no task can run"));
+    assert!(
+        !home.data().exists(),
+        "the doctor created {}",
+        home.data().display()
+    );
+}
+
+#[test]
 fn doctor_exits_78_when_the_config_is_broken() {
     let home = Home::new();
     home.write_config("[log\n");
@@ -275,6 +384,10 @@ fn doctor_exits_78_when_the_config_is_broken() {
 fn doctor_reports_the_kernels_landlock_against_the_sandbox_mode() {
     let support = gaffer_agents::sandbox::support();
     let home = Home::new();
+    let agent = home.dir.path().join("claude-bin");
+    std::fs::write(&agent, "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     for (config, expected) in [
         ("[sandbox]\nmode = \"off\"\n", "warn"),
         (
@@ -287,7 +400,12 @@ fn doctor_reports_the_kernels_landlock_against_the_sandbox_mode() {
         ),
     ] {
         home.write_config(config);
-        let out = home.gaffer().args(["doctor", "--json"]).output().unwrap();
+        let out = home
+            .gaffer()
+            .env("GAFFER_CLAUDE_BIN", &agent)
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         let sandbox = report["checks"]
             .as_array()

@@ -123,14 +123,18 @@ pub fn success_json(out: &std::process::Output) -> Value {
     json_of(out)
 }
 
+/// What a command printed as JSON: the document, or for JSON Lines (`gaffer run
+/// --json`, whose last line is the summary) the last line.
 pub fn json_of(out: &std::process::Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): stdout={} stderr={}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text)
+        .or_else(|_| serde_json::from_str(text.trim_end().lines().last().unwrap_or_default()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): stdout={text} stderr={}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }
 
 #[test]
@@ -202,18 +206,103 @@ fn run_shows_live_progress_as_text() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    // Progress on stderr, the summary on stdout.
+    let progress = String::from_utf8_lossy(&out.stderr);
     for expected in [
         "▸ planning",
         "▸ coding",
         "✓ commit/1",
         "verdict: done",
         "check passed",
-        "done",
-        "branch  gaffer/",
+        "■ done",
     ] {
-        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+        assert!(
+            progress.contains(expected),
+            "missing {expected:?} in:\n{progress}"
+        );
     }
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("branch  gaffer/"), "{summary}");
+    assert!(!summary.contains("▸ planning"), "{summary}");
+    // Not a terminal: no colour, no cursor movement, in either.
+    assert!(
+        !out.stderr.contains(&0x1b) && !out.stdout.contains(&0x1b),
+        "escape sequences written to a pipe:\n{progress}"
+    );
+}
+
+#[test]
+fn run_json_streams_one_object_per_event_then_the_summary() {
+    let b = Bench::new();
+    b.script_all();
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let (summary, events) = lines.split_last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["state"], "done");
+    let id = summary["task_id"].as_str().unwrap();
+    // Every event of the task, in order, each once, in the API's stream shape.
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>());
+    assert!(events.iter().all(|e| e["stream_id"] == id));
+    assert_eq!(events[0]["type"], "task_created");
+    assert_eq!(events[0]["event"]["request"], REQUEST);
+    assert_eq!(events.last().unwrap()["type"], "task_done");
+    assert!(events.iter().any(|e| e["type"] == "approval_decided"));
+}
+
+/// `gaffer run … --json | head -1`: the reader leaves after the first line; the
+/// run goes on to the end (progress still on stderr), exits with the task's code,
+/// and never panics.
+#[test]
+fn run_piped_into_head_goes_on_and_ends_quietly() {
+    use std::io::BufRead;
+    let b = Bench::new();
+    b.script_all();
+    let mut child = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone: every later write meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("■ done"), "{stderr}");
+    let event: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(event["type"], "task_created");
+    let listed = json_of(
+        &b.gaffer_std()
+            .args(["task", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(listed[0]["stage"], "done", "{listed}");
 }
 
 fn no_tasks(b: &Bench) {
@@ -266,6 +355,60 @@ fn bad_input_is_refused_and_nothing_is_stored() {
     assert_eq!(out.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown agent"));
 
+    // A missing API key or agent CLI is found before anything is stored, naming
+    // the variable or the executable to provide.
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--agent", "anthropic"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY is not set"));
+    let only_git = b.home.dir.path().join("only-git");
+    std::fs::create_dir_all(&only_git).unwrap();
+    let git_bin = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(git_bin.trim(), only_git.join("git")).unwrap();
+    let out = b
+        .gaffer_std()
+        .env_remove("GAFFER_CLAUDE_BIN")
+        .env("PATH", &only_git)
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for says in [
+        "`claude` is not installed",
+        "GAFFER_CLAUDE_BIN",
+        "npm install -g @anthropic-ai/claude-code",
+        "--agent",
+    ] {
+        assert!(stderr.contains(says), "{says:?} in {stderr}");
+    }
+    let out = b
+        .gaffer_std()
+        .env(
+            "GAFFER_CLAUDE_BIN",
+            b.home.dir.path().join("no-such-claude"),
+        )
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("no-such-claude, which is not an executable file"));
+
     std::fs::write(b.repo.join("README.md"), "local edit\n").unwrap();
     let out = b
         .gaffer_std()
@@ -276,6 +419,15 @@ fn bad_input_is_refused_and_nothing_is_stored() {
     assert_eq!(out.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&out.stderr).contains("uncommitted changes"));
     no_tasks(&b);
+    assert!(
+        !b.home.data().join("worktrees").exists(),
+        "a worktree was made"
+    );
+    assert_eq!(
+        git(&b.repo, &["branch", "--list", "gaffer/*"]),
+        "",
+        "a branch was made"
+    );
     let out = b
         .gaffer_std()
         .args(["project", "list", "--json"])
@@ -551,7 +703,7 @@ fn ctrl_c_mid_turn_stops_the_agent_keeps_the_worktree_and_cancels_the_task() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(130),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

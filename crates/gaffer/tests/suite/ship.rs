@@ -134,7 +134,8 @@ fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge
     assert!(worktree.exists());
     assert!(remote.branch_sha(&branch).is_some());
 
-    // A second task fails at planning: its worktree must survive every gc.
+    // A second task fails at planning: nothing of it ships; past the retention gc
+    // collects its worktree and its local branch.
     let other = b.home.dir.path().join("scenarios-failing");
     std::fs::create_dir_all(&other).unwrap();
     let nonsense = json!({ "turns": [{ "steps": [{ "say": "no plan" }] }, { "steps": [{ "say": "still none" }] }] });
@@ -182,35 +183,53 @@ fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge
         );
         json_of(&out)
     };
+    let failed_branch = step_receipt(&task_show(&b, &failed_id), "worktree")["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let failed_pruned = json!({ "task": failed_id, "branch": failed_branch, "pull_request": null, "pr_state": "failed", "remote": false, "local": true });
+    let worktree_of = |report: &Value, task: &str| {
+        report["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["task"] == task)
+            .cloned()
+    };
     let dry = gc(true);
     assert_eq!(dry["dry_run"], true);
-    assert_eq!(dry["worktrees"].as_array().unwrap().len(), 1, "{dry}");
-    assert_eq!(dry["worktrees"][0]["task"], id.as_str());
-    assert!(dry["worktrees"][0]["bytes"].as_u64().unwrap() > 0);
-    assert_eq!(dry["branches"], json!([]), "the PR is open: {dry}");
+    assert_eq!(dry["worktrees"].as_array().unwrap().len(), 2, "{dry}");
+    assert!(worktree_of(&dry, &id).unwrap()["bytes"].as_u64().unwrap() > 0);
+    assert!(worktree_of(&dry, &failed_id).is_some(), "{dry}");
+    assert_eq!(
+        dry["branches"],
+        json!([failed_pruned]),
+        "the PR is open, only the failed task's branch goes: {dry}"
+    );
     assert!(worktree.exists(), "--dry-run removed the worktree");
+    assert!(failed_worktree.exists(), "--dry-run removed the worktree");
 
     // The PR is merged: gc removes the worktree, then the branch on both sides.
     fake.merge_pr(prs[0].number);
     let dry = gc(true);
     assert_eq!(
         dry["branches"],
-        json!([{ "task": id, "branch": branch, "pull_request": prs[0].number, "pr_state": "merged", "remote": true, "local": true }])
+        json!([failed_pruned, { "task": id, "branch": branch, "pull_request": prs[0].number, "pr_state": "merged", "remote": true, "local": true }])
     );
     assert!(worktree.exists() && remote.branch_sha(&branch).is_some());
     let done = gc(false);
     assert_eq!(done["worktrees"], dry["worktrees"]);
     assert_eq!(done["branches"], dry["branches"]);
-    assert_eq!(
-        done["bytes_reclaimed"], dry["worktrees"][0]["bytes"],
-        "{done}"
-    );
-    assert!(!worktree.exists());
+    let bytes: u64 = dry["worktrees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(done["bytes_reclaimed"], bytes, "{done}");
+    assert!(!worktree.exists() && !failed_worktree.exists());
     assert_eq!(remote.branch_sha(&branch), None);
-    assert!(!git(&b.repo, &["branch", "--list", &branch]).contains("gaffer/"));
-    // The failed task's worktree and branch are untouched; main is untouched.
-    assert!(failed_worktree.exists());
-    assert!(git(&b.repo, &["branch", "--list", "gaffer/*"]).contains(&failed_id));
+    assert_eq!(git(&b.repo, &["branch", "--list", "gaffer/*"]), "");
     assert!(remote.branch_sha("main").is_none(), "gc never pushes");
     // Nothing left to do.
     let again = gc(false);
