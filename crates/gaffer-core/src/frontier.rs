@@ -6,11 +6,13 @@ use serde::{Deserialize, Serialize};
 pub struct Frontier {
     /// Steps whose intent is recorded and whose dependencies are settled: they may start.
     pub runnable: Vec<StepId>,
-    /// Steps running now.
+    /// Steps running now: their effect, or the probe of an effect a crash left
+    /// unknown (`reconciling`). Only their runner, or recovery after it died
+    /// (`step_interrupted`), moves them on.
     pub in_flight: Vec<StepId>,
     /// Non-idempotent steps interrupted by a crash: probe them before anything else.
     pub to_reconcile: Vec<StepId>,
-    /// Steps that stop the task until someone acts: failed writes, reconciling, manual.
+    /// Steps that stop the task until someone acts: failed writes, manual.
     pub blocking: Vec<StepId>,
     /// Approvals waiting for a decision.
     pub pending_approvals: Vec<ApprovalId>,
@@ -41,11 +43,9 @@ impl TaskState {
                         f.runnable.push(step.id.clone());
                     }
                 }
-                StepState::Started => f.in_flight.push(step.id.clone()),
+                StepState::Started | StepState::Reconciling => f.in_flight.push(step.id.clone()),
                 StepState::EffectUnknown => f.to_reconcile.push(step.id.clone()),
-                StepState::Reconciling | StepState::ManualRequired => {
-                    f.blocking.push(step.id.clone())
-                }
+                StepState::ManualRequired => f.blocking.push(step.id.clone()),
                 StepState::Failed if !step.is_settled() => f.blocking.push(step.id.clone()),
                 StepState::Failed | StepState::Completed => {}
             }

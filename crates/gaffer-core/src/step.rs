@@ -41,7 +41,9 @@ pub enum StepState {
     Failed,
     /// A non-idempotent effect was running when the process died: it may or may not have happened.
     EffectUnknown,
-    /// A read-only probe is finding out whether the effect happened.
+    /// A read-only probe is finding out whether the effect happened. Running, like
+    /// `started`: a crash during the probe leaves it here, and recovery sends it back
+    /// to `effect_unknown` to be probed again.
     Reconciling,
     /// The probe could not tell; a human must decide.
     ManualRequired,

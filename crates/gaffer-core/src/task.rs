@@ -229,13 +229,16 @@ impl TaskState {
                 });
             }
             Event::StepInterrupted { step_id } => {
-                self.step_in(step_id, &[StepState::Started], event)?;
-                self.set_step(at, step_id, |s| match s.intent {
-                    Intent::ReadOnly | Intent::Idempotent => {
+                // A running effect, or a running probe: a crash in the middle of
+                // recovering from a crash is recovered the same way (probe again).
+                self.step_in(step_id, RUNNING, event)?;
+                self.set_step(at, step_id, |s| match (s.state, s.intent) {
+                    (StepState::Reconciling, _) => s.state = StepState::EffectUnknown,
+                    (_, Intent::ReadOnly | Intent::Idempotent) => {
                         s.state = StepState::IntentRecorded;
                         s.attempt += 1;
                     }
-                    Intent::NonIdempotent => s.state = StepState::EffectUnknown,
+                    (_, Intent::NonIdempotent) => s.state = StepState::EffectUnknown,
                 });
             }
             Event::StepReconcileStarted { step_id } => {
@@ -583,6 +586,11 @@ impl TaskState {
         Ok(session)
     }
 }
+
+/// States in which something runs for the step: its effect, or the probe of an
+/// effect a crash left unknown. A crash leaves a step in one of these, and
+/// `step_interrupted` takes it out.
+const RUNNING: &[StepState] = &[StepState::Started, StepState::Reconciling];
 
 /// States in which a running (or unknown) effect can still get its outcome.
 const AWAITING_OUTCOME: &[StepState] = &[

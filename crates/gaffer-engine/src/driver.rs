@@ -229,26 +229,42 @@ impl Engine {
         }
     }
 
+    /// Stop the task: the steps it was running fail as cancelled and the task is
+    /// cancelled, in one append (a crash cannot leave a failed step of a task that
+    /// was meant to be cancelled: resumed, it would fail instead).
     async fn cancel(&self, id: &TaskId) -> Result<Stage> {
-        // The engine does not know who pressed Ctrl-C; a cancellation recorded
-        // elsewhere (API, CLI) already names its person and wins over this one.
-        match self
-            .append(
-                id,
-                vec![Event::TaskCancelled {
-                    by: Actor::system("engine"),
-                    reason: Some("the run was stopped (Ctrl-C)".into()),
-                }],
-            )
-            .await
-        {
-            Ok(()) | Err(EngineError::Finished(_)) => {}
-            Err(e) => return Err(e),
+        for _ in 0..64 {
+            let Some((task, head)) = self.load(id).await? else {
+                return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
+            };
+            if task.stage.is_final() {
+                return Ok(task.stage);
+            }
+            let mut events: Vec<Event> = task
+                .steps_in_order()
+                .into_iter()
+                .filter(|s| s.state == gaffer_core::StepState::Started)
+                .map(|s| Event::StepFailed {
+                    step_id: s.id.clone(),
+                    error: "cancelled".into(),
+                })
+                .collect();
+            // The engine does not know who pressed Ctrl-C; a cancellation recorded
+            // elsewhere (API, CLI) already names its person and wins over this one.
+            events.push(Event::TaskCancelled {
+                by: Actor::system("engine"),
+                reason: Some("the run was stopped (Ctrl-C)".into()),
+            });
+            match self.append_at(id, head, &events).await {
+                Ok(true) => return Ok(Stage::Cancelled),
+                Ok(false) => continue,
+                Err(EngineError::Finished(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
-        Ok(self
-            .load(id)
-            .await?
-            .map_or(Stage::Cancelled, |(t, _)| t.stage))
+        Err(EngineError::Invalid(format!(
+            "task `{id}` keeps changing; could not cancel it"
+        )))
     }
 
     /// The task's state and head, replayed from its events.
@@ -285,19 +301,7 @@ impl Engine {
     /// Append a decision made on the state at `head`: if anything was appended
     /// since, nothing is written and the next loop decides again.
     async fn record_decision(&self, id: &TaskId, head: i64, events: Vec<Event>) -> Result<()> {
-        let events = events.into_iter().map(NewEvent::now).collect();
-        match self
-            .journal()
-            .append(&StreamId::from(id), head, events)
-            .await
-        {
-            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
-            Err(StoreError::Rejected {
-                reason: Rejected::TaskFinished { .. },
-                ..
-            }) => Err(EngineError::Finished(id.0.clone())),
-            Err(e) => Err(e.into()),
-        }
+        self.append_at(id, head, &events).await.map(|_| ())
     }
 
     /// Append facts (a step's outcome, agent activity) at whatever the head is now:
@@ -354,8 +358,9 @@ impl Engine {
         Err(Self::keeps_changing(task_id))
     }
 
-    /// Append `events` at `head`; `false` if the task moved on since (read again).
-    async fn append_at(&self, id: &TaskId, head: i64, events: &[Event]) -> Result<bool> {
+    /// Append events decided on the state at `head`, all or none. `Ok(false)`:
+    /// something was appended since, nothing is written (decide again).
+    pub(crate) async fn append_at(&self, id: &TaskId, head: i64, events: &[Event]) -> Result<bool> {
         let batch = events.iter().cloned().map(NewEvent::now).collect();
         match self
             .journal()
@@ -417,13 +422,8 @@ impl Engine {
                 let failed = Event::StepFailed { step_id, error };
                 self.record_outcome(&task.id, id, failed).await
             }
-            Err(Failure::Cancelled) => {
-                let step_id = id.clone();
-                let error = "cancelled".into();
-                let failed = Event::StepFailed { step_id, error };
-                let _ = self.record_outcome(&task.id, id, failed).await;
-                Err(EngineError::Cancelled)
-            }
+            // `cancel` fails the step and cancels the task in one append.
+            Err(Failure::Cancelled) => Err(EngineError::Cancelled),
             Err(Failure::Engine(e)) => Err(e),
         }
     }

@@ -33,6 +33,6 @@ mod workers;
 pub use agents::{sandbox_from_config, AgentFactory, Backends, JournalCounters};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
-pub use pipeline::{decide, Limits, Next, StepKind};
+pub use pipeline::{decide, recover, Limits, Next, StepKind};
 pub use steps::ship::{Credential, Shipping, Tracker};
 pub use workers::{this_process, Concurrency};

@@ -161,6 +161,16 @@ impl StepKind {
         })
     }
 
+    /// Whether running the step again asks its approval under the same key, and so
+    /// finds the one an interrupted run asked (pending or decided): the steps that
+    /// only ask a person (the plan, an escalation, the ship) ask as attempt 1.
+    pub fn asks_again_under_the_same_key(self) -> bool {
+        matches!(
+            self,
+            Self::PlanApproval | Self::Escalation(_) | Self::ShipApproval
+        )
+    }
+
     /// What running the step does to the world.
     pub fn intent(self) -> Intent {
         match self {
@@ -346,6 +356,53 @@ fn arbiter(task: &TaskState, after: &Step, limits: &Limits, trigger: Value) -> N
         after,
         trigger,
     )
+}
+
+/// What recovery records for a task whose runner died (a worker taking it over
+/// records it with its `task_leased`, in one append). Pure.
+///
+/// - Every step something was running for is interrupted: its effect (`started`) or
+///   the probe of an effect an earlier crash left unknown (`reconciling`). The
+///   reducer then re-queues reads and idempotent steps, and sends non-idempotent
+///   ones and interrupted probes to `effect_unknown`, to be probed (again).
+/// - The pending approvals those steps asked are withdrawn: nobody waits for them
+///   any more, and the step's next run asks under a new key (its attempt grew). Not
+///   those of the steps that only ask a person: they ask again under the same key
+///   and find their approval, pending or decided.
+///
+/// A task that is final, or where nothing was running, needs nothing.
+pub fn recover(task: &TaskState) -> Vec<Event> {
+    if task.stage.is_final() {
+        return Vec::new();
+    }
+    let running: Vec<&Step> = task
+        .steps_in_order()
+        .into_iter()
+        .filter(|s| matches!(s.state, StepState::Started | StepState::Reconciling))
+        .collect();
+    let mut events: Vec<Event> = running
+        .iter()
+        .map(|s| Event::StepInterrupted {
+            step_id: s.id.clone(),
+        })
+        .collect();
+    for step in running {
+        if StepKind::of(&step.id).is_some_and(StepKind::asks_again_under_the_same_key) {
+            continue;
+        }
+        events.extend(
+            task.pending_approvals()
+                .filter(|a| a.step_id == step.id)
+                .map(|a| Event::ApprovalWithdrawn {
+                    approval_id: a.id.clone(),
+                    reason: format!(
+                        "`{}` was interrupted by a crash; it asks again if it runs again",
+                        step.name
+                    ),
+                }),
+        );
+    }
+    events
 }
 
 /// Decide what happens next. Pure: the same state always gives the same answer.

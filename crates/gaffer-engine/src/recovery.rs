@@ -1,10 +1,10 @@
-//! Crash recovery: steps that were running when their process died are marked
-//! interrupted; a non-idempotent one is probed (`reconcile`) and, when its effects
+//! Crash recovery: steps that were running when their process died (their effect,
+//! or the probe of an earlier crash's unknown effect) are marked interrupted; a non-idempotent one is probed (`reconcile`) and, when its effects
 //! cannot be proven, handed to a person (`ask_human`).
 
 use crate::error::{EngineError, Result, StepFailure};
 use crate::failure::Failure;
-use crate::pipeline::StepKind;
+use crate::pipeline::{recover, StepKind};
 use crate::Engine;
 use gaffer_app::Subject;
 use gaffer_core::{ApprovalKind, Event, StepId, TaskId, TaskState};
@@ -12,30 +12,45 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 impl Engine {
-    /// Recovery for one task: its running steps are marked interrupted (the reducer
-    /// then re-queues reads and idempotent steps and turns non-idempotent ones into
-    /// `effect_unknown`). Returns whether the task is unfinished. Call it only while
-    /// holding the task's lease: then no other process runs it.
+    /// Recovery for one task: records what [`recover`] finds (the steps that were
+    /// running interrupted, the approvals they waited for withdrawn), so that the
+    /// reducer re-queues reads and idempotent steps and sends non-idempotent ones
+    /// (and interrupted probes) to `effect_unknown`. Returns whether the task is
+    /// unfinished. Call it only while holding the task's lease: then no other
+    /// process runs it.
     pub async fn recover_task(&self, id: &TaskId) -> Result<bool> {
-        let Some((task, _)) = self.load(id).await? else {
-            return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
-        };
-        if task.stage.is_final() {
-            return Ok(false);
+        self.take_over_task(id, None).await
+    }
+
+    /// [`Engine::recover_task`] with `leased` (a worker's `task_leased`) first, in
+    /// the same append: taking a task over and what the taker found are one
+    /// decision, so no crash can separate them.
+    pub(crate) async fn take_over_task(&self, id: &TaskId, leased: Option<Event>) -> Result<bool> {
+        for _ in 0..64 {
+            let Some((task, head)) = self.load(id).await? else {
+                return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
+            };
+            if task.stage.is_final() {
+                return Ok(false);
+            }
+            let found = recover(&task);
+            if !found.is_empty() {
+                tracing::info!(task = %id, events = found.len(), "recovering interrupted steps");
+            }
+            let events: Vec<Event> = leased.iter().cloned().chain(found).collect();
+            if events.is_empty() {
+                return Ok(true);
+            }
+            match self.append_at(id, head, &events).await {
+                Ok(true) => return Ok(true),
+                Ok(false) => continue,
+                Err(EngineError::Finished(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
         }
-        let running: Vec<Event> = task
-            .steps
-            .values()
-            .filter(|s| s.state == gaffer_core::StepState::Started)
-            .map(|s| Event::StepInterrupted {
-                step_id: s.id.clone(),
-            })
-            .collect();
-        if !running.is_empty() {
-            tracing::info!(task = %id, steps = running.len(), "marking interrupted steps");
-            self.append(id, running).await?;
-        }
-        Ok(true)
+        Err(EngineError::Invalid(format!(
+            "task `{id}` keeps changing; could not recover it"
+        )))
     }
 
     /// A non-idempotent step was running when the process died. A push or a pull

@@ -80,25 +80,16 @@ impl Engine {
         self.with_app(self.app().with_journal(journal))
     }
 
-    /// Start a leased task: record the lease, then mark what a previous holder left
-    /// running as interrupted. False if the task has ended meanwhile.
+    /// Start a leased task: record the lease and, in the same append, what a
+    /// previous holder left running as interrupted. False if the task has ended
+    /// meanwhile.
     async fn take_over(&self, lease: &Lease) -> Result<bool> {
-        let id = TaskId(lease.task_id.clone());
-        match self
-            .append(
-                &id,
-                vec![Event::TaskLeased {
-                    worker_id: lease.worker_id.clone(),
-                    generation: lease.generation,
-                }],
-            )
+        let leased = Event::TaskLeased {
+            worker_id: lease.worker_id.clone(),
+            generation: lease.generation,
+        };
+        self.take_over_task(&TaskId(lease.task_id.clone()), Some(leased))
             .await
-        {
-            Ok(()) => {}
-            Err(EngineError::Finished(_)) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        self.recover_task(&id).await
     }
 
     /// Whether task `id` can run on this machine: its worktree, once made, must be

@@ -406,6 +406,89 @@ fn an_interrupted_non_idempotent_step_is_never_blindly_rerun() {
     assert_eq!((s.state, s.attempt), (StepState::IntentRecorded, 2));
 }
 
+fn interrupted(id: &str) -> Event {
+    Event::StepInterrupted { step_id: id.into() }
+}
+
+fn reconcile_started(id: &str) -> Event {
+    Event::StepReconcileStarted { step_id: id.into() }
+}
+
+/// The crash inside a crash of issue #16: the worker that took an interrupted step
+/// over recorded `step_reconcile_started` and died before the probe's outcome.
+fn probing_when_the_worker_died() -> Vec<Event> {
+    vec![
+        created(),
+        step("code/1", Intent::NonIdempotent, &[]),
+        started("code/1"),
+        interrupted("code/1"),
+        reconcile_started("code/1"),
+    ]
+}
+
+#[test]
+fn a_running_probe_is_in_flight_and_does_not_block_the_task() {
+    let t = given(&probing_when_the_worker_died());
+    let f = t.frontier();
+    assert_eq!(f.in_flight, vec![StepId::from("code/1")]);
+    assert!(f.blocking.is_empty(), "{f:?}");
+    assert!(f.to_reconcile.is_empty(), "{f:?}");
+}
+
+#[test]
+fn a_crash_during_a_probe_is_recovered_by_probing_again() {
+    let mut t = given(&probing_when_the_worker_died());
+    // When the next worker takes over, it interrupts the probe.
+    t.apply(10, &interrupted("code/1")).unwrap();
+    let s = &t.steps[&StepId::from("code/1")];
+    // Then the step waits for a probe again, at the same attempt (nothing re-ran).
+    assert_eq!((s.state, s.attempt), (StepState::EffectUnknown, 1));
+    assert_eq!(t.frontier().to_reconcile, vec![StepId::from("code/1")]);
+    t.apply(11, &reconcile_started("code/1")).unwrap();
+    t.apply(
+        12,
+        &Event::StepManualRequired {
+            step_id: "code/1".into(),
+            reason: "a person decides".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        t.steps[&StepId::from("code/1")].state,
+        StepState::ManualRequired
+    );
+}
+
+#[test]
+fn only_a_running_step_or_probe_can_be_interrupted() {
+    let base = [created(), step("s", Intent::NonIdempotent, &[])];
+    let unknown = [&base[..], &[started("s"), interrupted("s")]].concat();
+    let manual = [
+        &unknown[..],
+        &[
+            reconcile_started("s"),
+            Event::StepManualRequired {
+                step_id: "s".into(),
+                reason: "r".into(),
+            },
+        ],
+    ]
+    .concat();
+    let done = [&base[..], &[started("s"), completed("s")]].concat();
+    for (events, state) in [
+        (&base[..], StepState::IntentRecorded),
+        (&unknown[..], StepState::EffectUnknown),
+        (&manual[..], StepState::ManualRequired),
+        (&done[..], StepState::Completed),
+    ] {
+        let err = rejects(&given(events), interrupted("s"));
+        assert!(
+            matches!(err, Rejected::StepState { state: s, .. } if s == state),
+            "{state}: {err}"
+        );
+    }
+}
+
 #[test]
 fn approving_an_approval_that_does_not_exist_is_rejected() {
     let t = given(&[created()]);

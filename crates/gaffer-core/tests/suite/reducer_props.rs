@@ -136,6 +136,18 @@ proptest! {
             keys.sort();
             keys.dedup();
             prop_assert_eq!(keys.len(), n);
+            // Recovery: interrupting whatever runs is always accepted, and leaves
+            // every step where an actor takes it on (run, probe, a person, settled).
+            if !task.stage.is_final() {
+                let mut recovered = task.clone();
+                for s in task.steps.values() {
+                    if matches!(s.state, StepState::Started | StepState::Reconciling) {
+                        let event = Event::StepInterrupted { step_id: s.id.clone() };
+                        prop_assert!(recovered.apply(999, &event).is_ok(), "{} refused", s.id);
+                    }
+                }
+                prop_assert!(recovered.frontier().in_flight.is_empty());
+            }
             // Done implies every step settled and nothing pending.
             if task.stage == Stage::Done {
                 prop_assert!(task.all_steps_settled());

@@ -1,6 +1,6 @@
 //! `decide` alone: given a task's state, what comes next. No IO.
 use gaffer_core::*;
-use gaffer_engine::{decide, Limits, Next, StepKind};
+use gaffer_engine::{decide, recover, Limits, Next, StepKind};
 use gaffer_protocol::receipts::PullRequestReceipt;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -446,4 +446,147 @@ fn without_ci_the_open_pull_request_ends_the_task() {
     assert_eq!(t.stage, Stage::Done);
     assert_eq!(ids(t).last().map(String::as_str), Some("pr"));
     assert_eq!(t.outcome.clone().unwrap()["ci"]["runs"], 0);
+}
+
+impl Given {
+    /// Follow the pipeline (as `advance`) until it says to run `step`; start it.
+    fn start(&mut self, step: &str, receipt: impl Fn(&StepId) -> serde_json::Value) {
+        loop {
+            match self.next() {
+                Next::Record(events) => self.apply(events),
+                Next::Run(s) if s.as_str() == step => {
+                    return self.apply(vec![Event::StepStarted { step_id: s }]);
+                }
+                Next::Run(s) => {
+                    let r = receipt(&s);
+                    self.apply(vec![
+                        Event::StepStarted { step_id: s.clone() },
+                        Event::StepCompleted {
+                            step_id: s,
+                            receipt: r,
+                        },
+                    ]);
+                }
+                other => panic!("before `{step}` the pipeline said {other:?}"),
+            }
+        }
+    }
+
+    /// What a takeover records now, applied.
+    fn take_over(&mut self) -> Vec<Event> {
+        let events = recover(self.task_state());
+        self.apply(events.clone());
+        events
+    }
+}
+
+fn ask_tool(approval: &str, step: &str, attempt: u32) -> Event {
+    Event::ApprovalRequested {
+        approval_id: approval.into(),
+        step_id: step.into(),
+        attempt,
+        kind: ApprovalKind::Tool,
+        summary: "owner turn wants to run Bash: make check".into(),
+        details: json!({ "tool": "Bash", "input": { "command": "make check" } }),
+    }
+}
+
+#[test]
+fn a_takeover_interrupts_the_running_turn_and_withdraws_what_it_asked() {
+    let mut g = Given::task();
+    g.start("code/1", happy);
+    g.apply(vec![ask_tool("ap-1", "code/1", 1001)]);
+    let found = g.take_over();
+    assert_eq!(
+        found,
+        vec![
+            Event::StepInterrupted {
+                step_id: "code/1".into()
+            },
+            Event::ApprovalWithdrawn {
+                approval_id: "ap-1".into(),
+                reason: "`owner turn, subtask 1` was interrupted by a crash; it asks again if it runs again"
+                    .into()
+            },
+        ]
+    );
+    assert_eq!(g.task_state().pending_approvals().count(), 0);
+    assert_eq!(g.next(), Next::Reconcile("code/1".into()));
+    // A second takeover finds nothing more to do.
+    assert_eq!(g.take_over(), vec![]);
+}
+
+#[test]
+fn a_takeover_keeps_the_approval_a_person_step_asks_again() {
+    let mut g = Given::task();
+    g.start("ship-approval", to_a_forge(1, |_| "success"));
+    g.apply(vec![Event::ApprovalRequested {
+        approval_id: "ap-ship".into(),
+        step_id: "ship-approval".into(),
+        attempt: 1,
+        kind: ApprovalKind::Ship,
+        summary: "Push and open a pull request?".into(),
+        details: json!({}),
+    }]);
+    assert_eq!(
+        g.take_over(),
+        vec![Event::StepInterrupted {
+            step_id: "ship-approval".into()
+        }]
+    );
+    let pending: Vec<&str> = g
+        .task_state()
+        .pending_approvals()
+        .map(|a| a.id.as_str())
+        .collect();
+    assert_eq!(pending, ["ap-ship"]);
+    assert_eq!(g.next(), Next::Run("ship-approval".into()));
+}
+
+/// Issue #16: a worker took an interrupted owner turn over, recorded
+/// `step_reconcile_started` and was killed. The task must not fail: the next
+/// takeover probes again.
+#[test]
+fn a_crash_during_reconcile_is_probed_again_and_never_fails_the_task() {
+    let mut g = Given::task();
+    g.start("code/1", happy);
+    g.take_over();
+    assert_eq!(g.next(), Next::Reconcile("code/1".into()));
+    g.apply(vec![Event::StepReconcileStarted {
+        step_id: "code/1".into(),
+    }]);
+    // The prober died here. Whoever reads the task meanwhile waits; nobody fails it.
+    assert_eq!(g.next(), Next::Wait);
+    assert_eq!(
+        g.take_over(),
+        vec![Event::StepInterrupted {
+            step_id: "code/1".into()
+        }]
+    );
+    assert_eq!(g.next(), Next::Reconcile("code/1".into()));
+    g.apply(vec![
+        Event::StepReconcileStarted {
+            step_id: "code/1".into(),
+        },
+        Event::StepManualRequired {
+            step_id: "code/1".into(),
+            reason: "a person decides".into(),
+        },
+    ]);
+    assert_eq!(g.next(), Next::AskHuman("code/1".into()));
+    g.apply(vec![Event::StepRetried {
+        step_id: "code/1".into(),
+    }]);
+    assert_eq!(g.advance(happy), Next::Finished);
+    assert_eq!(g.task_state().stage, Stage::Done);
+}
+
+#[test]
+fn a_final_task_needs_no_recovery() {
+    let mut g = Given::task();
+    g.start("code/1", happy);
+    g.apply(vec![Event::TaskFailed {
+        reason: "given up".into(),
+    }]);
+    assert_eq!(recover(g.task_state()), vec![]);
 }
