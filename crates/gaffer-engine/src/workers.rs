@@ -157,21 +157,21 @@ impl Engine {
                 None => Err(EngineError::Invalid(format!("task `{id}` does not exist"))),
             };
         };
-        let run = self.run_leased(lease.clone(), cancel);
-        tokio::pin!(run);
-        let mut beat = tokio::time::interval(heartbeat_every(me));
-        let result = loop {
-            tokio::select! {
-                r = &mut run => break r,
-                _ = beat.tick() => match journal.heartbeat(me, std::slice::from_ref(&lease)).await {
-                    Ok(lost) if !lost.is_empty() => break Err(lease_lost(&lease)),
-                    Ok(_) => {}
-                    // The next beat tries again; should the lease lapse meanwhile, the
-                    // fence still keeps a second worker's run and ours apart.
-                    Err(e) => tracing::warn!("heartbeat: {e}"),
-                }
-            }
+        // The heartbeat beats in a task of its own. Awaited in place of the run, a
+        // beat that came while the run was inside an append (SQLite: holding the
+        // write lock) waited for a lock the run could not release until the beat
+        // ended: both stood still for the busy timeout (issue #16).
+        let mut beating = Beating(tokio::spawn(beat_until_lost(
+            journal.clone(),
+            me.clone(),
+            lease.clone(),
+        )));
+        let result = tokio::select! {
+            r = self.run_leased(lease.clone(), cancel) => r,
+            // It ends only when the lease is lost.
+            _ = &mut beating.0 => Err(lease_lost(&lease)),
         };
+        drop(beating);
         release(&*journal, &lease, lease_end(&result)).await;
         if let Err(e) = journal.stop_worker(&me.id).await {
             tracing::warn!("recording this worker's stop: {e}");
@@ -381,6 +381,31 @@ impl Engine {
                 },
             }
         }
+    }
+}
+
+/// Renew `lease` every third of its length until another worker takes it over.
+async fn beat_until_lost(journal: Arc<dyn Journal>, me: WorkerInfo, lease: Lease) {
+    let mut beat = tokio::time::interval(heartbeat_every(&me));
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        beat.tick().await;
+        match journal.heartbeat(&me, std::slice::from_ref(&lease)).await {
+            Ok(lost) if !lost.is_empty() => return,
+            Ok(_) => {}
+            // The next beat tries again; should the lease lapse meanwhile, the
+            // fence still keeps a second worker's run and ours apart.
+            Err(e) => tracing::warn!("heartbeat: {e}"),
+        }
+    }
+}
+
+/// The heartbeat task of one run, stopped when dropped (the run ended, or was dropped).
+struct Beating(tokio::task::JoinHandle<()>);
+
+impl Drop for Beating {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

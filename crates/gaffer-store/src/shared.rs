@@ -10,6 +10,114 @@ use gaffer_core::{StreamId, StreamState};
 use std::future::Future;
 use tokio::sync::broadcast;
 
+/// A write transaction that reports how long it waited for the journal's write
+/// lock and how long it held it (`gaffer_store::lock` at debug; a wait or a hold
+/// of [`SLOW_LOCK`] or more is a warning naming what waited or held). Derefs to
+/// the connection, like the transaction it wraps.
+pub(crate) struct WriteTx<DB: sqlx::Database> {
+    tx: sqlx::Transaction<'static, DB>,
+    hold: Hold,
+}
+
+/// A wait for, or a hold of, the write lock this long is a warning.
+pub(crate) const SLOW_LOCK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One hold of the write lock, reported when it ends (also when dropped unfinished:
+/// the transaction then rolls back as it drops).
+struct Hold {
+    what: &'static str,
+    acquired: std::time::Instant,
+    ended: bool,
+}
+
+impl Hold {
+    fn end(&mut self, how: &'static str) {
+        self.ended = true;
+        let held = self.acquired.elapsed();
+        let held_ms = held.as_millis() as u64;
+        let what = self.what;
+        if held >= SLOW_LOCK {
+            tracing::warn!(target: "gaffer_store::lock", what, held_ms, how, "held the journal's write lock {held_ms} ms");
+        } else {
+            tracing::debug!(target: "gaffer_store::lock", what, held_ms, how, "write lock released");
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.end("dropped");
+        }
+    }
+}
+
+impl<DB: sqlx::Database> WriteTx<DB> {
+    /// `begin` the transaction for `what`; `asked` is when the caller began to
+    /// wait (before any lock of its own).
+    pub(crate) async fn begin(
+        what: &'static str,
+        asked: std::time::Instant,
+        begin: impl Future<Output = Result<sqlx::Transaction<'static, DB>>>,
+    ) -> Result<Self> {
+        let tx = begin.await;
+        let acquired = std::time::Instant::now();
+        let wait = acquired - asked;
+        let wait_ms = wait.as_millis() as u64;
+        match &tx {
+            Err(e) => {
+                tracing::warn!(target: "gaffer_store::lock", what, wait_ms, "could not take the journal's write lock: {e}")
+            }
+            Ok(_) if wait >= SLOW_LOCK => {
+                tracing::warn!(target: "gaffer_store::lock", what, wait_ms, "waited {wait_ms} ms for the journal's write lock")
+            }
+            Ok(_) => {
+                tracing::debug!(target: "gaffer_store::lock", what, wait_ms, "write lock taken")
+            }
+        }
+        Ok(Self {
+            tx: tx?,
+            hold: Hold {
+                what,
+                acquired,
+                ended: false,
+            },
+        })
+    }
+
+    /// Commit, and report the hold.
+    pub(crate) async fn commit(self) -> Result<()> {
+        let Self { tx, mut hold } = self;
+        let done = tx.commit().await;
+        hold.end(if done.is_ok() {
+            "committed"
+        } else {
+            "commit failed"
+        });
+        Ok(done?)
+    }
+
+    /// Roll back, and report the hold.
+    pub(crate) async fn rollback(self) {
+        let Self { tx, mut hold } = self;
+        let _ = tx.rollback().await;
+        hold.end("rolled back");
+    }
+}
+
+impl<DB: sqlx::Database> std::ops::Deref for WriteTx<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl<DB: sqlx::Database> std::ops::DerefMut for WriteTx<DB> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
 /// Most streams a writer keeps replayed in memory.
 pub(crate) const CACHE_LIMIT: usize = 4096;
 
@@ -694,7 +802,7 @@ macro_rules! journal_backend {
 
             /// Store (or replace) cached values, in one transaction.
             pub async fn blobs_put(&self, entries: &[(String, Vec<u8>)]) -> Result<()> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("blobs_put", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 for (key, value) in entries {
                     sqlx::query(
                         "INSERT INTO blobs (key, value) VALUES ($1, $2)
@@ -781,7 +889,7 @@ macro_rules! journal_backend {
 
             /// See [`Journal::discord_message_put`].
             pub async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("discord_message_put", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 sqlx::query(
                     "INSERT INTO discord_messages
                        (kind, gaffer_id, channel_id, message_id, rendered, updated_at)
@@ -811,8 +919,9 @@ macro_rules! journal_backend {
                 lease: Option<&Lease>,
             ) -> Result<Appended> {
                 let events = $crate::shared::sanitize(&self.sanitizer, stream, events)?;
+                let asked = std::time::Instant::now();
                 let mut cache = self.writer.lock().await;
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("append", asked, begin_write(&self.pool)).await?;
                 // A cached state at the expected head saves reading the head: if another
                 // process appended meanwhile, the (stream_id, seq) key refuses our insert.
                 let cached = cache
@@ -980,7 +1089,7 @@ macro_rules! journal_backend {
             }
 
             async fn register_worker(&self, worker: &WorkerInfo) -> Result<()> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("register_worker", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query(
                     "INSERT INTO workers (id, host, pid, lease_ms, started_at, heartbeat_at)
@@ -1004,7 +1113,7 @@ macro_rules! journal_backend {
                 skip: &[String],
                 only_task: Option<&str>,
             ) -> Result<Option<Lease>> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("claim_task", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let now = db_now(&mut tx).await?;
                 let mut q = sqlx::QueryBuilder::<$DB>::new(
                     "SELECT t.id, t.project_id, COALESCE(l.generation, 0) FROM tasks t
@@ -1061,12 +1170,12 @@ macro_rules! journal_backend {
                         }));
                     }
                 }
-                tx.rollback().await.ok();
+                tx.rollback().await;
                 Ok(None)
             }
 
             async fn heartbeat(&self, worker: &WorkerInfo, held: &[Lease]) -> Result<Vec<String>> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("heartbeat", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query("UPDATE workers SET heartbeat_at = $1 WHERE id = $2")
                     .bind(now)
@@ -1097,7 +1206,7 @@ macro_rules! journal_backend {
             }
 
             async fn release_lease(&self, lease: &Lease, end: LeaseEnd) -> Result<()> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("release_lease", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 sqlx::query(
                     "UPDATE task_leases SET expires_at = 0
                      WHERE task_id = $1 AND worker_id = $2 AND generation = $3",
@@ -1125,7 +1234,7 @@ macro_rules! journal_backend {
             }
 
             async fn stop_worker(&self, worker_id: &str) -> Result<()> {
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("stop_worker", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let now = db_now(&mut tx).await?;
                 sqlx::query("UPDATE workers SET stopped_at = $1 WHERE id = $2")
                     .bind(now)
@@ -1307,8 +1416,9 @@ macro_rules! journal_backend {
             }
 
             async fn rebuild(&self) -> Result<usize> {
+                let asked = std::time::Instant::now();
                 let mut cache = self.writer.lock().await;
-                let mut tx = begin_write(&self.pool).await?;
+                let mut tx = $crate::shared::WriteTx::begin("rebuild", asked, begin_write(&self.pool)).await?;
                 lock_for_rebuild(&mut tx).await?;
                 let (projections, count, _, _) = replay_all(&mut tx, false).await?;
                 for table in ["sessions", "approvals", "steps", "tasks", "projects"] {

@@ -1,3 +1,5 @@
+mod crash_points;
+mod faulty;
 mod pipeline;
 mod rate_limits;
 mod runs;

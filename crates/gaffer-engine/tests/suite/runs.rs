@@ -2,7 +2,6 @@
 use super::support::*;
 use gaffer_app::Scope;
 use gaffer_core::{Actor, Decision, Stage, StreamId};
-use gaffer_store::Journal;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

@@ -5,7 +5,7 @@ use gaffer_app::{NewTask, Scope};
 use gaffer_core::{Actor, ApprovalKind, Decision, Event, Stage, TaskId};
 use gaffer_engine::{Credential, Tracker};
 use gaffer_forge::{ForgeKind, Secret};
-use gaffer_store::{Journal, RecordedEvent};
+use gaffer_store::RecordedEvent;
 use gaffer_testkit::forge::{BareRemote, FakeForge, FakeVikunja, Flavor};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};

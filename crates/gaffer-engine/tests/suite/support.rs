@@ -1,7 +1,7 @@
 use gaffer_app::{AddProject, App, NewTask, Policy};
 use gaffer_core::{Actor, TaskId};
 use gaffer_engine::{Backends, Engine, Settings};
-use gaffer_store::{Durability, Journal, SqliteJournal};
+use gaffer_store::{Durability, Journal};
 pub use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -52,9 +52,34 @@ pub struct World {
     pub repo: PathBuf,
     pub scenarios: PathBuf,
     pub log: PathBuf,
-    pub journal: Arc<SqliteJournal>,
+    pub journal: Arc<dyn Journal>,
     pub app: App,
     pub engine: Engine,
+    pub settings: Settings,
+}
+
+/// Where a test's journal lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// Whether it can run here (PostgreSQL may be missing outside CI).
+    pub fn available(self) -> bool {
+        self == Backend::Sqlite || gaffer_testkit::postgres::available()
+    }
+
+    /// A new, empty journal: a file in `dir`, or a fresh PostgreSQL database.
+    pub async fn journal(self, dir: &Path) -> (Arc<dyn Journal>, String) {
+        let url = match self {
+            Backend::Sqlite => dir.join("gaffer.db").display().to_string(),
+            Backend::Postgres => gaffer_testkit::postgres::fresh_database().await,
+        };
+        let journal = gaffer_store::open(&url, Durability::Normal).await.unwrap();
+        (journal, url)
+    }
 }
 
 impl World {
@@ -70,28 +95,69 @@ impl World {
     /// With settings changed by `tune` (roles, limits).
     pub async fn build(check: &str, tune: impl FnOnce(&mut Settings)) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let (journal, _) = Backend::Sqlite.journal(dir.path()).await;
+        Self::build_on(dir, journal, "demo", check, tune).await
+    }
+
+    /// In `dir`, on `journal`, with the project registered as `project`.
+    pub async fn build_on(
+        dir: tempfile::TempDir,
+        journal: Arc<dyn Journal>,
+        project: &str,
+        check: &str,
+        tune: impl FnOnce(&mut Settings),
+    ) -> Self {
         let repo = fixture_repo(dir.path());
         let scenarios = dir.path().join("scenarios");
         std::fs::create_dir_all(&scenarios).unwrap();
-        let state = dir.path().join("fake-state");
         let log = dir.path().join("effects.log");
-        let journal = Arc::new(
-            SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
-                .await
-                .unwrap(),
-        );
-        let app = App::new(journal.clone() as Arc<dyn Journal>, Policy::default());
+        let app = App::new(journal.clone(), Policy::default());
         app.add_project(
             AddProject {
                 path: repo.display().to_string(),
-                name: Some("demo".into()),
+                name: Some(project.into()),
                 check: Some(check.into()),
             },
             Actor::user("test", "test"),
         )
         .await
         .unwrap();
-        let mut settings = Settings::new(dir.path().join("data"));
+        let settings = Self::settings(dir.path(), tune);
+        let engine = Engine::new(app.clone(), Self::agents(&settings), settings.clone());
+        Self {
+            dir,
+            repo,
+            scenarios,
+            log,
+            journal,
+            app,
+            engine,
+            settings,
+        }
+    }
+
+    /// An engine with this world's settings on `journal` (the same journal seen
+    /// through a wrapper, say): another process, as far as a task can tell.
+    pub fn engine_on(&self, journal: Arc<dyn Journal>) -> Engine {
+        let app = App::new(journal, Policy::default());
+        Engine::new(app, Self::agents(&self.settings), self.settings.clone())
+    }
+
+    /// The agents (the fake Claude Code and Codex) of an engine with `settings`.
+    pub fn agents(settings: &Settings) -> Arc<Backends> {
+        Arc::new(Backends::new(settings.redactor.clone()).with_bins(
+            Some(gaffer_testkit::bins::fake_bin("fake-claude")),
+            Some(gaffer_testkit::bins::fake_bin("fake-codex")),
+        ))
+    }
+
+    /// The engine's settings for a world in `dir`: its data dir, and the fake
+    /// agents' scripts, state and effect log there; changed by `tune`.
+    pub fn settings(dir: &Path, tune: impl FnOnce(&mut Settings)) -> Settings {
+        let scenarios = dir.join("scenarios");
+        let state = dir.join("fake-state");
+        let log = dir.join("effects.log");
+        let mut settings = Settings::new(dir.join("data"));
         settings.agent_env = [
             (
                 "GAFFER_CLAUDE_BIN",
@@ -111,20 +177,7 @@ impl World {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         tune(&mut settings);
-        let agents = Arc::new(Backends::new(settings.redactor.clone()).with_bins(
-            Some(gaffer_testkit::bins::fake_bin("fake-claude")),
-            Some(gaffer_testkit::bins::fake_bin("fake-codex")),
-        ));
-        let engine = Engine::new(app.clone(), agents, settings);
-        Self {
-            dir,
-            repo,
-            scenarios,
-            log,
-            journal,
-            app,
-            engine,
-        }
+        settings
     }
 
     /// Script one role's turns, in order across its sessions.

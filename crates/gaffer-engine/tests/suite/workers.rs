@@ -1,8 +1,10 @@
+use super::faulty::Faulty;
 use super::support::*;
 use gaffer_core::{Event, TaskId};
 use gaffer_engine::Concurrency;
-use gaffer_store::{Journal, NewEvent};
+use gaffer_store::NewEvent;
 use serde_json::json;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -291,5 +293,37 @@ async fn a_worker_leaves_tasks_whose_repository_or_worktree_is_on_another_machin
         (ws[0].tasks_run, ws[0].failures),
         (1, 0),
         "a handed-back task is not a failure"
+    );
+}
+
+/// Issue #16: `gaffer run` stalled for SQLite's busy timeout, logging `heartbeat:
+/// database is locked`, when a heartbeat came while its run was inside an append:
+/// the heartbeat was awaited in place of the run, so the run could not finish the
+/// append whose write lock the heartbeat waited for. Here every append holds an
+/// emulated write lock a while and heartbeats come often: none may give up.
+#[tokio::test]
+async fn a_heartbeat_never_waits_for_the_run_it_renews() {
+    let w = World::new().await;
+    w.script("planner", vec![plan_answer(&["a"])]);
+    w.script("owner", vec![write("README.md", README_DONE)]);
+    w.script("reviewer", vec![verdict(json!({"verdict": "done"}))]);
+    let id = w.task("add an installation section", true).await;
+    let journal = Faulty::with_write_lock(
+        w.journal.clone(),
+        Duration::from_millis(40),
+        Duration::from_secs(2),
+    );
+    let engine = w.engine_on(journal.clone());
+    // A beat every 40 ms: many meet an append in progress.
+    let me = gaffer_engine::this_process(Duration::from_millis(120));
+    let stage = engine
+        .run_one(&id, &me, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(stage, Some(gaffer_core::Stage::Done));
+    assert_eq!(
+        journal.heartbeat_failures(),
+        0,
+        "a heartbeat waited for its own run"
     );
 }
