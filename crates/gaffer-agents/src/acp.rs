@@ -19,12 +19,14 @@ use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
 use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
-use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
+use crate::process::{find_executable, home_dir, AgentProcess, SpawnSpec};
 use crate::redact::Redactor;
+use crate::sandbox;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
     Offer, PermissionBroker,
 };
+use crate::state::{self, Seed};
 use crate::types::{
     AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest, SessionRecord,
     StartOptions, TurnResult, TurnStatus, Usage,
@@ -51,9 +53,44 @@ pub struct AcpConfig {
     pub state_dirs: Vec<PathBuf>,
     /// Environment variables it is started with, on top of the session's.
     pub env: BTreeMap<String, String>,
+    /// The variable that moves the agent's home for its state (Gemini CLI:
+    /// `GEMINI_CLI_HOME`): a session with a private state dir
+    /// ([`StartOptions::state_dir`]) gets its own there instead of `state_dirs`.
+    pub state_home_env: Option<String>,
+    /// Variables of gaffer's environment the agent gets on top of
+    /// [`crate::environment::BASE`] (its API keys).
+    pub pass_env: Vec<String>,
+    /// Arguments added for a read-only session (the agent's own read-only mode).
+    pub read_only_args: Vec<String>,
     /// Redactor.
     pub redactor: Arc<Redactor>,
 }
+
+/// Variables of gaffer's environment Gemini CLI gets: where it keeps its state and what
+/// it may need to log in (API keys, Vertex AI).
+pub const GEMINI_PASSED_ENV: &[&str] = &[
+    "GEMINI_CLI_HOME",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GEMINI_MODEL",
+];
+
+/// What a private Gemini home gets from the user's `~/.gemini`: the login, and of the
+/// settings only how to authenticate.
+const GEMINI_SEED: Seed<'static> = Seed {
+    copy: &[
+        "oauth_creds.json",
+        "google_accounts.json",
+        "google_account_id",
+        "installation_id",
+    ],
+    json_keys: &[("settings.json", &["security", "selectedAuthType"])],
+    once: &[],
+};
 
 impl AcpConfig {
     /// Gemini CLI: `GAFFER_GEMINI_BIN` or `gemini` on PATH, with `--acp`.
@@ -66,6 +103,9 @@ impl AcpConfig {
             args: vec!["--acp".into()],
             state_dirs: vec![home_dir().join(".gemini")],
             env: BTreeMap::new(),
+            state_home_env: Some("GEMINI_CLI_HOME".into()),
+            pass_env: GEMINI_PASSED_ENV.iter().map(|s| s.to_string()).collect(),
+            read_only_args: vec!["--approval-mode=plan".into()],
             redactor: Arc::new(Redactor::default()),
         }
     }
@@ -79,6 +119,9 @@ impl AcpConfig {
             default_bin: name.clone(),
             state_dirs: Vec::new(),
             env: BTreeMap::new(),
+            state_home_env: None,
+            pass_env: Vec::new(),
+            read_only_args: Vec::new(),
             name,
             bin: Some(bin),
             args,
@@ -113,16 +156,29 @@ impl AcpBackend {
         };
         let mut env = self.cfg.env.clone();
         env.extend(opts.agent_env());
+        let mut state_dirs = self.cfg.state_dirs.clone();
+        if let Some(var) = &self.cfg.state_home_env {
+            let user = state::user_dir(&env, var, "").join(".gemini");
+            if let Some(dir) = state::private_dir(&opts, &agent, &user, ".gemini", &GEMINI_SEED)? {
+                env.insert(var.clone(), dir.display().to_string());
+                state_dirs = vec![dir];
+            }
+        }
+        let pass: Vec<&str> = self.cfg.pass_env.iter().map(String::as_str).collect();
+        let mut args = self.cfg.args.clone();
+        if opts.mode == crate::types::Mode::ReadOnly {
+            args.extend(self.cfg.read_only_args.iter().cloned());
+        }
         let mut p = AgentProcess::spawn(
             &agent,
             &bin,
-            &self.cfg.args,
+            &args,
             &ws,
             &env,
-            SpawnSandbox {
-                sandbox: &opts.sandbox,
-                mode: opts.mode,
-                state_dirs: self.cfg.state_dirs.clone(),
+            SpawnSpec {
+                opts: &opts,
+                pass_env: &pass,
+                state_dirs,
                 state_files: Vec::new(),
             },
         )?;
@@ -635,10 +691,15 @@ async fn handle_line(
                                 .map(|r| r.to_string())
                                 .unwrap_or_else(|| status.to_string());
                         }
+                        let is_error = status == "failed";
+                        let out = match p.sandbox_note() {
+                            Some(note) if is_error => sandbox::explain_refusal(&out, note),
+                            _ => out,
+                        };
                         em.emit(AgentEvent::ToolResult {
                             call_id: tcid,
                             output: out,
-                            is_error: status == "failed",
+                            is_error,
                         })
                         .await;
                     }

@@ -13,12 +13,14 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
-use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
+use crate::process::{find_executable, AgentProcess, SpawnSpec};
 use crate::redact::Redactor;
+use crate::sandbox;
 use crate::session::{
     driver_channels, set_verified, AgentBackend, AgentSession, ApprovalGate, Command,
     DriverSession, Emitter, Offer, PermissionBroker,
 };
+use crate::state::{self, Seed};
 pub use crate::stream_json::{
     parse_stream_line, AssistantBlock, ControlRequest, StreamMessage, ToolResult, TurnEnd,
 };
@@ -30,8 +32,71 @@ use crate::workspace::{canonical_workspace, claude_project_key, workspace_key};
 
 const AGENT: &str = "claude";
 
+/// gaffer's `PostToolUse` hook: tells the model when the sandbox refused a command.
+const SANDBOX_HOOK: &str = "gaffer_sandbox";
+
 /// Tools denied to read-only sessions (on top of `--permission-mode`).
 pub const READ_ONLY_DENIED_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit";
+
+/// Variables of gaffer's environment Claude Code gets on top of [`crate::environment::BASE`]:
+/// where it keeps its state and what it may need to log in (API keys, Bedrock, Vertex).
+/// Nothing else of gaffer's environment reaches it.
+pub const PASSED_ENV: &[&str] = &[
+    "CLAUDE_CONFIG_DIR",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "AWS_REGION",
+    "AWS_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
+/// What a private `CLAUDE_CONFIG_DIR` gets from the user's: the login, and of the
+/// settings only how to authenticate (never hooks, permissions or instructions).
+const CLAUDE_SEED: Seed<'static> = Seed {
+    copy: &[".credentials.json"],
+    json_keys: &[(
+        "settings.json",
+        &[
+            "apiKeyHelper",
+            "env",
+            "forceLoginMethod",
+            "forceLoginOrgUUID",
+            "awsAuthRefresh",
+            "awsCredentialExport",
+        ],
+    )],
+    once: &[],
+};
+
+/// The account part of the user's `.claude.json` (an API key chosen at login lives
+/// there), which Claude Code reads from its config dir once that dir is moved: it is
+/// `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+fn seed_claude_json(env: &BTreeMap<String, String>, dir: &Path) {
+    state::seed_json_keys(
+        &state::user_dir(env, "CLAUDE_CONFIG_DIR", "").join(".claude.json"),
+        &dir.join(".claude.json"),
+        &[
+            "primaryApiKey",
+            "oauthAccount",
+            "userID",
+            "customApiKeyResponses",
+            "hasCompletedOnboarding",
+        ],
+    );
+}
 
 /// Configuration of the Claude Code backend.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +136,17 @@ impl ClaudeBackend {
         resume: bool,
     ) -> Result<Box<dyn AgentSession>> {
         let ws = canonical_workspace(&opts.workspace)?;
-        let env = opts.agent_env();
+        let mut env = opts.agent_env();
+        if let Some(dir) = state::private_dir(
+            &opts,
+            AGENT,
+            &state::user_dir(&env, "CLAUDE_CONFIG_DIR", ".claude"),
+            "",
+            &CLAUDE_SEED,
+        )? {
+            seed_claude_json(&env, &dir);
+            env.insert("CLAUDE_CONFIG_DIR".into(), dir.display().to_string());
+        }
         if resume {
             let path = claude_transcript_path(&claude_config_dir(&env), &ws, &session_id);
             if !path.is_file() {
@@ -90,17 +165,25 @@ impl ClaudeBackend {
             &args,
             &ws,
             &env,
-            SpawnSandbox {
-                sandbox: &opts.sandbox,
-                mode: opts.mode,
+            SpawnSpec {
+                opts: &opts,
+                pass_env: PASSED_ENV,
                 state_dirs: vec![claude_config_dir(&env)],
                 state_files: claude_state_files(&env),
             },
         )?;
+        // A confined session hears about a refusal in the result of the very command
+        // the kernel refused (see `sandbox_context`).
+        let hooks = match proc.sandbox_note() {
+            Some(_) => {
+                json!({"PostToolUse": [{"matcher": "Bash", "hookCallbackIds": [SANDBOX_HOOK]}]})
+            }
+            None => Value::Null,
+        };
         proc.send_or_exited(&json!({
             "type": "control_request",
             "request_id": format!("req_init_{}", uuid::Uuid::new_v4().simple()),
-            "request": {"subtype": "initialize", "hooks": null}
+            "request": {"subtype": "initialize", "hooks": hooks}
         }))
         .await
         .map_err(|e| e.redacted(&self.cfg.redactor))?;
@@ -150,7 +233,12 @@ pub fn claude_args(
     } else {
         a.push(format!("--session-id={session_id}"));
     }
-    a.push("--permission-mode=default".into());
+    // Plan mode is Claude Code's own read-only mode: no edits, no commands that change
+    // anything (gaffer's gate and the sandbox refuse them too).
+    a.push(match opts.mode {
+        Mode::ReadOnly => "--permission-mode=plan".into(),
+        Mode::ReadWrite => "--permission-mode=default".into(),
+    });
     if opts.mode == Mode::ReadOnly {
         a.push(format!("--disallowedTools={READ_ONLY_DENIED_TOOLS}"));
     }
@@ -165,17 +253,9 @@ pub fn claude_args(
 }
 
 /// Claude's config directory: `CLAUDE_CONFIG_DIR` (from the session env, then this
-/// process), else `~/.claude`.
+/// process), else `~/.claude` (the session's `HOME`, else gaffer's).
 pub fn claude_config_dir(env: &BTreeMap<String, String>) -> PathBuf {
-    if let Some(d) = env.get("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    if let Ok(d) = std::env::var("CLAUDE_CONFIG_DIR") {
-        if !d.is_empty() {
-            return PathBuf::from(d);
-        }
-    }
-    home_dir().join(".claude")
+    crate::state::user_dir(env, "CLAUDE_CONFIG_DIR", ".claude")
 }
 
 /// Claude Code also keeps `~/.claude.json` unless `CLAUDE_CONFIG_DIR` moves it.
@@ -185,7 +265,7 @@ fn claude_state_files(env: &BTreeMap<String, String>) -> Vec<PathBuf> {
     if moved {
         Vec::new()
     } else {
-        vec![home_dir().join(".claude.json")]
+        vec![crate::state::user_home(env).join(".claude.json")]
     }
 }
 
@@ -301,6 +381,24 @@ async fn drive(
     }
 }
 
+/// The `PostToolUse` hook's answer: when the command's output shows the kernel refused
+/// something, context for the model saying it was gaffer's sandbox and where writing is
+/// allowed; otherwise nothing.
+fn sandbox_context(input: &Value, note: &str) -> Value {
+    let response = input
+        .get("tool_response")
+        .map(Value::to_string)
+        .unwrap_or_default();
+    if sandbox::looks_refused(&response) {
+        json!({"hookSpecificOutput": {
+            "hookEventName": "PostToolUse",
+            "additionalContext": sandbox::refusal_message(note),
+        }})
+    } else {
+        json!({})
+    }
+}
+
 fn control_response(request_id: &str, d: &PermissionDecision, original: &Value) -> Value {
     let resp = match d {
         PermissionDecision::Allow { updated_input } => json!({
@@ -406,9 +504,13 @@ async fn handle_line(
         }
         StreamMessage::ToolResults { results } => {
             for r in results {
+                let output = match p.sandbox_note() {
+                    Some(note) if r.is_error => sandbox::explain_refusal(&r.output, note),
+                    _ => r.output,
+                };
                 em.emit(AgentEvent::ToolResult {
                     call_id: r.tool_use_id.clone(),
-                    output: r.output,
+                    output,
                     is_error: r.is_error,
                 })
                 .await;
@@ -517,6 +619,20 @@ async fn handle_line(
                         .await?;
                 }
             }
+        }
+        StreamMessage::ControlRequest {
+            request_id,
+            request: ControlRequest::HookCallback { callback_id, input },
+        } => {
+            let output = match p.sandbox_note() {
+                Some(note) if callback_id == SANDBOX_HOOK => sandbox_context(&input, note),
+                _ => json!({}),
+            };
+            p.send(&json!({
+                "type": "control_response",
+                "response": {"subtype": "success", "request_id": request_id, "response": output}
+            }))
+            .await?;
         }
         StreamMessage::ControlRequest {
             request_id,

@@ -17,12 +17,14 @@ use serde_json::{json, Value};
 
 use crate::error::{AgentError, Result};
 use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
-use crate::process::{find_executable, home_dir, AgentProcess, SpawnSandbox};
+use crate::process::{find_executable, AgentProcess, SpawnSpec};
 use crate::redact::Redactor;
+use crate::sandbox;
 use crate::session::{
     driver_channels, AgentBackend, AgentSession, ApprovalGate, Command, DriverSession, Emitter,
     Offer, PermissionBroker,
 };
+use crate::state::{self, Seed};
 use crate::types::{
     AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
     SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
@@ -30,6 +32,27 @@ use crate::types::{
 use crate::workspace::{canonical_workspace, workspace_key};
 
 const AGENT: &str = "codex";
+
+/// Variables of gaffer's environment Codex gets on top of [`crate::environment::BASE`]:
+/// where it keeps its state and its API keys. Nothing else of gaffer's environment
+/// reaches it (a model provider with another `env_key` is named in `[agents] env`).
+pub const PASSED_ENV: &[&str] = &[
+    "CODEX_HOME",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORGANIZATION",
+    "OPENAI_PROJECT",
+    "CODEX_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+];
+
+/// What a private `CODEX_HOME` gets from the user's: the login (`auth.json`, refreshed
+/// when the user's is newer) and, once, the user's `config.toml` (model providers).
+const CODEX_SEED: Seed<'static> = Seed {
+    copy: &["auth.json"],
+    json_keys: &[],
+    once: &["config.toml"],
+};
 
 /// Configuration of the Codex backend.
 #[derive(Debug, Clone, Default)]
@@ -51,12 +74,7 @@ pub struct CodexBackend {
 /// Codex's state dir: `CODEX_HOME` (from the session env, then this process), else
 /// `~/.codex`.
 pub fn codex_home(env: &BTreeMap<String, String>) -> PathBuf {
-    env.get("CODEX_HOME")
-        .cloned()
-        .or_else(|| std::env::var("CODEX_HOME").ok())
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home_dir().join(".codex"))
+    crate::state::user_dir(env, "CODEX_HOME", ".codex")
 }
 
 /// The `thread/start` params gaffer sends. `approvalPolicy: "untrusted"`: Codex asks before
@@ -99,16 +117,25 @@ impl CodexBackend {
             .args
             .clone()
             .unwrap_or_else(|| vec!["app-server".into()]);
-        let env = opts.agent_env();
+        let mut env = opts.agent_env();
+        if let Some(dir) = state::private_dir(
+            &opts,
+            AGENT,
+            &state::user_dir(&env, "CODEX_HOME", ".codex"),
+            "",
+            &CODEX_SEED,
+        )? {
+            env.insert("CODEX_HOME".into(), dir.display().to_string());
+        }
         let mut p = AgentProcess::spawn(
             AGENT,
             &bin,
             &args,
             &ws,
             &env,
-            SpawnSandbox {
-                sandbox: &opts.sandbox,
-                mode: opts.mode,
+            SpawnSpec {
+                opts: &opts,
+                pass_env: PASSED_ENV,
                 state_dirs: vec![codex_home(&env)],
                 state_files: Vec::new(),
             },
@@ -480,6 +507,10 @@ async fn handle_line(
                                 "declined".to_string()
                             } else {
                                 out
+                            };
+                            let out = match p.sandbox_note() {
+                                Some(note) if is_error => sandbox::explain_refusal(&out, note),
+                                _ => out,
                             };
                             em.emit(AgentEvent::ToolResult {
                                 call_id: iid.clone(),

@@ -1,4 +1,5 @@
-//! Spawning agent executables: lookup on PATH or via `GAFFER_*_BIN`, environment, stdio
+//! Spawning agent executables: lookup on PATH or via `GAFFER_*_BIN`, an environment
+//! built from an allowlist, containment (see [`crate::contain`]), the sandbox, stdio
 //! pipes, a bounded stderr tail, and newline-delimited stdout.
 
 use std::collections::BTreeMap;
@@ -7,12 +8,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{ChildStdin, ChildStdout};
 
+use crate::contain::{ContainedChild, ContainedCommand};
 use crate::error::{AgentError, Result};
 use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
-use crate::sandbox::{self, Confinement, Decision, PrivateTemp, Sandbox};
+use crate::sandbox::{self, Confinement};
 use crate::types::Mode;
+use crate::types::StartOptions;
 use crate::wire::{snippet, BadLine, LineDecoder};
 
 /// Find an executable: the env var (if set and non-empty) wins, then `PATH`.
@@ -71,24 +74,23 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A spawned agent process with piped stdio.
 pub(crate) struct AgentProcess {
     pub(crate) agent: String,
-    pub(crate) child: Child,
+    /// The agent and everything it starts; dropping it kills them all.
+    proc: ContainedChild,
     pub(crate) stdin: ChildStdin,
     stdout: ChildStdout,
     decoder: LineDecoder,
     read_buf: Vec<u8>,
     stdout_closed: bool,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
-    /// Where a confined agent may write, said when its stderr shows a refusal.
-    sandbox_note: Option<String>,
-    // Removed when the process handle goes.
-    _temp: Option<PrivateTemp>,
 }
 
-/// How an agent process is confined: the sandbox settings, whether it may write its
-/// worktree, and the agent CLI's own state (session store, config).
-pub(crate) struct SpawnSandbox<'a> {
-    pub(crate) sandbox: &'a Sandbox,
-    pub(crate) mode: Mode,
+/// How an agent process is started: its session's options, the credentials of its
+/// backend passed from gaffer's environment, and the agent CLI's own state (session
+/// store, config), which it may write.
+pub(crate) struct SpawnSpec<'a> {
+    pub(crate) opts: &'a StartOptions,
+    /// Names of variables of gaffer's environment the agent needs (its credentials).
+    pub(crate) pass_env: &'a [&'a str],
     /// Directories the agent keeps its state in; created when missing, so they can be
     /// allowed.
     pub(crate) state_dirs: Vec<PathBuf>,
@@ -167,60 +169,63 @@ impl AgentProcess {
         }
     }
 
+    /// Start `program` for a session: environment from the allowlist plus `env`, the
+    /// worktree `cwd` as its working directory, contained and confined as `spec` says.
     pub(crate) fn spawn(
         agent: &str,
         program: &Path,
         args: &[String],
         cwd: &Path,
         env: &BTreeMap<String, String>,
-        confined: SpawnSandbox<'_>,
+        spec: SpawnSpec<'_>,
     ) -> Result<Self> {
-        let mut cmd = Command::new(program);
-        cmd.args(args).current_dir(cwd).envs(env);
-        let (temp, sandbox_note) = if confined.sandbox.mode == sandbox::SandboxMode::Off {
-            (None, None)
-        } else {
-            let temp = PrivateTemp::new(agent)?;
-            for dir in &confined.state_dirs {
+        let opts = spec.opts;
+        let env = crate::environment::build(spec.pass_env, env);
+        let mut cmd = ContainedCommand::new(agent, program, cwd);
+        cmd.args(args)
+            .envs(&env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(lock) = &opts.lock {
+            cmd.hold_lock(lock);
+        }
+        if opts.sandbox.mode != sandbox::SandboxMode::Off {
+            for dir in &spec.state_dirs {
                 // A state dir the agent has not used yet must exist to be allowed.
                 let _ = std::fs::create_dir_all(dir);
             }
-            let state: Vec<PathBuf> = confined
+            let state: Vec<PathBuf> = spec
                 .state_dirs
                 .into_iter()
-                .chain(confined.state_files)
+                .chain(spec.state_files)
                 .collect();
-            let confinement = Confinement::for_agent(
-                confined.sandbox,
-                cwd,
-                confined.mode == Mode::ReadWrite,
-                temp.path(),
-                &state,
-            );
-            match sandbox::prepare(&confinement, agent)? {
-                Decision::Unconfined => (None, None),
-                decision => {
-                    sandbox::confine(&mut cmd, &decision);
-                    cmd.env("TMPDIR", temp.path());
-                    (Some(temp), Some(confinement.describe()))
-                }
-            }
-        };
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| AgentError::Spawn {
-            agent: agent.into(),
-            source,
-        })?;
+            let mut c =
+                Confinement::for_agent(&opts.sandbox, cwd, opts.mode == Mode::ReadWrite, &state);
+            c.readable.extend(opts.readable.iter().cloned());
+            let bin = if program.components().count() > 1 {
+                Some(program.to_path_buf())
+            } else {
+                find_executable_in(
+                    "",
+                    None,
+                    env.get("PATH").map(Into::into),
+                    &program.to_string_lossy(),
+                )
+                .ok()
+            };
+            c.readable
+                .extend(bin.and_then(|b| sandbox::install_root(&b, &opts.sandbox)));
+            cmd.confine(c);
+        }
+        let mut proc = cmd.spawn()?;
         let io_err = |what: &str| AgentError::Spawn {
             agent: agent.into(),
             source: std::io::Error::other(format!("no {what} pipe")),
         };
-        let stdin = child.stdin.take().ok_or_else(|| io_err("stdin"))?;
-        let stdout = child.stdout.take().ok_or_else(|| io_err("stdout"))?;
-        let mut stderr = child.stderr.take().ok_or_else(|| io_err("stderr"))?;
+        let stdin = proc.child.stdin.take().ok_or_else(|| io_err("stdin"))?;
+        let stdout = proc.child.stdout.take().ok_or_else(|| io_err("stdout"))?;
+        let mut stderr = proc.child.stderr.take().ok_or_else(|| io_err("stderr"))?;
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         let tail = stderr_tail.clone();
         tokio::spawn(async move {
@@ -242,16 +247,19 @@ impl AgentProcess {
         });
         Ok(AgentProcess {
             agent: agent.into(),
-            child,
+            proc,
             stdin,
             stdout,
             decoder: LineDecoder::default(),
             read_buf: vec![0; READ_CHUNK],
             stdout_closed: false,
             stderr_tail,
-            sandbox_note,
-            _temp: temp,
         })
+    }
+
+    /// Where a confined agent may write, for messages about refusals.
+    pub(crate) fn sandbox_note(&self) -> Option<&str> {
+        self.proc.sandbox_note()
     }
 
     /// Write one JSON value as a line.
@@ -294,7 +302,7 @@ impl AgentProcess {
             Ok(t) => String::from_utf8_lossy(&t).trim().to_string(),
             Err(_) => String::new(),
         };
-        match &self.sandbox_note {
+        match self.sandbox_note() {
             Some(note) if sandbox::looks_refused(&tail) => format!("{tail}\n[{note}]"),
             _ => tail,
         }
@@ -323,7 +331,7 @@ impl AgentProcess {
     /// Wait briefly for the process to end and describe its status; also gives the stderr
     /// reader a moment to drain.
     pub(crate) async fn exit_status(&mut self) -> String {
-        let st = tokio::time::timeout(std::time::Duration::from_secs(3), self.child.wait()).await;
+        let st = tokio::time::timeout(std::time::Duration::from_secs(3), self.proc.wait()).await;
         // let the stderr reader catch up
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         match st {
@@ -333,7 +341,7 @@ impl AgentProcess {
             },
             Ok(Err(e)) => format!("unknown ({e})"),
             Err(_) => {
-                let _ = self.child.start_kill();
+                self.proc.start_kill();
                 "stdout closed but the process kept running; killed".into()
             }
         }
@@ -353,8 +361,8 @@ impl AgentProcess {
         self.malformed(&bad.start, bad.error)
     }
 
+    /// Kill the agent and everything it started, and wait until they are gone.
     pub(crate) async fn kill(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), self.child.wait()).await;
+        self.proc.kill().await;
     }
 }

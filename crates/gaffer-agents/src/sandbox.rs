@@ -1,20 +1,29 @@
-//! The kernel sandbox (Linux Landlock) around every agent process and every command
-//! the built-in agent's `run` tool starts.
+//! The kernel sandbox (Linux Landlock) around every agent process, every command the
+//! built-in agent's `run` tool starts and every command gaffer runs in a worktree (the
+//! project's check).
 //!
 //! Prompts and tool flags ask an agent to behave; the sandbox makes the kernel refuse
 //! when it does not. The rules are built in the parent (opening the path fds, creating
-//! the ruleset) and only *applied* between fork and exec ([`confine`]), where a
+//! the rulesets) and only *applied* between fork and exec ([`confine`]), where a
 //! multi-threaded parent must not allocate: the child and everything it starts keep
 //! them. What a confined process may do:
 //!
-//! * read and execute anything it could before (toolchains live all over the disk);
+//! * read and execute only an allowlist ([`base_readable`]): system directories,
+//!   toolchains (the directories on `PATH`, `~/.cargo`, `~/.rustup`, `~/.nvm`, ...), the
+//!   agent's own installation, the repository and the worktree, its own state and temp
+//!   dirs, and `[sandbox] readable`. `~/.ssh`, other dotfiles and gaffer's data dir,
+//!   config and policy ([`Sandbox::protected`]) are not on it;
 //! * write only under its [`Confinement::writable`] directories: the task worktree for
 //!   an owner (never for a reviewer or arbiter), a private temp dir (`TMPDIR`), the
 //!   agent CLI's own state dir, and `[sandbox] writable` from the config — plus the
 //!   usual character devices (`/dev/null`, `/dev/tty`, ...);
-//! * with `network = "off"`, no TCP `bind` and no TCP `connect` except to the ports in
-//!   [`Confinement::connect_ports`] (an agent CLI's HTTPS to its own provider) — where
-//!   the kernel's Landlock ABI has network rules (ABI 4, Linux 6.7).
+//! * never connect to gaffer's own API port ([`Sandbox::private_ports`]), whatever the
+//!   network setting; with `network = "off"`, no TCP `bind` and no TCP `connect` except
+//!   to the ports in [`Confinement::connect_ports`] (an agent CLI's HTTPS to its own
+//!   provider) — where the kernel's Landlock ABI has network rules (ABI 4, Linux 6.7);
+//! * not signal, nor connect to the abstract unix sockets of, any process outside its
+//!   sandbox (gaffer, its supervisor, the user's other programs) — where the kernel has
+//!   Landlock scoping (ABI 6, Linux 6.12).
 //!
 //! Symlinks do not help an agent escape: Landlock checks the file a path resolves to.
 
@@ -23,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
 
 use crate::error::{AgentError, Result};
@@ -61,6 +70,14 @@ pub struct Sandbox {
     pub network: bool,
     /// Extra directories every agent may write (build caches such as `~/.cargo`).
     pub writable: Vec<PathBuf>,
+    /// Extra directories (or files) every agent may read, beyond [`base_readable`].
+    pub readable: Vec<PathBuf>,
+    /// TCP ports no confined process may connect to, whatever `network` says: gaffer's
+    /// own API, so an agent cannot call it.
+    pub private_ports: Vec<u16>,
+    /// Paths no rule may make readable: gaffer's data dir, config and policy. A
+    /// directory on the allowlist that contains one is left out (see [`preflight`]).
+    pub protected: Vec<PathBuf>,
 }
 
 impl Sandbox {
@@ -69,7 +86,7 @@ impl Sandbox {
         Self {
             mode: SandboxMode::Auto,
             network: true,
-            writable: Vec::new(),
+            ..Self::default()
         }
     }
 }
@@ -92,12 +109,18 @@ impl Support {
         self.abi.is_some_and(|v| v >= 4)
     }
 
+    /// Signals and abstract unix sockets can be scoped to the sandbox (ABI 6+).
+    pub fn scoping(self) -> bool {
+        self.abi.is_some_and(|v| v >= 6)
+    }
+
     /// One line for `gaffer doctor` and the start-up warning.
     pub fn describe(self) -> String {
         match self.abi {
             None => "Landlock is not available in this kernel (not built in, or not enabled with lsm=landlock); agents cannot be confined".into(),
-            Some(v) if v < 4 => format!("Landlock ABI {v}: files are confined; network rules need ABI 4 (Linux 6.7)"),
-            Some(v) => format!("Landlock ABI {v}: files and TCP are confined"),
+            Some(v) if v < 4 => format!("Landlock ABI {v}: files are confined; network rules need ABI 4 (Linux 6.7), signal scoping ABI 6 (Linux 6.12)"),
+            Some(v) if v < 6 => format!("Landlock ABI {v}: files and TCP are confined; signal and abstract-socket scoping need ABI 6 (Linux 6.12)"),
+            Some(v) => format!("Landlock ABI {v}: files, TCP, signals and abstract unix sockets are confined"),
         }
     }
 }
@@ -137,9 +160,193 @@ const DEVICES: &[&str] = &[
     "/dev/shm",
 ];
 
+/// System directories every confined process may read and execute (when they exist).
+const SYSTEM_READABLE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/gnu",
+    "/snap", "/proc", "/sys", "/dev",
+];
+
+/// Toolchains and package caches under `$HOME` every confined process may read.
+const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".nvm",
+    ".npm",
+    ".npm-global",
+    ".local/bin",
+    ".local/lib",
+    ".pyenv",
+    ".rbenv",
+    ".volta",
+    ".bun",
+    ".deno",
+    "go",
+    ".sdkman",
+    ".gradle",
+    ".m2",
+];
+
 /// Ports a confined agent CLI may still connect to with `network = "off"`: HTTPS, so it
 /// can reach its own model provider. The built-in agent's commands get none.
 pub const AGENT_CLI_PORTS: &[u16] = &[443];
+
+/// What every confined process may read: [`SYSTEM_READABLE`], the directory holding
+/// `/etc/resolv.conf`'s target (name resolution), the toolchains under `$HOME`, the
+/// directories on `PATH` and `[sandbox] readable` — minus any directory that is `/`,
+/// contains `$HOME` or a [`Sandbox::protected`] path (it would expose them).
+pub fn base_readable(s: &Sandbox) -> Vec<PathBuf> {
+    let home = crate::process::home_dir();
+    let mut out: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
+    if let Some(dir) = std::fs::canonicalize("/etc/resolv.conf")
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        out.push(dir);
+    }
+    if !home.as_os_str().is_empty() {
+        out.extend(HOME_TOOLCHAINS.iter().map(|d| home.join(d)));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path).filter(|p| p.is_absolute()));
+    }
+    out.retain(|p| p.exists() && !exposes_protected(p, s, &home));
+    out.extend(s.readable.iter().cloned());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The physical path, or the path as given when it cannot be resolved.
+fn physical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The protected path (or `$HOME`) that allowing `dir` would expose, if any.
+fn exposed_by(dir: &Path, s: &Sandbox, home: &Path) -> Option<PathBuf> {
+    let dir = physical(dir);
+    if dir == Path::new("/") {
+        return Some(PathBuf::from("/"));
+    }
+    if !home.as_os_str().is_empty() && physical(home).starts_with(&dir) {
+        return Some(home.to_path_buf());
+    }
+    s.protected
+        .iter()
+        .find(|p| physical(p).starts_with(&dir))
+        .cloned()
+}
+
+fn exposes_protected(dir: &Path, s: &Sandbox, home: &Path) -> bool {
+    exposed_by(dir, s, home).is_some()
+}
+
+/// Where an executable is installed, to be readable by the process it becomes: the
+/// nearest directory above it holding a `package.json` (an npm package such as Claude
+/// Code or Codex, whose entry point is a script beside its vendored binaries), else its
+/// own directory — or only the file when that directory would expose `$HOME` or a
+/// protected path.
+pub fn install_root(program: &Path, s: &Sandbox) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(program).ok()?;
+    let home = crate::process::home_dir();
+    let package = real
+        .ancestors()
+        .skip(1)
+        .take(4)
+        .find(|d| d.join("package.json").is_file());
+    let dir = package.or_else(|| real.parent())?;
+    if exposes_protected(dir, s, &home) {
+        Some(real)
+    } else {
+        Some(dir.to_path_buf())
+    }
+}
+
+/// A sandbox rule this kernel or this machine cannot apply, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleProblem {
+    /// The rule, as the config names it (`sandbox.writable`, `sandbox.network`, ...).
+    pub rule: String,
+    /// What is wrong and what to do.
+    pub problem: String,
+}
+
+impl std::fmt::Display for RuleProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.rule, self.problem)
+    }
+}
+
+/// Every rule of `s` that cannot be applied here: under `mode = "required"` gaffer
+/// refuses to start (exit 78), under `auto` it warns and confines as well as it can.
+pub fn preflight(s: &Sandbox, support: Support) -> Vec<RuleProblem> {
+    let mut out = Vec::new();
+    let mut problem = |rule: &str, problem: String| {
+        out.push(RuleProblem {
+            rule: rule.into(),
+            problem,
+        })
+    };
+    if s.mode == SandboxMode::Off {
+        return out;
+    }
+    if !support.filesystem() {
+        problem(
+            "sandbox.mode",
+            format!(
+                "{}; boot a kernel with Landlock (lsm=landlock), or set [sandbox] mode = \"auto\" to run agents unconfined",
+                support.describe()
+            ),
+        );
+        return out;
+    }
+    if !s.network && !support.network() {
+        problem(
+            "sandbox.network",
+            format!(
+                "\"off\" needs Landlock network rules; {}; set network = \"on\"",
+                support.describe()
+            ),
+        );
+    }
+    if s.network && !s.private_ports.is_empty() && !support.network() {
+        let ports: Vec<String> = s.private_ports.iter().map(u16::to_string).collect();
+        problem(
+            "server.listen",
+            format!(
+                "agents cannot be kept away from gaffer's own port {} without Landlock network rules; {}",
+                ports.join(", "),
+                support.describe()
+            ),
+        );
+    }
+    let home = crate::process::home_dir();
+    for (rule, paths) in [
+        ("sandbox.writable", &s.writable),
+        ("sandbox.readable", &s.readable),
+    ] {
+        for p in paths {
+            if PathFd::new(p).is_err() {
+                problem(
+                    rule,
+                    format!(
+                        "{} does not exist or cannot be opened; create it or remove it from the list",
+                        p.display()
+                    ),
+                );
+            } else if let Some(exposed) = exposed_by(p, s, &home) {
+                problem(
+                    rule,
+                    format!(
+                        "{} contains {}, which agents must not read; name a directory inside it instead",
+                        p.display(),
+                        exposed.display()
+                    ),
+                );
+            }
+        }
+    }
+    out
+}
 
 /// The confinement of one process: the sandbox settings plus where it may write.
 #[derive(Debug, Clone)]
@@ -148,31 +355,42 @@ pub struct Confinement {
     pub sandbox: Sandbox,
     /// Directories (and files) the process may write below.
     pub writable: Vec<PathBuf>,
+    /// Directories (and files) the process may read below, beyond [`base_readable`].
+    pub readable: Vec<PathBuf>,
     /// With the network off: TCP ports it may still connect to.
     pub connect_ports: Vec<u16>,
 }
 
 impl Confinement {
-    /// An agent session's confinement: the worktree when `may_write_worktree`, its private
-    /// temp dir, the agent's own state dirs and the configured extra dirs.
+    /// A command's confinement: `[sandbox] writable` and nothing else to write, the
+    /// allowlist to read; no TCP with the network off.
+    pub fn new(sandbox: &Sandbox) -> Self {
+        Self {
+            sandbox: sandbox.clone(),
+            writable: sandbox.writable.clone(),
+            readable: Vec::new(),
+            connect_ports: Vec::new(),
+        }
+    }
+
+    /// An agent session's confinement: the worktree when `may_write_worktree` (read
+    /// otherwise), the agent's own state dirs and the configured extra dirs; HTTPS with
+    /// the network off.
     pub fn for_agent(
         sandbox: &Sandbox,
         worktree: &Path,
         may_write_worktree: bool,
-        temp: &Path,
         state_dirs: &[PathBuf],
     ) -> Self {
-        let mut writable = vec![temp.to_path_buf()];
+        let mut c = Self::new(sandbox);
         if may_write_worktree {
-            writable.push(worktree.to_path_buf());
+            c.writable.push(worktree.to_path_buf());
+        } else {
+            c.readable.push(worktree.to_path_buf());
         }
-        writable.extend(state_dirs.iter().cloned());
-        writable.extend(sandbox.writable.iter().cloned());
-        Self {
-            sandbox: sandbox.clone(),
-            writable,
-            connect_ports: AGENT_CLI_PORTS.to_vec(),
-        }
+        c.writable.extend(state_dirs.iter().cloned());
+        c.connect_ports = AGENT_CLI_PORTS.to_vec();
+        c
     }
 
     /// Who may write where, for messages: `worktree, /tmp/x; network off`.
@@ -182,28 +400,47 @@ impl Confinement {
             .iter()
             .map(|p| p.display().to_string())
             .collect();
+        let ports = |ports: &[u16]| {
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let allowed = self.allowed_connect_ports();
         let net = if self.sandbox.network {
-            "network on".to_string()
-        } else if self.connect_ports.is_empty() {
+            if self.sandbox.private_ports.is_empty() {
+                "network on".to_string()
+            } else {
+                format!(
+                    "network on except gaffer's own port {}",
+                    ports(&self.sandbox.private_ports)
+                )
+            }
+        } else if allowed.is_empty() {
             "network off".to_string()
         } else {
-            let ports: Vec<String> = self.connect_ports.iter().map(u16::to_string).collect();
-            format!(
-                "network off except TCP connect to port {}",
-                ports.join(", ")
-            )
+            format!("network off except TCP connect to port {}", ports(&allowed))
         };
         format!(
             "gaffer's sandbox (Landlock) lets this process write only in {}; {net}",
             dirs.join(", ")
         )
     }
+
+    fn allowed_connect_ports(&self) -> Vec<u16> {
+        self.connect_ports
+            .iter()
+            .copied()
+            .filter(|p| !self.sandbox.private_ports.contains(p))
+            .collect()
+    }
 }
 
-/// A ruleset ready to be applied in a child between fork and exec.
+/// The rulesets of one process, applied in a child between fork and exec.
 pub(crate) struct Prepared {
-    // Taken (once) in the child; the parent's copy is closed when the Command drops.
-    ruleset: Mutex<Option<RulesetCreated>>,
+    // Taken (once) in the child; the parent's copies are closed when the Command drops.
+    layers: Mutex<Option<Vec<RulesetCreated>>>,
 }
 
 /// What [`prepare`] decided.
@@ -249,9 +486,23 @@ pub(crate) fn prepare(c: &Confinement, agent: &str) -> Result<Decision> {
         }
         return Ok(Decision::Unconfined);
     }
-    let ruleset = build(c).map_err(|e| refuse(format!("cannot build the Landlock rules: {e}")))?;
+    let ports_rule = c.sandbox.network && !c.sandbox.private_ports.is_empty();
+    if ports_rule && c.sandbox.mode == SandboxMode::Required && !support.network() {
+        return Err(refuse(format!(
+            "sandbox mode is \"required\" but gaffer's own port cannot be closed to agents: {}",
+            support.describe()
+        )));
+    }
+    let mut layers =
+        vec![build(c).map_err(|e| refuse(format!("cannot build the Landlock rules: {e}")))?];
+    if ports_rule && support.network() {
+        layers.push(
+            private_port_layer(&c.sandbox.private_ports)
+                .map_err(|e| refuse(format!("cannot build the Landlock network rules: {e}")))?,
+        );
+    }
     Ok(Decision::Confined(Arc::new(Prepared {
-        ruleset: Mutex::new(Some(ruleset)),
+        layers: Mutex::new(Some(layers)),
     })))
 }
 
@@ -265,7 +516,8 @@ fn warn_unconfined_once(support: Support) {
     });
 }
 
-// ABI 3 covers every filesystem write right we rely on (including truncate); ABI 4 adds TCP.
+// ABI 3 covers every filesystem write right we rely on (including truncate); ABI 4 adds
+// TCP, ABI 6 scoping (both asked for at their own ABI, best effort).
 const FS_ABI: ABI = ABI::V3;
 const NET_ABI: ABI = ABI::V4;
 
@@ -273,36 +525,71 @@ fn build(c: &Confinement) -> std::result::Result<RulesetCreated, landlock::Rules
     let all = AccessFs::from_all(FS_ABI);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)?;
+        .handle_access(all)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?;
     if !c.sandbox.network {
         ruleset = ruleset.handle_access(AccessNet::from_all(NET_ABI))?;
     }
     let mut created = ruleset.create()?;
-    if let Ok(root) = PathFd::new("/") {
-        created = created.add_rule(PathBeneath::new(root, AccessFs::from_read(FS_ABI)))?;
-    }
-    let writable = c
-        .writable
+    let read = AccessFs::from_read(FS_ABI);
+    let readable = base_readable(&c.sandbox);
+    let rules = readable
         .iter()
-        .map(PathBuf::as_path)
-        .chain(DEVICES.iter().map(Path::new));
-    for path in writable {
+        .chain(&c.readable)
+        .map(|p| (p.as_path(), read))
+        .chain(
+            c.writable
+                .iter()
+                .map(PathBuf::as_path)
+                .chain(DEVICES.iter().map(Path::new))
+                .map(|p| (p, all)),
+        );
+    for (path, access) in rules {
         // A path that does not exist cannot be opened, and needs no rule.
         if let Ok(fd) = PathFd::new(path) {
             let access = if path.is_dir() {
-                all
+                access
             } else {
-                AccessFs::from_file(FS_ABI)
+                access & AccessFs::from_file(FS_ABI)
             };
             created = created.add_rule(PathBeneath::new(fd, access))?;
         }
     }
     if !c.sandbox.network {
-        for port in &c.connect_ports {
-            created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+        for port in c.allowed_connect_ports() {
+            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
         }
     }
     Ok(created)
+}
+
+/// With the network on, a layer that allows TCP connect to every port but `private`.
+/// Landlock only knows allow rules, so this is 65,534 of them: built once per process
+/// (about 0.1 s) and shared by every confined process, each of which pays about as much
+/// again, and some 4 MiB of kernel memory while it lives, to apply it.
+fn private_port_layer(private: &[u16]) -> std::result::Result<RulesetCreated, String> {
+    static CACHE: Mutex<Option<(Vec<u16>, RulesetCreated)>> = Mutex::new(None);
+    let mut cache = CACHE.lock().map_err(|_| "poisoned cache".to_string())?;
+    if let Some((ports, layer)) = cache.as_ref() {
+        if ports == private {
+            return layer.try_clone().map_err(|e| e.to_string());
+        }
+    }
+    let mut layer = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessNet::ConnectTcp)
+        .and_then(Ruleset::create)
+        .map_err(|e| e.to_string())?;
+    for port in 0..=u16::MAX {
+        if !private.contains(&port) {
+            layer = layer
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let copy = layer.try_clone().map_err(|e| e.to_string())?;
+    *cache = Some((private.to_vec(), layer));
+    Ok(copy)
 }
 
 /// Apply `decision` to `cmd`: the rules take effect in the child between fork and exec.
@@ -313,23 +600,23 @@ pub(crate) fn confine(cmd: &mut tokio::process::Command, decision: &Decision) {
     };
     let prepared = prepared.clone();
     // SAFETY: the closure runs in the forked child before exec. It allocates nothing on
-    // the success path: it takes the ruleset prepared in the parent out of a mutex only
-    // this closure locks (never held across fork by another thread), then makes two
-    // system calls (prctl NO_NEW_PRIVS, landlock_restrict_self) and closes the fd.
+    // the success path: it takes the rulesets prepared in the parent out of a mutex only
+    // this closure locks (never held across fork by another thread), then makes system
+    // calls (prctl NO_NEW_PRIVS, landlock_restrict_self per layer) and closes the fds.
     unsafe {
         cmd.pre_exec(move || {
-            let ruleset = match prepared.ruleset.lock() {
+            let layers = match prepared.layers.lock() {
                 Ok(mut slot) => slot.take(),
                 Err(_) => None,
             };
-            match ruleset {
-                Some(r) => r
+            // Never run unconfined by accident: no rules, no exec.
+            let layers = layers.ok_or_else(|| std::io::Error::from_raw_os_error(libc::EPERM))?;
+            for layer in layers {
+                layer
                     .restrict_self()
-                    .map(|_| ())
-                    .map_err(|_| std::io::Error::last_os_error()),
-                // Never run unconfined by accident: no rules, no exec.
-                None => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+                    .map_err(|_| std::io::Error::last_os_error())?;
             }
+            Ok(())
         });
     }
 }
@@ -367,8 +654,28 @@ impl Drop for PrivateTemp {
     }
 }
 
-/// Words of an error message that mean the kernel refused an access.
-pub(crate) fn looks_refused(text: &str) -> bool {
+/// What the agent, the step and the task page are told when a confined command was
+/// refused: that it was gaffer's sandbox, and where writing is allowed.
+pub fn refusal_message(note: &str) -> String {
+    format!("[{REFUSED_BY_SANDBOX}, not by the file's permissions: {note}]")
+}
+
+/// The words [`refusal_message`] starts with, to find it again in a tool result.
+pub const REFUSED_BY_SANDBOX: &str = "refused by gaffer's sandbox";
+
+/// `output` of a confined command, with [`refusal_message`] added when it shows the
+/// kernel refused an access.
+pub fn explain_refusal(output: &str, note: &str) -> String {
+    if looks_refused(output) {
+        format!("{output}\n{}", refusal_message(note))
+    } else {
+        output.to_string()
+    }
+}
+
+/// Whether output shows an access refused by the kernel (`Permission denied`, `EPERM`):
+/// from a confined process, most likely gaffer's sandbox.
+pub fn looks_refused(text: &str) -> bool {
     [
         "Permission denied",
         "os error 13",

@@ -125,7 +125,15 @@ pub enum ControlRequest {
         /// Why Claude asks (non-empty).
         decision_reason: Option<String>,
     },
-    /// Any other subtype: gaffer registers no hooks or MCP servers and refuses these.
+    /// A hook gaffer registered at `initialize` fired (`hook_callback`).
+    HookCallback {
+        /// Which of gaffer's callbacks.
+        callback_id: String,
+        /// The hook's input (for `PostToolUse`: `tool_name`, `tool_input`,
+        /// `tool_response`).
+        input: Value,
+    },
+    /// Any other subtype: gaffer registers no MCP servers and refuses these.
     Other {
         /// The subtype.
         subtype: Option<String>,
@@ -185,6 +193,10 @@ pub fn parse_stream_line(line: &str) -> Result<StreamMessage, WireError> {
                         .and_then(Value::as_str)
                         .map(str::to_string),
                     decision_reason: non_empty(req.get("decision_reason")),
+                },
+                Some("hook_callback") => ControlRequest::HookCallback {
+                    callback_id: str_of(req, "callback_id"),
+                    input: req.get("input").cloned().unwrap_or(Value::Null),
                 },
                 other => ControlRequest::Other {
                     subtype: other.map(str::to_string),

@@ -90,7 +90,10 @@ impl BuiltinBackend {
         history: Vec<Msg>,
     ) -> Result<Box<dyn AgentSession>> {
         let ws = canonical_workspace(&opts.workspace)?;
-        let worktree = Worktree::new(&ws, opts.mode)?.with_sandbox(opts.sandbox.clone());
+        let worktree = Worktree::new(&ws, opts.mode)?
+            .with_sandbox(opts.sandbox.clone())
+            .with_env(opts.agent_env())
+            .with_session(opts.readable.clone(), opts.lock.clone());
         let client = LlmClient::new(self.cfg.provider.clone(), &self.cfg.redactor)?;
         let mut redactor = (*self.cfg.redactor).clone();
         if let Some(k) = &self.cfg.provider.api_key {

@@ -10,6 +10,7 @@
 //! | `run` | `{argv: [..], timeout_s?}` (no shell, time limit, output cap) |
 //! | `finish` | `{summary}` |
 
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,9 +19,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 
+use crate::contain::ContainedCommand;
 use crate::error::{AgentError, Result};
 use crate::patch::{apply_file_patch, parse_patch};
-use crate::sandbox::{self, Confinement, Decision, PrivateTemp, Sandbox, SandboxMode};
+use crate::sandbox::{self, Confinement, Sandbox, SandboxMode};
 use crate::types::Mode;
 
 /// Largest file `read_file` returns without a line range.
@@ -135,6 +137,9 @@ pub struct Worktree {
     root: PathBuf,
     mode: Mode,
     sandbox: Sandbox,
+    env: BTreeMap<String, String>,
+    readable: Vec<PathBuf>,
+    lock: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -191,12 +196,30 @@ impl Worktree {
             root,
             mode,
             sandbox: Sandbox::default(),
+            env: BTreeMap::new(),
+            readable: Vec::new(),
+            lock: None,
         })
     }
 
     /// Confine the commands `run` starts with this sandbox (default: off).
     pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
         self.sandbox = sandbox;
+        self
+    }
+
+    /// The session's side of `run`'s environment: `GAFFER_*` and `[agents] env`, on top
+    /// of [`crate::environment::BASE`] (no credential of any kind).
+    pub fn with_env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// What `run` commands may read beyond the sandbox's allowlist, and the lock file
+    /// their processes hold (see [`crate::types::StartOptions`]).
+    pub fn with_session(mut self, readable: Vec<PathBuf>, lock: Option<PathBuf>) -> Self {
+        self.readable = readable;
+        self.lock = lock;
         self
     }
 
@@ -508,35 +531,45 @@ impl Worktree {
             .timeout_s
             .unwrap_or(RUN_DEFAULT_TIMEOUT_S)
             .clamp(1, RUN_MAX_TIMEOUT_S);
-        let mut cmd = tokio::process::Command::new(prog);
+        let mut cmd = ContainedCommand::new("run", prog, &self.root);
         cmd.args(rest)
-            .current_dir(&self.root)
-            .stdin(Stdio::null())
+            .envs(&crate::environment::build(&[], &self.env))
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        for (k, _) in std::env::vars() {
-            let ku = k.to_ascii_uppercase();
-            if ku.ends_with("_API_KEY") || ku.ends_with("_TOKEN") || ku.ends_with("_SECRET") {
-                cmd.env_remove(&k);
-            }
+            .stderr(Stdio::piped());
+        if let Some(lock) = &self.lock {
+            cmd.hold_lock(lock);
         }
-        let (_temp, sandbox_note) = self.confine_run(&mut cmd)?;
+        if self.sandbox.mode != SandboxMode::Off {
+            // The model's API is called by gaffer itself, not by the command: with the
+            // network off it gets no TCP at all.
+            let mut c = Confinement::new(&self.sandbox);
+            if self.mode == Mode::ReadWrite {
+                c.writable.push(self.root.clone());
+            }
+            c.readable.extend(self.readable.iter().cloned());
+            cmd.confine(c);
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| ToolOutcome::err(format!("cannot start `{prog}`: {e}")))?;
-        let mut so = child.stdout.take();
-        let mut se = child.stderr.take();
+        let sandbox_note = child.sandbox_note().map(str::to_owned);
+        let mut so = child.child.stdout.take();
+        let mut se = child.child.stderr.take();
         let work = async {
+            // Both pipes close once the command and whatever it left running are gone.
             let (o, e) = tokio::join!(read_capped(so.take()), read_capped(se.take()));
             let st = child.wait().await;
             (o, e, st)
         };
-        match tokio::time::timeout(Duration::from_secs(timeout), work).await {
-            Err(_) => Err(ToolOutcome::err(format!(
-                "`{}` timed out after {timeout}s and was killed",
-                a.argv.join(" ")
-            ))),
+        let finished = tokio::time::timeout(Duration::from_secs(timeout), work).await;
+        match finished {
+            Err(_) => {
+                child.kill().await;
+                Err(ToolOutcome::err(format!(
+                    "`{}` timed out after {timeout}s and was killed",
+                    a.argv.join(" ")
+                )))
+            }
             Ok((o, e, st)) => {
                 let code = st.ok().and_then(|s| s.code());
                 let out = format!(
@@ -548,44 +581,10 @@ impl Worktree {
                     Ok(ToolOutcome::ok(out))
                 } else {
                     match sandbox_note {
-                        Some(note) if sandbox::looks_refused(&e) => {
-                            Err(ToolOutcome::err(format!("{out}\n[{note}]")))
-                        }
-                        _ => Err(ToolOutcome::err(out)),
+                        Some(note) => Err(ToolOutcome::err(sandbox::explain_refusal(&out, &note))),
+                        None => Err(ToolOutcome::err(out)),
                     }
                 }
-            }
-        }
-    }
-}
-
-impl Worktree {
-    /// Confine a `run` command: the worktree (owner only) and a private temp dir are
-    /// writable; with the network off it gets no TCP at all (the model's API is called by
-    /// gaffer itself, not by the command). Returns the temp dir (kept until the command
-    /// ends) and the note to add when the kernel refuses something.
-    fn confine_run(
-        &self,
-        cmd: &mut tokio::process::Command,
-    ) -> std::result::Result<(Option<PrivateTemp>, Option<String>), ToolOutcome> {
-        if self.sandbox.mode == SandboxMode::Off {
-            return Ok((None, None));
-        }
-        let temp = PrivateTemp::new("run").map_err(|e| ToolOutcome::err(e.to_string()))?;
-        let mut confinement = Confinement::for_agent(
-            &self.sandbox,
-            &self.root,
-            self.mode == Mode::ReadWrite,
-            temp.path(),
-            &[],
-        );
-        confinement.connect_ports.clear();
-        match sandbox::prepare(&confinement, "run").map_err(|e| ToolOutcome::err(e.to_string()))? {
-            Decision::Unconfined => Ok((None, None)),
-            decision => {
-                sandbox::confine(cmd, &decision);
-                cmd.env("TMPDIR", temp.path());
-                Ok((Some(temp), Some(confinement.describe())))
             }
         }
     }

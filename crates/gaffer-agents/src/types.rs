@@ -56,7 +56,8 @@ pub struct StartOptions {
     pub role_prompt: String,
     /// Read-write or read-only.
     pub mode: Mode,
-    /// Extra environment variables for the agent process (on top of the inherited environment).
+    /// Environment variables for the agent process, on top of the allowlist
+    /// ([`crate::environment`]): nothing else of gaffer's environment reaches it.
     pub env: BTreeMap<String, String>,
     /// Exported as `GAFFER_TASK_ID`.
     pub task_id: String,
@@ -66,6 +67,16 @@ pub struct StartOptions {
     pub model: Option<String>,
     /// How the agent process (and everything it starts) is confined.
     pub sandbox: crate::sandbox::Sandbox,
+    /// Where this task's sessions keep their agent state, one subdirectory per agent
+    /// (`claude`, `codex`, `gemini`): private to gaffer, seeded with the user's login
+    /// (see [`crate::state`]). `None`: the agent's own dirs (from `env`, else `$HOME`).
+    pub state_dir: Option<PathBuf>,
+    /// What the agent may read beyond the sandbox's allowlist (the repository, whose
+    /// `.git` holds the worktree's objects).
+    pub readable: Vec<PathBuf>,
+    /// A lock file every process of the session holds (shared) while alive, so crash
+    /// recovery can wait until none is ([`crate::contain::wait_until_released`]).
+    pub lock: Option<PathBuf>,
 }
 
 impl StartOptions {

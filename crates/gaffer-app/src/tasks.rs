@@ -365,24 +365,43 @@ impl App {
                 id: id.to_owned(),
             });
         }
-        let run = tokio::process::Command::new("git")
-            .arg("-C")
-            .arg(&path)
-            .args(["diff", "--no-color", "--no-ext-diff", &base, "--"])
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
-            Ok(Ok(out)) if out.status.success() => out.stdout,
-            _ => {
-                return Err(AppError::conflict(
-                    "diff_unavailable",
-                    format!("cannot diff the worktree of task `{id}` now"),
-                ))
+        let unavailable = || {
+            AppError::conflict(
+                "diff_unavailable",
+                format!("cannot diff the worktree of task `{id}` now"),
+            )
+        };
+        // The git dir gaffer recorded, never the worktree's own `.git` (an agent's to
+        // rewrite); an older receipt has none: the project repository knows it.
+        let git_dir = match receipt.get("git_dir").and_then(|v| v.as_str()) {
+            Some(d) => std::path::PathBuf::from(d),
+            None => {
+                let repo = self
+                    .journal()
+                    .projects()
+                    .await?
+                    .into_iter()
+                    .find(|p| p.id == view.task.project_id)
+                    .map(|p| p.path)
+                    .unwrap_or_default();
+                gaffer_forge::Repo::open(std::path::Path::new(&repo))
+                    .and_then(|r| r.worktree_git_dir(std::path::Path::new(&path)))
+                    .map_err(|_| unavailable())?
             }
         };
+        let wt = gaffer_forge::Worktree {
+            path: path.into(),
+            branch: branch.clone(),
+            base: base.clone(),
+            git_dir,
+        };
+        let run = tokio::task::spawn_blocking(move || wt.diff());
+        let out = match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
+            Ok(Ok(Ok(text))) => text,
+            _ => return Err(unavailable()),
+        };
         // Redacted whole, then cut: a cut through a secret must not show its first half.
-        let full = self.redacted(&String::from_utf8_lossy(&out));
+        let full = self.redacted(&out);
         let truncated = full.len() > LIMIT;
         let diff = crate::sanitize::cap(&full, LIMIT);
         Ok(api::TaskDiff {

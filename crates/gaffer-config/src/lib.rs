@@ -87,6 +87,9 @@ pub struct SandboxConfig {
     pub network: bool,
     /// Extra directories every agent may write (build caches).
     pub writable: Vec<PathBuf>,
+    /// Extra directories (or files) every agent and check may read, beyond the
+    /// system and toolchain directories.
+    pub readable: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -95,6 +98,7 @@ impl Default for SandboxConfig {
             mode: SandboxMode::Auto,
             network: true,
             writable: Vec::new(),
+            readable: Vec::new(),
         }
     }
 }
@@ -203,6 +207,12 @@ pub struct Config {
     pub secret_env: Vec<String>,
     /// The Discord adapter.
     pub discord: DiscordConfig,
+    /// `[agents] env`: names of variables of gaffer's environment every agent gets, on
+    /// top of the allowlist (PATH, HOME, locale, ...) and its own credentials.
+    pub agent_env: Vec<String>,
+    /// `[projects.<name>] check_env`: names of variables of gaffer's environment the
+    /// project's check gets, on top of the allowlist, by project name.
+    pub check_env: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Default environment variable holding the Discord bot token.
@@ -312,6 +322,8 @@ impl Config {
             sandbox: SandboxConfig::default(),
             secret_env: Vec::new(),
             discord: DiscordConfig::default(),
+            agent_env: Vec::new(),
+            check_env: Default::default(),
         }
     }
 
@@ -382,6 +394,7 @@ struct RawDiscord {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAgents {
+    env: Option<Vec<String>>,
     #[serde(default)]
     acp: std::collections::BTreeMap<String, RawAcpAgent>,
 }
@@ -404,6 +417,7 @@ struct RawSandbox {
     mode: Option<String>,
     network: Option<String>,
     writable: Option<Vec<PathBuf>>,
+    readable: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -437,6 +451,7 @@ struct RawProject {
     roles: RawRoles,
     forge: Option<RawForge>,
     tracker: Option<RawTracker>,
+    check_env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -827,6 +842,18 @@ fn resolve(
     config.sandbox = resolve_sandbox(origin, sources, raw.sandbox)?;
     config.secret_env = raw.secrets.env.unwrap_or_default();
     config.acp_agents = resolve_acp_agents(origin, sources, raw.agents.acp)?;
+    config.agent_env = match (sources.env)("GAFFER_AGENTS_ENV") {
+        Some(list) => env_names(
+            "environment variable GAFFER_AGENTS_ENV",
+            "agents.env",
+            list.split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )?,
+        None => env_names(origin, "agents.env", raw.agents.env.unwrap_or_default())?,
+    };
     config.roles = merge_roles(
         origin,
         "roles",
@@ -849,6 +876,12 @@ fn resolve(
         if let Some(tracker) = p.tracker {
             let tracker = resolve_tracker(origin, &project, tracker)?;
             config.trackers.insert(project.clone(), tracker);
+        }
+        if let Some(names) = p.check_env {
+            let field = format!("projects.{project}.check_env");
+            config
+                .check_env
+                .insert(project.clone(), env_names(origin, &field, names)?);
         }
         config.project_roles.insert(project, roles);
     }
@@ -1132,26 +1165,63 @@ fn resolve_sandbox(
             }
         };
     }
-    let from_env = (sources.env)("GAFFER_SANDBOX_WRITABLE")
-        .map(|v| std::env::split_paths(&v).collect::<Vec<_>>());
-    let (writable, from) = match from_env {
-        Some(w) => (w, "environment variable GAFFER_SANDBOX_WRITABLE".to_owned()),
-        None => (raw.writable.unwrap_or_default(), origin.to_owned()),
+    sandbox.writable = sandbox_paths(
+        origin,
+        sources,
+        "sandbox.writable",
+        "GAFFER_SANDBOX_WRITABLE",
+        raw.writable,
+    )?;
+    sandbox.readable = sandbox_paths(
+        origin,
+        sources,
+        "sandbox.readable",
+        "GAFFER_SANDBOX_READABLE",
+        raw.readable,
+    )?;
+    Ok(sandbox)
+}
+
+/// A list of absolute paths from the file, or from `var` (separated by `:`), which wins.
+fn sandbox_paths(
+    origin: &str,
+    sources: &Sources<'_>,
+    field: &str,
+    var: &str,
+    raw: Option<Vec<PathBuf>>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let from_env = (sources.env)(var).map(|v| std::env::split_paths(&v).collect::<Vec<_>>());
+    let (paths, from) = match from_env {
+        Some(w) => (w, format!("environment variable {var}")),
+        None => (raw.unwrap_or_default(), origin.to_owned()),
     };
-    for w in &writable {
-        if !w.is_absolute() {
+    for p in &paths {
+        if !p.is_absolute() {
             return Err(invalid(
                 &from,
-                "sandbox.writable",
+                field,
                 format!(
                     "has `{}`, which is not an absolute path; write the full path",
-                    w.display()
+                    p.display()
                 ),
             ));
         }
     }
-    sandbox.writable = writable;
-    Ok(sandbox)
+    Ok(paths)
+}
+
+/// Names of environment variables, checked to be names (not `NAME=value`).
+fn env_names(origin: &str, field: &str, names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for n in &names {
+        if n.is_empty() || n.contains('=') || n.bytes().any(|b| b.is_ascii_whitespace()) {
+            return Err(invalid(
+                origin,
+                field,
+                format!("has `{n}`; list variable names like \"CARGO_HOME\" (their values are read from gaffer's environment)"),
+            ));
+        }
+    }
+    Ok(names)
 }
 
 /// A name an ACP agent may have: letters, digits, `-`, `_`, `.`.

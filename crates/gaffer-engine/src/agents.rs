@@ -144,18 +144,28 @@ impl CounterStore for JournalCounters {
     }
 }
 
-/// The agents' sandbox as the config says: `[sandbox]` mode, network and extra
-/// writable directories.
-pub fn sandbox_from_config(c: &gaffer_config::SandboxConfig) -> gaffer_agents::sandbox::Sandbox {
+/// The agents' sandbox as the config says: `[sandbox]` mode, network, extra writable
+/// and readable paths; gaffer's own listen port closed to agents; its data dir and
+/// config file (and `protected`, such as the policy file) never readable.
+pub fn sandbox_from_config(
+    c: &gaffer_config::Config,
+    protected: &[std::path::PathBuf],
+) -> gaffer_agents::sandbox::Sandbox {
     use gaffer_agents::sandbox::{Sandbox, SandboxMode};
+    let mut guarded = vec![c.data_dir.clone()];
+    guarded.extend(c.source.iter().cloned());
+    guarded.extend(protected.iter().cloned());
     Sandbox {
-        mode: match c.mode {
+        mode: match c.sandbox.mode {
             gaffer_config::SandboxMode::Auto => SandboxMode::Auto,
             gaffer_config::SandboxMode::Required => SandboxMode::Required,
             gaffer_config::SandboxMode::Off => SandboxMode::Off,
         },
-        network: c.network,
-        writable: c.writable.clone(),
+        network: c.sandbox.network,
+        writable: c.sandbox.writable.clone(),
+        readable: c.sandbox.readable.clone(),
+        private_ports: vec![c.listen.port()],
+        protected: guarded,
     }
 }
 

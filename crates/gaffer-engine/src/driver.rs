@@ -43,8 +43,12 @@ pub struct Settings {
     pub check_timeout: Duration,
     /// Secrets removed from check output and agent activity.
     pub redactor: Arc<Redactor>,
-    /// Extra environment for agent processes (on top of gaffer's own and `GAFFER_*`).
+    /// Extra environment for agent processes, on top of the allowlist and `GAFFER_*`
+    /// (`[agents] env`): nothing else of gaffer's own environment reaches them.
     pub agent_env: std::collections::BTreeMap<String, String>,
+    /// Extra environment for each project's check, by project name, on top of the
+    /// allowlist and `GAFFER_TASK_ID` / `GAFFER_PROJECT` (`[projects.<name>] check_env`).
+    pub check_env: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     /// Where the project index keeps per-file facts between runs.
     pub index_cache: Arc<dyn gaffer_index::IndexCache>,
     /// Tokens of repository context given to each agent (files chosen for the task).
@@ -69,6 +73,7 @@ impl Settings {
             check_timeout: Duration::from_secs(20 * 60),
             redactor: Arc::new(Redactor::default()),
             agent_env: Default::default(),
+            check_env: Default::default(),
             index_cache: Arc::new(gaffer_index::MemoryCache::default()),
             context_budget: 8000,
             shipping: Default::default(),
@@ -89,8 +94,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over the app service, making agents with `agents`.
-    pub fn new(app: App, agents: Arc<dyn AgentFactory>, settings: Settings) -> Self {
+    /// An engine over the app service, making agents with `agents`. Its data dir is
+    /// added to what no sandbox rule may make readable.
+    pub fn new(app: App, agents: Arc<dyn AgentFactory>, mut settings: Settings) -> Self {
+        if !settings.sandbox.protected.contains(&settings.data_dir) {
+            settings.sandbox.protected.push(settings.data_dir.clone());
+        }
         Self {
             app,
             agents,

@@ -3,6 +3,7 @@
 
 use crate::error::EngineError;
 use crate::failure::Failure;
+use crate::pipeline::StepKind;
 use crate::{prompts, Engine};
 use gaffer_agents::{ApprovalGate, PermissionDecision, PermissionRequest};
 use gaffer_app::{ApprovalRequest, Subject};
@@ -63,9 +64,27 @@ impl Gate {
     }
 }
 
+/// The read-only role a step is played by, if it is one.
+fn read_only_role(step: &Step) -> Option<&'static str> {
+    match StepKind::of(&step.id)? {
+        StepKind::Plan => Some("planner"),
+        StepKind::Review(_) => Some("reviewer"),
+        StepKind::Arbiter(_) => Some("arbiter"),
+        _ => None,
+    }
+}
+
 #[async_trait::async_trait]
 impl ApprovalGate for Gate {
     async fn decide(&self, request: PermissionRequest) -> PermissionDecision {
+        // The planner, reviewer and arbiter only read: what writes or runs anything
+        // else is refused before any policy, `--yes` or the auto switch is asked.
+        if let Some(role) = read_only_role(&self.step) {
+            if let Some(why) = crate::read_only::refusal(role, &request) {
+                tracing::info!(step = %self.step.id, tool = %request.tool_name, "refused for a read-only role");
+                return PermissionDecision::deny(why);
+            }
+        }
         // One approval per request of this step attempt; attempts never share keys.
         let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let attempt = self.step.attempt * 1000 + n;

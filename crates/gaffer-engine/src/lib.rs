@@ -12,7 +12,8 @@
 //! Where things are: `driver` records, dispatches and recovers; `steps/<kind>`
 //! holds each step kind's body (worktree, plan, owner, review, arbiter, check,
 //! summary, ship); `turn` runs one agent session for a step; `gate` records the
-//! approvals steps and agents ask for; `recovery` handles steps a crash
+//! approvals steps and agents ask for, after `read_only` refused what a read-only
+//! role may not do; `recovery` handles steps a crash
 //! interrupted; `context` picks repository files for prompts; `workers` leases
 //! tasks.
 
@@ -24,6 +25,7 @@ mod failure;
 mod gate;
 pub mod pipeline;
 pub mod prompts;
+mod read_only;
 mod recovery;
 mod steps;
 mod text;

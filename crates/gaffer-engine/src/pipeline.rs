@@ -558,11 +558,16 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                 fix(task, last, "check", receipt)
             } else {
                 fail(format!(
-                    "the check still fails after {c} runs: {}",
+                    "the check still fails after {c} runs: {}{}",
                     receipt
                         .get("command")
                         .and_then(Value::as_str)
-                        .unwrap_or("check")
+                        .unwrap_or("check"),
+                    receipt
+                        .get("sandbox")
+                        .and_then(Value::as_str)
+                        .map(|s| format!("; {s}"))
+                        .unwrap_or_default()
                 ))
             }
         }

@@ -9,7 +9,11 @@ use crate::Engine;
 use gaffer_app::Subject;
 use gaffer_core::{ApprovalKind, Event, StepId, TaskId, TaskState};
 use serde_json::json;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How long the probe of an interrupted turn waits for its processes to be gone.
+const PROBE_WAIT: Duration = Duration::from_secs(30);
 
 impl Engine {
     /// Recovery for one task: records what [`recover`] finds (the steps that were
@@ -70,21 +74,32 @@ impl Engine {
         ) {
             return self.reconcile_ship(task, id).await;
         }
-        let changed = self.worktree(task).ok().and_then(|wt| {
-            let dirty = wt.has_changes().ok()?;
-            Some((dirty, wt.changed_files().unwrap_or_default()))
-        });
+        let name = &task.steps[id].name;
+        // Only once no process of the interrupted turn is alive does the worktree show
+        // everything it did: each holds the task's lock until it is gone (their
+        // supervisors kill them as soon as the gaffer that started them died).
+        let lock = self.turn_lock(&task.id);
+        let settled = gaffer_agents::contain::wait_until_released(&lock, PROBE_WAIT)
+            .await
+            .unwrap_or(false);
+        let changed = match self.worktree(task).await {
+            Ok(wt) if settled => wt.uncommitted_files().ok(),
+            _ => None,
+        };
         let reason = match changed {
-            Some((true, files)) => format!(
-                "`{}` was interrupted by a crash after changing the worktree (uncommitted changes in: {}); approve to run it again on top of them, deny to fail the task",
-                task.steps[id].name,
+            _ if !settled => format!(
+                "`{name}` was interrupted by a crash and processes it started still run after {}s (they hold {}); approve to run it again once they are gone, deny to fail the task",
+                PROBE_WAIT.as_secs(),
+                lock.display()
+            ),
+            Some(files) if !files.is_empty() => format!(
+                "`{name}` was interrupted by a crash after changing the worktree (uncommitted changes in: {}); approve to run it again on top of them, deny to fail the task",
                 files.join(", ")
             ),
-            Some((false, _)) => format!(
-                "`{}` was interrupted by a crash; the worktree shows no uncommitted change, but commands it ran may have had effects; approve to run it again, deny to fail the task",
-                task.steps[id].name
+            Some(_) => format!(
+                "`{name}` was interrupted by a crash; the worktree shows no uncommitted change, but commands it ran may have had effects; approve to run it again, deny to fail the task"
             ),
-            None => format!("`{}` was interrupted by a crash and its worktree cannot be read", task.steps[id].name),
+            None => format!("`{name}` was interrupted by a crash and its worktree cannot be read"),
         };
         self.append(
             &task.id,

@@ -6,6 +6,7 @@ use crate::error::StepFailure;
 use crate::failure::{fail, Failure};
 use crate::gate::Gate;
 use crate::{prompts, Engine};
+use gaffer_agents::sandbox::REFUSED_BY_SANDBOX;
 use gaffer_agents::{AgentEvent, AgentSession, Mode, StartOptions, TurnStatus, Usage};
 use gaffer_core::{Event, Role, SessionId, Step, TaskState};
 use gaffer_forge::Worktree;
@@ -85,6 +86,10 @@ impl Engine {
             project: project.name.clone(),
             model,
             sandbox: self.settings.sandbox.clone(),
+            state_dir: Some(self.agent_state_dir(&task.id)),
+            // The worktree's objects and refs live in the repository's `.git`.
+            readable: vec![std::path::PathBuf::from(&project.path)],
+            lock: Some(self.turn_lock(&task.id)),
         };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let mut session = backend
@@ -141,6 +146,7 @@ impl Engine {
         contract: &impl Fn(&str) -> Result<Value, ContractError>,
     ) -> Result<Turn, Failure> {
         let mut usage = Usage::default();
+        let mut refused = Vec::new();
         let mut prompt = prompt;
         let mut tries = 0;
         loop {
@@ -184,6 +190,11 @@ impl Engine {
                     AgentEvent::PermissionRequested { .. }
                     | AgentEvent::PermissionResolved { .. } => {}
                     other => {
+                        if let AgentEvent::ToolResult { output, .. } = other {
+                            if let Some(at) = output.find(REFUSED_BY_SANDBOX) {
+                                refused.push(prompts::head(output[..at].trim(), 300));
+                            }
+                        }
                         if let Some(activity) = activity(other) {
                             self.append(
                                 &task.id,
@@ -217,6 +228,7 @@ impl Engine {
                         text: result.text,
                         usage,
                         parsed: Ok(parsed),
+                        refused,
                     })
                 }
                 Err(e) if tries < 2 => {
@@ -227,10 +239,28 @@ impl Engine {
                         text: result.text,
                         usage,
                         parsed: Err(e),
+                        refused,
                     })
                 }
             }
         }
+    }
+}
+
+impl Engine {
+    /// Where the task's agent sessions keep their state: private to gaffer, kept for
+    /// resume (see `gaffer_agents::StartOptions::state_dir`).
+    pub(crate) fn agent_state_dir(&self, task: &gaffer_core::TaskId) -> std::path::PathBuf {
+        self.settings.data_dir.join("agents").join(task.as_str())
+    }
+
+    /// The lock every process of the task's turns and checks holds while alive; crash
+    /// recovery waits on it before it probes the worktree.
+    pub(crate) fn turn_lock(&self, task: &gaffer_core::TaskId) -> std::path::PathBuf {
+        self.settings
+            .data_dir
+            .join("run")
+            .join(format!("{}.lock", task.as_str()))
     }
 }
 
@@ -246,6 +276,8 @@ pub(crate) struct Turn {
     pub(crate) text: String,
     pub(crate) usage: Usage,
     pub(crate) parsed: Result<Value, ContractError>,
+    /// Tool results the sandbox refused (what the command said, cut short).
+    pub(crate) refused: Vec<String>,
 }
 
 /// A journal-sized view of an agent event: every string (tool inputs included, at

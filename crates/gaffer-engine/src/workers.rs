@@ -98,15 +98,15 @@ impl Engine {
         let Some((task, _)) = self.load(id).await? else {
             return Err(EngineError::Invalid(format!("task `{id}` does not exist")));
         };
-        let Ok(wt) = self.worktree(&task) else {
+        let Ok(path) = self.worktree_path(&task) else {
             return Ok(()); // No worktree yet: this machine makes it.
         };
-        if wt.path.is_dir() {
+        if path.is_dir() {
             return Ok(());
         }
         Err(EngineError::Elsewhere(format!(
             "task `{id}` cannot run on this machine: its worktree `{}` is not here (another machine made it). Put the data dir on storage every machine mounts at the same path, or let a worker on that machine resume it",
-            wt.path.display()
+            path.display()
         )))
     }
 

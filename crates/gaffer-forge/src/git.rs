@@ -69,6 +69,29 @@ pub enum ForgeError {
         /// What git said (secrets redacted).
         detail: String,
     },
+    /// The worktree's `.git` file is not the one gaffer wrote: something (an agent)
+    /// replaced it, maybe to point gaffer's git at a repository and config of its own.
+    #[error("the worktree {path} was tampered with: its .git is {found}, not the `gitdir: {expected}` gaffer wrote; nothing was committed. Look at what the agent did there, restore the file, and retry the task")]
+    Tampered {
+        /// The worktree.
+        path: PathBuf,
+        /// What gaffer wrote.
+        expected: PathBuf,
+        /// What is there now (quoted, cut short).
+        found: String,
+    },
+    /// A commit gaffer made is not on the task branch afterwards.
+    #[error("the commit {sha} is not at the tip of `{branch}` in {repo} after committing (the tip is {tip}); nothing is recorded")]
+    NotOnBranch {
+        /// The commit made.
+        sha: String,
+        /// The task branch.
+        branch: String,
+        /// What the branch points at.
+        tip: String,
+        /// The repository.
+        repo: PathBuf,
+    },
     /// The remote could not be reached.
     #[error("cannot reach the remote `{remote}`: {detail}; check the URL, the network and that the repository exists")]
     RemoteUnreachable {
@@ -82,14 +105,102 @@ pub enum ForgeError {
 /// The crate's result type.
 pub type Result<T, E = ForgeError> = std::result::Result<T, E>;
 
-pub(crate) fn run(dir: &Path, args: &[&str]) -> Result<Output> {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
+/// Configuration every git gaffer runs gets on its command line, which wins over every
+/// file: no hooks, no fsmonitor (both run commands), no pager, no submodule recursion
+/// (a nested repository an agent made has its own config), no `ext::` transport.
+const HARDENING: &[&str] = &[
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "diff.ignoreSubmodules=all",
+    "-c",
+    "status.submoduleSummary=false",
+    "-c",
+    "protocol.ext.allow=never",
+];
+
+/// Variables of gaffer's environment that would steer git elsewhere: another git dir,
+/// work tree, index or object store, extra configuration, an external diff or pager.
+const STEERING: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_DIFF_OPTS",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "GIT_SEQUENCE_EDITOR",
+];
+
+/// A `git` that nothing in a worktree can steer: the steering variables removed, no
+/// system configuration (`GIT_CONFIG_NOSYSTEM`), the [`HARDENING`] options. The user's
+/// own global configuration still applies (identity, credential helpers for a push):
+/// it lives outside every sandbox's writable directories.
+pub(crate) fn command() -> Command {
+    let mut cmd = Command::new("git");
+    for var in STEERING {
+        cmd.env_remove(var);
+    }
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("GIT_CONFIG_KEY_") || k.starts_with("GIT_CONFIG_VALUE_") {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(ForgeError::Spawn)
+        .args(HARDENING);
+    cmd
+}
+
+/// Where a git command runs: a repository found from a directory, or a worktree given
+/// by the git dir gaffer recorded (its `.git` file is never read).
+#[derive(Clone, Copy)]
+pub(crate) enum At<'a> {
+    Dir(&'a Path),
+    Worktree { git_dir: &'a Path, path: &'a Path },
+}
+
+impl At<'_> {
+    /// The directory to name in errors.
+    fn shown(self) -> PathBuf {
+        match self {
+            At::Dir(d) => d.to_owned(),
+            At::Worktree { path, .. } => path.to_owned(),
+        }
+    }
+}
+
+pub(crate) fn run(at: At<'_>, args: &[&str]) -> Result<Output> {
+    let mut cmd = command();
+    match at {
+        At::Dir(dir) => {
+            cmd.arg("-C").arg(dir);
+        }
+        At::Worktree { git_dir, path } => {
+            cmd.arg("--git-dir")
+                .arg(git_dir)
+                .arg("--work-tree")
+                .arg(path)
+                .current_dir(path);
+        }
+    }
+    cmd.args(args).output().map_err(ForgeError::Spawn)
 }
 
 /// How long git's lock files (`index.lock`, `<ref>.lock`) are waited for before
@@ -102,11 +213,12 @@ const LOCK_WAIT: Duration = Duration::from_secs(15);
 /// before a takeover may still be finishing a command in the worktree. A lock
 /// still there after [`LOCK_WAIT`] (left by a crashed git) is git's error, which
 /// says which file to remove.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
+pub(crate) fn git<'a>(at: impl Into<At<'a>>, args: &[&str]) -> Result<String> {
+    let at = at.into();
     let started = Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
-        let out = run(dir, args)?;
+        let out = run(at, args)?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned());
         }
@@ -118,9 +230,21 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String> {
         }
         return Err(ForgeError::Git {
             args: args.join(" "),
-            dir: dir.to_owned(),
+            dir: at.shown(),
             stderr,
         });
+    }
+}
+
+impl<'a> From<&'a Path> for At<'a> {
+    fn from(dir: &'a Path) -> Self {
+        At::Dir(dir)
+    }
+}
+
+impl<'a> From<&'a PathBuf> for At<'a> {
+    fn from(dir: &'a PathBuf) -> Self {
+        At::Dir(dir)
     }
 }
 
@@ -159,7 +283,7 @@ impl Repo {
             path: path.to_owned(),
             source,
         })?;
-        let out = run(&canonical, &["rev-parse", "--show-toplevel"])?;
+        let out = run(At::Dir(&canonical), &["rev-parse", "--show-toplevel"])?;
         if !out.status.success() {
             return Err(ForgeError::NotARepo { path: canonical });
         }
@@ -254,16 +378,21 @@ impl Repo {
     /// worktree without touching its contents.
     pub fn ensure_worktree(&self, dir: &Path, branch: &str, base: &str) -> Result<Worktree> {
         let base_sha = self.resolve(base)?;
+        let canonical = |dir: &Path| {
+            std::fs::canonicalize(dir).map_err(|source| ForgeError::Path {
+                path: dir.to_owned(),
+                source,
+            })
+        };
         if dir.join(".git").exists() {
+            let path = canonical(dir)?;
             let wt = Worktree {
-                path: std::fs::canonicalize(dir).map_err(|source| ForgeError::Path {
-                    path: dir.to_owned(),
-                    source,
-                })?,
+                git_dir: self.worktree_git_dir(&path)?,
+                path,
                 branch: branch.into(),
                 base: base_sha,
             };
-            let on = git(&wt.path, &["symbolic-ref", "--short", "HEAD"])?;
+            let on = wt.git(&["symbolic-ref", "--short", "HEAD"])?;
             if on != branch {
                 return Err(ForgeError::Git {
                     args: "worktree".into(),
@@ -289,13 +418,47 @@ impl Repo {
                 &["worktree", "add", "-b", branch, &dir_text, &base_sha],
             )?;
         }
+        let path = canonical(dir)?;
         Ok(Worktree {
-            path: std::fs::canonicalize(dir).map_err(|source| ForgeError::Path {
-                path: dir.to_owned(),
-                source,
-            })?,
+            git_dir: self.worktree_git_dir(&path)?,
+            path,
             branch: branch.into(),
             base: base_sha,
+        })
+    }
+
+    /// The git dir this repository keeps for its worktree at `path`
+    /// (`<.git>/worktrees/<name>`), found from the repository's own records — never from
+    /// the worktree's `.git` file, which whoever works in the worktree can rewrite.
+    pub fn worktree_git_dir(&self, path: &Path) -> Result<PathBuf> {
+        let common = git(&self.root, &["rev-parse", "--git-common-dir"])?;
+        let common = self.root.join(common);
+        let want = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let entries =
+            std::fs::read_dir(common.join("worktrees")).map_err(|source| ForgeError::Path {
+                path: common.join("worktrees"),
+                source,
+            })?;
+        for entry in entries.flatten() {
+            let Ok(back) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+                continue;
+            };
+            let back = Path::new(back.trim_end_matches('\n'));
+            let Some(wt) = back.parent() else { continue };
+            if std::fs::canonicalize(wt).unwrap_or_else(|_| wt.to_owned()) == want {
+                return std::fs::canonicalize(entry.path()).map_err(|source| ForgeError::Path {
+                    path: entry.path(),
+                    source,
+                });
+            }
+        }
+        Err(ForgeError::Git {
+            args: "worktree list".into(),
+            dir: self.root.clone(),
+            stderr: format!(
+                "{} is not a worktree of this repository; `git worktree list` shows its worktrees",
+                path.display()
+            ),
         })
     }
 
@@ -322,7 +485,9 @@ pub struct CommitOutcome {
     pub created: bool,
 }
 
-/// A task's worktree on its own branch.
+/// A task's worktree on its own branch. Every git command on it names the git dir and
+/// the work tree gaffer recorded when it made the worktree: what the worktree's own
+/// `.git` file says is never followed ([`Worktree::verify`] checks it was not changed).
 #[derive(Debug, Clone)]
 pub struct Worktree {
     /// Physical path.
@@ -331,44 +496,67 @@ pub struct Worktree {
     pub branch: String,
     /// The commit the branch started from.
     pub base: String,
+    /// The worktree's git dir in its repository (`<.git>/worktrees/<name>`).
+    pub git_dir: PathBuf,
 }
 
 impl Worktree {
-    /// Open an existing worktree.
-    pub fn open(path: &Path, base: &str) -> Result<Self> {
-        let path = std::fs::canonicalize(path).map_err(|source| ForgeError::Path {
-            path: path.to_owned(),
-            source,
-        })?;
-        let branch = git(&path, &["symbolic-ref", "--short", "HEAD"])?;
-        Ok(Self {
-            path,
-            branch,
-            base: base.into(),
-        })
+    fn git(&self, args: &[&str]) -> Result<String> {
+        git(
+            At::Worktree {
+                git_dir: &self.git_dir,
+                path: &self.path,
+            },
+            args,
+        )
     }
 
     /// The commit checked out now.
     pub fn head(&self) -> Result<String> {
-        git(&self.path, &["rev-parse", "HEAD"])
+        self.git(&["rev-parse", "HEAD"])
     }
 
     /// Whether there are uncommitted changes (tracked or untracked).
     pub fn has_changes(&self) -> Result<bool> {
-        Ok(!git(&self.path, &["status", "--porcelain"])?.is_empty())
+        Ok(!self
+            .git(&["status", "--porcelain", "--ignore-submodules=all"])?
+            .is_empty())
+    }
+
+    /// Files with uncommitted changes, new files included (`git status`), sorted.
+    pub fn uncommitted_files(&self) -> Result<Vec<String>> {
+        let out = self.git(&[
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--ignore-submodules=all",
+        ])?;
+        let mut files: Vec<String> = Vec::new();
+        let mut entries = out.split('\0');
+        while let Some(e) = entries.next() {
+            if e.len() < 4 {
+                continue;
+            }
+            // A rename is followed by its source path, which is not a change of its own.
+            if e.starts_with('R') || e.starts_with('C') {
+                entries.next();
+            }
+            files.push(e[3..].to_owned());
+        }
+        files.sort();
+        files.dedup();
+        Ok(files)
     }
 
     /// The commit of step `key` on this branch since the base, if any.
     pub fn find_step_commit(&self, key: &str) -> Result<Option<String>> {
-        let range = format!("{}..HEAD", self.base);
-        let out = git(
-            &self.path,
-            &[
-                "log",
-                "--format=%H%x00%(trailers:key=Gaffer-Step,valueonly,separator=%x01)",
-                &range,
-            ],
-        )?;
+        let range = format!("{}..refs/heads/{}", self.base, self.branch);
+        let out = self.git(&[
+            "log",
+            "--format=%H%x00%(trailers:key=Gaffer-Step,valueonly,separator=%x01)",
+            &range,
+        ])?;
         Ok(out.lines().find_map(|line| {
             let (sha, trailers) = line.split_once('\0')?;
             trailers
@@ -378,17 +566,46 @@ impl Worktree {
         }))
     }
 
+    /// Check that the worktree's `.git` is still the file gaffer wrote (`gitdir: <its
+    /// git dir>`), not something an agent put there.
+    pub fn verify(&self) -> Result<()> {
+        let dot_git = self.path.join(".git");
+        let expected = format!("gitdir: {}", self.git_dir.display());
+        let found = match std::fs::symlink_metadata(&dot_git) {
+            Err(_) => "missing".to_string(),
+            Ok(m) if m.file_type().is_symlink() => "a symbolic link".to_string(),
+            Ok(m) if m.is_dir() => "a directory".to_string(),
+            Ok(_) => {
+                let text = std::fs::read(&dot_git).unwrap_or_default();
+                let text = String::from_utf8_lossy(&text);
+                if text.trim_end_matches('\n') == expected {
+                    return Ok(());
+                }
+                let shown: String = text.chars().take(120).collect();
+                format!("{shown:?}")
+            }
+        };
+        Err(ForgeError::Tampered {
+            path: self.path.clone(),
+            expected: self.git_dir.clone(),
+            found,
+        })
+    }
+
     /// Commit everything in the worktree as step `key`, once. If a commit for `key`
     /// already exists (the step ran before a crash), it is returned and nothing new is
-    /// committed. With no changes, an empty commit still records the step.
+    /// committed. With no changes, an empty commit still records the step. The
+    /// worktree's `.git` is checked first ([`Worktree::verify`]), and the commit is read
+    /// back from the task branch before it is returned.
     pub fn commit_step(&self, message: &str, key: &str) -> Result<CommitOutcome> {
+        self.verify()?;
         if let Some(sha) = self.find_step_commit(key)? {
             return Ok(CommitOutcome {
                 sha,
                 created: false,
             });
         }
-        git(&self.path, &["add", "--all"])?;
+        self.git(&["add", "--all"])?;
         // The add may have waited for another process's commit of this very step.
         if let Some(sha) = self.find_step_commit(key)? {
             return Ok(CommitOutcome {
@@ -404,33 +621,50 @@ impl Worktree {
             "-c",
             "user.email=gaffer@localhost",
         ];
-        let has_identity = git(&self.path, &["config", "user.email"]).is_ok_and(|e| !e.is_empty());
+        let has_identity = self
+            .git(&["config", "user.email"])
+            .is_ok_and(|e| !e.is_empty());
         let mut full_args: Vec<&str> = Vec::new();
         if !has_identity {
             full_args.extend(identity);
         }
         full_args.append(&mut args);
-        git(&self.path, &full_args)?;
-        Ok(CommitOutcome {
-            sha: self.head()?,
-            created: true,
-        })
+        self.git(&full_args)?;
+        let sha = self.head()?;
+        let tip = self.git(&[
+            "rev-parse",
+            "--verify",
+            &format!("refs/heads/{}^{{commit}}", self.branch),
+        ])?;
+        if tip != sha || self.find_step_commit(key)?.as_deref() != Some(sha.as_str()) {
+            return Err(ForgeError::NotOnBranch {
+                sha,
+                branch: self.branch.clone(),
+                tip,
+                repo: self.git_dir.clone(),
+            });
+        }
+        Ok(CommitOutcome { sha, created: true })
     }
 
     /// The diff of the branch against its base, committed and uncommitted.
     pub fn diff(&self) -> Result<String> {
-        git(&self.path, &["diff", &self.base])
+        self.git(&["diff", "--no-ext-diff", "--no-textconv", &self.base, "--"])
     }
 
     /// Files changed against the base, sorted: committed or not, and new files git
     /// does not track yet (which `git diff` leaves out), but not ignored ones. Names
     /// are as on disk (`-z`: no quoting of unusual characters).
     pub fn changed_files(&self) -> Result<Vec<String>> {
-        let tracked = git(&self.path, &["diff", "--name-only", "-z", &self.base])?;
-        let new = git(
-            &self.path,
-            &["ls-files", "-z", "--others", "--exclude-standard"],
-        )?;
+        let tracked = self.git(&[
+            "diff",
+            "--no-ext-diff",
+            "--name-only",
+            "-z",
+            &self.base,
+            "--",
+        ])?;
+        let new = self.git(&["ls-files", "-z", "--others", "--exclude-standard"])?;
         let files: std::collections::BTreeSet<&str> = tracked
             .split('\0')
             .chain(new.split('\0'))
@@ -441,13 +675,12 @@ impl Worktree {
 
     /// `(sha, subject)` of each commit since the base, oldest first.
     pub fn commits(&self) -> Result<Vec<(String, String)>> {
-        let range = format!("{}..HEAD", self.base);
-        Ok(
-            git(&self.path, &["log", "--reverse", "--format=%H %s", &range])?
-                .lines()
-                .filter_map(|l| l.split_once(' '))
-                .map(|(a, b)| (a.to_owned(), b.to_owned()))
-                .collect(),
-        )
+        let range = format!("{}..refs/heads/{}", self.base, self.branch);
+        Ok(self
+            .git(&["log", "--reverse", "--format=%H %s", &range])?
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect())
     }
 }

@@ -1,7 +1,5 @@
 //! Pushing a task branch, and the read-only probe that reconciles an interrupted push.
 
-use std::process::Command;
-
 use crate::git::{git, ForgeError, Repo, Result};
 use crate::secret::{redact, strip_userinfo, Secret};
 
@@ -40,7 +38,7 @@ const HELPER: &str = "!f() { test \"$1\" = get || exit 0; echo \"username=${GAFF
 
 impl Repo {
     fn git_remote(&self, auth: &GitAuth, args: &[&str]) -> Result<std::process::Output> {
-        let mut cmd = Command::new("git");
+        let mut cmd = crate::git::command();
         cmd.arg("-C").arg(self.root());
         if let Some(token) = &auth.token {
             // Reset the user's helpers and use ours, which reads the environment.
@@ -131,7 +129,7 @@ pub fn token_from_git_credentials(url: &str) -> Option<Secret> {
     use std::io::Write;
     let (protocol, rest) = url.split_once("://")?;
     let host = rest.split('/').next()?.rsplit('@').next()?;
-    let mut child = Command::new("git")
+    let mut child = crate::git::command()
         .args(["credential", "fill"])
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")

@@ -41,6 +41,9 @@ pub const SCENARIO_ENV: &str = "GAFFER_FAKE_SCENARIO";
 pub const LOG_ENV: &str = "GAFFER_FAKE_LOG";
 /// Env var naming a directory where fakes without their own store keep session state.
 pub const STATE_ENV: &str = "GAFFER_FAKE_STATE_DIR";
+/// The fakes' variables, for `GAFFER_AGENTS_ENV` (`[agents] env`): gaffer passes agents
+/// nothing of its environment it is not told to.
+pub const FAKE_ENV_NAMES: &str = "GAFFER_FAKE_SCENARIO,GAFFER_FAKE_STATE_DIR,GAFFER_FAKE_LOG";
 
 /// A whole scenario.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -153,9 +156,33 @@ pub struct ToolStep {
     /// File written when the call is allowed.
     #[serde(default)]
     pub write: Option<FileWrite>,
+    /// A shell command actually run (`sh -c`, in the agent's cwd and environment) when
+    /// the call is allowed, as Claude Code's Bash tool or Codex's command execution do:
+    /// its stdout and stderr are the tool output, a non-zero exit an error.
+    #[serde(default)]
+    pub run: Option<String>,
     /// Tool output when allowed (default `ok`).
     #[serde(default)]
     pub output: Option<String>,
+}
+
+/// Run a tool step's `run` command as an agent CLI would: `sh -c` with the agent's own
+/// environment; returns the combined output and whether it exited 0.
+pub fn run_shell(who: &str, command: &str) -> (String, bool) {
+    log_effect(&format!("{who} run {command}"));
+    match std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            (text, out.status.success())
+        }
+        Err(e) => (format!("sh: {e}"), false),
+    }
 }
 
 fn yes() -> bool {

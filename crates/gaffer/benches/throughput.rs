@@ -133,6 +133,10 @@ impl Site {
             .env("GAFFER_FAKE_SCENARIO", d.join("scenarios"))
             .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
             .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+            .env(
+                "GAFFER_AGENTS_ENV",
+                gaffer_testkit::scenario::FAKE_ENV_NAMES,
+            )
             .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
             .env("GAFFER_SANDBOX_WRITABLE", writable)
             .args(["worker", "--count", "1"])

@@ -1,6 +1,7 @@
 mod acp;
 mod claude;
 mod codex;
+mod contain;
 mod hostile;
 mod real_cli;
 mod sandbox;

@@ -51,7 +51,7 @@ impl Real {
             task_id: "task-1".into(),
             project: "demo".into(),
             model: Some(model(self.home.cli).into()),
-            sandbox: Default::default(),
+            ..Default::default()
         }
     }
 
@@ -323,7 +323,7 @@ async fn declared_acp_turn(
     opts.sandbox = Sandbox {
         mode: SandboxMode::Required,
         network: true,
-        writable: Vec::new(),
+        ..Default::default()
     };
     let mut s = AcpBackend::new(cfg)
         .start(opts, Arc::new(gaffer_agents::AllowAll))

@@ -27,7 +27,7 @@ fn required() -> Sandbox {
     Sandbox {
         mode: SandboxMode::Required,
         network: true,
-        writable: Vec::new(),
+        ..Sandbox::default()
     }
 }
 
@@ -40,7 +40,7 @@ fn owner_writing(env: &Env, path: &str, mode: Mode) -> StartOptions {
         {"say": "written"}
     ]}]})));
     let mut opts = env.opts(mode);
-    opts.sandbox = required();
+    opts.sandbox = env.required_sandbox();
     let home = env.dir.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     opts.env.insert("HOME".into(), home.display().to_string());
@@ -160,7 +160,7 @@ async fn agent_state_dir_stays_writable_for_a_read_only_session() {
         json!({"turns": [{"steps": [{"say": "looks good"}]}]}),
     ));
     let mut opts = env.opts(Mode::ReadOnly);
-    opts.sandbox = required();
+    opts.sandbox = env.required_sandbox();
     let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
     let (_, r) = turn(s.as_mut(), "review").await;
     assert!(r.is_ok(), "{r:?}");

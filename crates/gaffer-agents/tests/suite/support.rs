@@ -77,7 +77,22 @@ impl Env {
             task_id: "task-42".into(),
             project: "demo".into(),
             model: None,
-            sandbox: Default::default(),
+            ..Default::default()
+        }
+    }
+
+    /// `mode = "required"`, with the fake's own files allowed: it reads its scenario and
+    /// appends to the effect log and its state dir (the test's, not the agent's).
+    pub fn required_sandbox(&self) -> gaffer_agents::sandbox::Sandbox {
+        if !self.log.exists() {
+            std::fs::write(&self.log, "").unwrap();
+        }
+        gaffer_agents::sandbox::Sandbox {
+            mode: gaffer_agents::sandbox::SandboxMode::Required,
+            network: true,
+            readable: vec![self.scenario.clone()],
+            writable: vec![self.log.clone(), self.state.clone()],
+            ..Default::default()
         }
     }
 

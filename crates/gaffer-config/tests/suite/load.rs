@@ -303,7 +303,7 @@ fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
 #[test]
 fn sandbox_settings_from_the_file_and_the_environment() {
     let c = load_text(
-        "[sandbox]\nmode = \"required\"\nnetwork = \"off\"\nwritable = [\"/home/me/.cargo\"]\n",
+        "[sandbox]\nmode = \"required\"\nnetwork = \"off\"\nwritable = [\"/home/me/.cargo\"]\nreadable = [\"/srv/toolchain\"]\n",
         &[],
     )
     .unwrap();
@@ -313,6 +313,7 @@ fn sandbox_settings_from_the_file_and_the_environment() {
             mode: SandboxMode::Required,
             network: false,
             writable: vec![PathBuf::from("/home/me/.cargo")],
+            readable: vec![PathBuf::from("/srv/toolchain")],
         }
     );
     let c = load_text(
@@ -328,6 +329,8 @@ fn sandbox_settings_from_the_file_and_the_environment() {
         c.sandbox.writable,
         vec![PathBuf::from("/a"), PathBuf::from("/b")]
     );
+    let c = load_text("", &[("GAFFER_SANDBOX_READABLE", "/opt/sdk")]).unwrap();
+    assert_eq!(c.sandbox.readable, vec![PathBuf::from("/opt/sdk")]);
     assert_eq!(
         Config::defaults(PathBuf::from("/d")).sandbox.mode,
         SandboxMode::Auto
@@ -357,6 +360,37 @@ fn bad_sandbox_values_name_the_field_and_the_choices() {
         err.contains("sandbox.writable") && err.contains("absolute"),
         "{err}"
     );
+}
+
+#[test]
+fn variables_for_agents_and_checks_are_listed_by_name() {
+    let c = load_text(
+        "[agents]\nenv = [\"CARGO_TARGET_DIR\"]\n\n[projects.web]\ncheck_env = [\"DATABASE_URL\"]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.agent_env, vec!["CARGO_TARGET_DIR".to_string()]);
+    let c = load_text(
+        "[agents]\nenv = [\"A\"]\n",
+        &[("GAFFER_AGENTS_ENV", "B, C")],
+    )
+    .unwrap();
+    assert_eq!(c.agent_env, vec!["B".to_string(), "C".to_string()]);
+    assert_eq!(c.check_env["web"], vec!["DATABASE_URL".to_string()]);
+    let err = load_text(
+        "[projects.web]\ncheck_env = [\"DATABASE_URL=postgres://x\"]\n",
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("projects.web.check_env") && err.contains("variable names"),
+        "{err}"
+    );
+    let err = load_text("[agents]\nenv = [\"\"]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("agents.env"), "{err}");
 }
 
 #[test]

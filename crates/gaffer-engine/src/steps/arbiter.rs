@@ -18,7 +18,7 @@ impl Engine {
         step: &Step,
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let plan = plan_of(task)
             .map(|p| prompts::plan_text(&p))
             .unwrap_or_default();
@@ -66,6 +66,7 @@ impl Engine {
         );
         let diff = self
             .worktree(task)
+            .await
             .ok()
             .and_then(|wt| wt.diff().ok())
             .unwrap_or_default();

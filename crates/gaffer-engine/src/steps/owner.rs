@@ -17,7 +17,7 @@ impl Engine {
         assignment: &str,
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let plan = plan_of(task)
             .map(|p| prompts::plan_text(&p))
             .unwrap_or_default();
@@ -58,6 +58,11 @@ impl Engine {
         if let Some(reason) = step.input.get("reason") {
             receipt["reason"] = reason.clone();
         }
+        if !turn.refused.is_empty() {
+            // The step says what the sandbox refused (the task page shows the receipt and
+            // each tool result with where writing is allowed).
+            receipt["sandbox_refused"] = json!(turn.refused);
+        }
         Ok(receipt)
     }
 }
@@ -70,10 +75,15 @@ pub(crate) fn fix_assignment(input: &Value) -> String {
         Some("arbiter") => format!("The arbiter rules that you must revise:\n{}", detail.as_str().unwrap_or_default()),
         Some("ci") => super::ship::ci_fix_assignment(detail),
         Some("check") => format!(
-            "The project's check `{}` failed (exit code {}). The end of its output:\n```\n{}\n```\nFind and fix the cause.",
+            "The project's check `{}` failed (exit code {}). The end of its output:\n```\n{}\n```\n{}Find and fix the cause.",
             detail.get("command").and_then(Value::as_str).unwrap_or("?"),
             detail.get("exit_code").map(Value::to_string).unwrap_or_else(|| "?".into()),
-            detail.get("output_tail").and_then(Value::as_str).unwrap_or_default()
+            detail.get("output_tail").and_then(Value::as_str).unwrap_or_default(),
+            detail
+                .get("sandbox")
+                .and_then(Value::as_str)
+                .map(|s| format!("{s}.\n"))
+                .unwrap_or_default()
         ),
         _ => format!("Fix this:\n{detail}"),
     }

@@ -17,7 +17,7 @@ impl Engine {
         step: &Step,
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let context = self.repo_context(&wt, &task.request, None).await;
         let prompt = prompts::fill(
             prompts::PLANNER,

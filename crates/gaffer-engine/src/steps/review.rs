@@ -61,7 +61,7 @@ impl Engine {
         step: &Step,
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let plan = plan_of(task)
             .map(|p| prompts::plan_text(&p))
             .unwrap_or_default();

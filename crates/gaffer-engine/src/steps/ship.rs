@@ -188,7 +188,7 @@ impl Engine {
         error: &str,
     ) -> std::result::Result<(), Failure> {
         let error = self.settings.redactor.redact(error);
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let summary = format!(
             "{what} failed: {error}. Approve to try again (after fixing the cause), deny to give up; the worktree {} and branch `{}` are kept either way.",
             wt.path.display(),
@@ -226,7 +226,7 @@ impl Engine {
     ) -> std::result::Result<Value, Failure> {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?;
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let summary_receipt = receipt(task, StepKind::Ship);
         let commits = summary_receipt
             .and_then(|r| r.get("commits"))
@@ -283,7 +283,7 @@ impl Engine {
     ) -> std::result::Result<Value, Failure> {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?.clone();
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         // Every commit the push would send, messages included, is scanned first.
         self.clear_secrets(task, step, ("push", "pushed"), || wt.branch_additions())
             .await?;
@@ -423,7 +423,7 @@ impl Engine {
     ) -> std::result::Result<Value, Failure> {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?;
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let (title, body) = self.pull_request_text(task);
         let new = NewPullRequest {
             title,
@@ -714,7 +714,7 @@ impl Engine {
     async fn probe_push(&self, task: &TaskState) -> std::result::Result<Option<Value>, String> {
         let project = self.project(task).await.map_err(|e| e.to_string())?;
         let ship = self.shipping(&project).map_err(failure_text)?.clone();
-        let wt = self.worktree(task).map_err(failure_text)?;
+        let wt = self.worktree(task).await.map_err(failure_text)?;
         let root = PathBuf::from(&project.path);
         let branch = wt.branch.clone();
         let remote = ship.remote.clone();
@@ -743,7 +743,7 @@ impl Engine {
     ) -> std::result::Result<Option<Value>, String> {
         let project = self.project(task).await.map_err(|e| e.to_string())?;
         let ship = self.shipping(&project).map_err(failure_text)?;
-        let wt = self.worktree(task).map_err(failure_text)?;
+        let wt = self.worktree(task).await.map_err(failure_text)?;
         let forge = self.forge(ship, &project)?;
         let found = forge
             .find_open_pr(&wt.branch)

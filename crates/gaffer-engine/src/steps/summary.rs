@@ -19,7 +19,7 @@ impl Engine {
                 forge["kind"].as_str().unwrap_or("the forge")
             )
         };
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let commits: Vec<Value> = wt
             .commits()?
             .into_iter()

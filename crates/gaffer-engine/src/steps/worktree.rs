@@ -11,12 +11,11 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 
 impl Engine {
-    pub(crate) fn worktree(&self, task: &TaskState) -> Result<Worktree, Failure> {
-        let receipt = task
-            .steps
-            .get(&StepKind::Worktree.id())
-            .and_then(|s| s.receipt.as_ref())
-            .ok_or_else(|| fail("the worktree step has no receipt"))?;
+    /// The task's worktree as the `worktree` step recorded it: its path, branch, base
+    /// and git dir (for a receipt from before gaffer recorded the git dir, found from the
+    /// project repository's own records, never from the worktree's `.git`).
+    pub(crate) async fn worktree(&self, task: &TaskState) -> Result<Worktree, Failure> {
+        let receipt = self.worktree_receipt(task)?;
         let field = |k: &str| {
             receipt
                 .get(k)
@@ -24,11 +23,38 @@ impl Engine {
                 .unwrap_or_default()
                 .to_owned()
         };
+        let path = PathBuf::from(field("path"));
+        let git_dir = match receipt.get("git_dir").and_then(Value::as_str) {
+            Some(d) => PathBuf::from(d),
+            None => {
+                let project = self.project(task).await?;
+                Repo::open(std::path::Path::new(&project.path))?.worktree_git_dir(&path)?
+            }
+        };
         Ok(Worktree {
-            path: PathBuf::from(field("path")),
+            path,
             branch: field("branch"),
             base: field("base"),
+            git_dir,
         })
+    }
+
+    /// Where the task's worktree is, once the `worktree` step made it.
+    pub(crate) fn worktree_path(&self, task: &TaskState) -> Result<PathBuf, Failure> {
+        let receipt = self.worktree_receipt(task)?;
+        Ok(PathBuf::from(
+            receipt
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        ))
+    }
+
+    fn worktree_receipt<'t>(&self, task: &'t TaskState) -> Result<&'t Value, Failure> {
+        task.steps
+            .get(&StepKind::Worktree.id())
+            .and_then(|s| s.receipt.as_ref())
+            .ok_or_else(|| fail("the worktree step has no receipt"))
     }
 
     pub(crate) async fn make_worktree(&self, task: &TaskState) -> Result<Value, Failure> {
@@ -50,7 +76,7 @@ impl Engine {
         // `decide` reads it from the journal.
         let tracker = self.settings.trackers.contains_key(&project.name);
         Ok(
-            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "base_ref": base, "tracker": tracker }),
+            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "git_dir": wt.git_dir, "base_ref": base, "tracker": tracker }),
         )
     }
 
@@ -60,7 +86,7 @@ impl Engine {
         step: &Step,
         title: &str,
     ) -> Result<Value, Failure> {
-        let wt = self.worktree(task)?;
+        let wt = self.worktree(task).await?;
         let key = format!("{}/{}", task.id, step.id);
         // What would be committed is scanned first; a commit found again after a
         // crash was scanned before it was made.

@@ -172,6 +172,9 @@ impl World {
                 "CLAUDE_CONFIG_DIR",
                 state.join("claude").display().to_string(),
             ),
+            // Agents' HOME (and where their private state is seeded from): never the
+            // real user's.
+            ("HOME", dir.path().join("home").display().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

@@ -186,3 +186,113 @@ fn changed_files_lists_new_files_but_not_ignored_ones() {
         ["NOTES.md", "README.md", "docs/new dir/Ünïcode.md"]
     );
 }
+
+/// A git dir of the attacker's own making, whose config and hooks run `touch marker`
+/// whenever a git uses it (fsmonitor on status/diff/add, the post-commit hook).
+fn attacker_git_dir(at: &Path, marker: &Path) {
+    sh(
+        at.parent().unwrap(),
+        &["init", "-q", &at.display().to_string()],
+    );
+    let git_dir = at.join(".git");
+    let hook = format!("#!/bin/sh\ntouch {}\n", marker.display());
+    let hooks = git_dir.join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for name in ["post-commit", "pre-commit", "fsmonitor"] {
+        let p = hooks.join(name);
+        std::fs::write(&p, &hook).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    sh(
+        at,
+        &[
+            "config",
+            "core.fsmonitor",
+            &hooks.join("fsmonitor").display().to_string(),
+        ],
+    );
+}
+
+/// The `.git` takeover: the agent points the worktree's `.git` at a git dir it made,
+/// with `core.fsmonitor` and hooks set to its own command. gaffer's git still uses the
+/// git dir it recorded, runs none of it, and refuses to commit naming the tampered file.
+#[test]
+fn a_git_file_takeover_runs_nothing_and_the_commit_step_refuses() {
+    let repo = fixture();
+    let data = tempfile::tempdir().unwrap();
+    let r = Repo::open(repo.path()).unwrap();
+    let wt = r
+        .ensure_worktree(&data.path().join("wt/t-1"), "gaffer/t-1-x", "main")
+        .unwrap();
+    let before = r.resolve("refs/heads/gaffer/t-1-x").unwrap();
+    std::fs::write(wt.path.join("README.md"), "# demo\ncargo install gaffer\n").unwrap();
+    let marker = data.path().join("attacker-ran");
+    attacker_git_dir(&wt.path.join(".g"), &marker);
+    std::fs::write(wt.path.join(".git"), "gitdir: .g/.git\n").unwrap();
+    // A sanity check that the trap works for a git that follows `.git`.
+    sh(&wt.path, &["status", "--porcelain"]);
+    assert!(
+        marker.exists(),
+        "the attacker's fsmonitor runs for a plain git"
+    );
+    std::fs::remove_file(&marker).unwrap();
+
+    assert!(wt.has_changes().unwrap());
+    assert!(wt.changed_files().unwrap().contains(&"README.md".to_string()));
+    assert!(wt.diff().unwrap().contains("+cargo install gaffer"));
+    let err = wt.commit_step("docs", "t-1/commit/1").unwrap_err();
+    assert!(matches!(err, ForgeError::Tampered { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(".git") && text.contains("gitdir: .g/.git"),
+        "{text}"
+    );
+    assert!(!marker.exists(), "an agent-chosen command ran");
+    assert_eq!(r.resolve("refs/heads/gaffer/t-1-x").unwrap(), before);
+}
+
+/// A repository the agent nests in the worktree, with its own fsmonitor and hooks:
+/// gaffer's status, diff and commit do not recurse into it.
+#[test]
+fn a_nested_repository_runs_nothing_of_its_own() {
+    let repo = fixture();
+    let data = tempfile::tempdir().unwrap();
+    let r = Repo::open(repo.path()).unwrap();
+    let wt = r
+        .ensure_worktree(&data.path().join("wt/t-2"), "gaffer/t-2-x", "main")
+        .unwrap();
+    let marker = data.path().join("attacker-ran");
+    attacker_git_dir(&wt.path.join("vendored"), &marker);
+    std::fs::write(wt.path.join("vendored/lib.rs"), "fn x() {}\n").unwrap();
+    sh(&wt.path.join("vendored"), &["add", "."]);
+    sh(
+        &wt.path.join("vendored"),
+        &["commit", "-q", "-m", "vendored"],
+    );
+    assert!(
+        marker.exists(),
+        "the nested repository's own git runs its hooks"
+    );
+    std::fs::remove_file(&marker).unwrap();
+    assert!(wt.has_changes().unwrap());
+    wt.diff().unwrap();
+    let out = wt.commit_step("vendor", "t-2/commit/1").unwrap();
+    assert!(out.created);
+    assert_eq!(r.resolve("refs/heads/gaffer/t-2-x").unwrap(), out.sha);
+    // Now a gitlink: a git that looks into submodules would run `git status` in it.
+    std::fs::write(
+        wt.path.join("vendored/lib.rs"),
+        "fn y() {}
+",
+    )
+    .unwrap();
+    wt.has_changes().unwrap();
+    wt.diff().unwrap();
+    wt.changed_files().unwrap();
+    wt.commit_step("vendor again", "t-2/commit/2").unwrap();
+    assert!(
+        !marker.exists(),
+        "the nested repository's fsmonitor or hooks ran"
+    );
+}

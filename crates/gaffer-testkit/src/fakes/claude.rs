@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::{exit_now, fail, Io};
-use crate::scenario::{do_write, log_effect, Scenario, Step};
+use crate::scenario::{do_write, log_effect, run_shell, Scenario, Step};
 
 fn arg_value(args: &[String], name: &str) -> Option<String> {
     let eq = format!("{name}=");
@@ -114,6 +114,8 @@ pub fn main() {
     let mut io = Io::new();
     let mut turn_idx = played;
     let mut inited = false;
+    // `PostToolUse` hooks registered at initialize: (matcher, callback id).
+    let mut post_tool_hooks: Vec<(String, String)> = Vec::new();
     let mut tool_seq = 0u64;
     while let Some(msg) = io.read() {
         match msg.get("type").and_then(Value::as_str) {
@@ -124,12 +126,15 @@ pub fn main() {
                     .unwrap_or("")
                     .to_string();
                 match msg.pointer("/request/subtype").and_then(Value::as_str) {
-                    Some("initialize") => io.send(&json!({
-                        "type": "control_response",
-                        "response": {"subtype": "success", "request_id": rid,
-                            "response": {"commands": [], "output_style": "default",
-                                         "available_output_styles": ["default"]}}
-                    })),
+                    Some("initialize") => {
+                        post_tool_hooks = post_tool_use_hooks(&msg);
+                        io.send(&json!({
+                            "type": "control_response",
+                            "response": {"subtype": "success", "request_id": rid,
+                                "response": {"commands": [], "output_style": "default",
+                                             "available_output_styles": ["default"]}}
+                        }))
+                    }
                     Some("interrupt") => io.send(&json!({
                         "type": "control_response",
                         "response": {"subtype": "success", "request_id": rid, "response": {}}
@@ -301,7 +306,13 @@ pub fn main() {
                                         ts.name, updated
                                     ));
                                 }
-                                (ts.output.clone().unwrap_or_else(|| "ok".into()), false)
+                                match &ts.run {
+                                    Some(cmd) => {
+                                        let (out, ok) = run_shell("fake-claude", cmd);
+                                        (out, !ok)
+                                    }
+                                    None => (ts.output.clone().unwrap_or_else(|| "ok".into()), false),
+                                }
                             } else {
                                 denials.push(json!({"tool_name": ts.name, "tool_use_id": tu, "tool_input": ts.input}));
                                 (message, true)
@@ -309,6 +320,9 @@ pub fn main() {
                             io.send(&json!({"type": "user", "message": {"role": "user", "content": [
                                 {"type": "tool_result", "tool_use_id": tu, "content": out, "is_error": is_error}]},
                                 "session_id": reported, "parent_tool_use_id": null}));
+                            if allowed {
+                                run_post_tool_hooks(&mut io, &post_tool_hooks, &ts.name, &ts.input, &tu, &out, is_error);
+                            }
                         }
                         Step::WriteFile(w) => {
                             if let Err(e) = do_write("fake-claude", w) {
@@ -364,6 +378,73 @@ pub fn main() {
                 "fake-claude: unexpected message type {other:?} on stdin"
             )),
             None => fail("fake-claude: message without type on stdin"),
+        }
+    }
+}
+
+/// The `PostToolUse` matchers of an `initialize` request: `(matcher, callback id)`.
+fn post_tool_use_hooks(init: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for m in init
+        .pointer("/request/hooks/PostToolUse")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let matcher = m.get("matcher").and_then(Value::as_str).unwrap_or("*");
+        for id in m
+            .get("hookCallbackIds")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            out.push((matcher.to_string(), id.to_string()));
+        }
+    }
+    out
+}
+
+/// As Claude Code does after a tool ran: ask each matching `PostToolUse` callback and
+/// wait for its answer; context it adds reaches the model (logged as `hook-context`).
+fn run_post_tool_hooks(
+    io: &mut Io,
+    hooks: &[(String, String)],
+    tool: &str,
+    input: &Value,
+    tool_use_id: &str,
+    output: &str,
+    is_error: bool,
+) {
+    for (matcher, id) in hooks {
+        if matcher != "*" && matcher != tool {
+            continue;
+        }
+        let rid = uuid::Uuid::new_v4().to_string();
+        io.send(&json!({"type": "control_request", "request_id": rid, "request": {
+            "subtype": "hook_callback", "callback_id": id, "tool_use_id": tool_use_id,
+            "input": {"hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": input,
+                      "tool_response": {"stdout": output, "stderr": "", "interrupted": false, "is_error": is_error}}}}));
+        loop {
+            let Some(m) = io.read_wire() else {
+                std::process::exit(0)
+            };
+            let answers = m.get("type").and_then(Value::as_str) == Some("control_response")
+                && m.pointer("/response/request_id").and_then(Value::as_str) == Some(rid.as_str());
+            if !answers {
+                io.queue.push_back(m);
+                continue;
+            }
+            if m.pointer("/response/subtype").and_then(Value::as_str) != Some("success") {
+                fail("fake-claude: hook_callback answered with an error response");
+            }
+            if let Some(ctx) = m
+                .pointer("/response/response/hookSpecificOutput/additionalContext")
+                .and_then(Value::as_str)
+            {
+                log_effect(&format!("fake-claude hook-context {ctx}"));
+            }
+            break;
         }
     }
 }

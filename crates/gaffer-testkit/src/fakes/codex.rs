@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::{exit_now, fail, Io};
-use crate::scenario::{do_write, log_effect, Scenario, Step};
+use crate::scenario::{do_write, log_effect, run_shell, Scenario, Step};
 
 fn codex_home() -> PathBuf {
     match std::env::var("CODEX_HOME") {
@@ -314,10 +314,21 @@ pub fn main() {
                                 }
                                 done["status"] = json!("completed");
                                 if !is_file {
-                                    done["aggregatedOutput"] =
-                                        json!(ts.output.clone().unwrap_or_else(|| "ok".into()));
-                                    done["exitCode"] = json!(0);
+                                    let (out, code) = match &ts.run {
+                                        Some(cmd) => {
+                                            let (out, ok) = run_shell("fake-codex", cmd);
+                                            (out, if ok { 0 } else { 1 })
+                                        }
+                                        None => {
+                                            (ts.output.clone().unwrap_or_else(|| "ok".into()), 0)
+                                        }
+                                    };
+                                    done["aggregatedOutput"] = json!(out);
+                                    done["exitCode"] = json!(code);
                                     done["durationMs"] = json!(1);
+                                    if code != 0 {
+                                        done["status"] = json!("failed");
+                                    }
                                 }
                             } else {
                                 done["status"] = json!("declined");

@@ -222,31 +222,34 @@ async fn database_check(journal: &dyn Journal) -> Check {
     )
 }
 
-/// What the kernel's Landlock offers against what `[sandbox]` asks.
-fn sandbox_check(
-    config: &gaffer_config::SandboxConfig,
+/// What the kernel's Landlock offers against what `[sandbox]` asks, the rules this
+/// machine cannot apply, and what agents and checks may read.
+fn sandbox_checks(
+    global: &Global,
+    config: &gaffer_config::Config,
     support: gaffer_agents::sandbox::Support,
-) -> Check {
-    use gaffer_config::SandboxMode;
-    let mode = match config.mode {
-        SandboxMode::Auto => "auto",
-        SandboxMode::Required => "required",
-        SandboxMode::Off => "off",
-    };
-    let detail = format!("mode {mode}: {}", support.describe());
-    let decision = gaffer_agents::sandbox::decide(
-        gaffer_engine::sandbox_from_config(config).mode,
-        config.network,
-        support,
-    );
-    match decision {
+) -> Vec<Check> {
+    use gaffer_agents::sandbox::{base_readable, decide, preflight, SandboxMode};
+    let sandbox = crate::commands::run::agent_sandbox(global, config);
+    let detail = format!("mode {}: {}", sandbox.mode.as_str(), support.describe());
+    let problems: Vec<String> = preflight(&sandbox, support)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let main = match decide(sandbox.mode, sandbox.network, support) {
         Err(why) => check(
             "sandbox",
             Status::Fail,
             why,
             Some("agents will not be started; boot a kernel with Landlock (lsm=landlock) or set [sandbox] mode = \"auto\""),
         ),
-        Ok(false) if config.mode == SandboxMode::Auto => check(
+        Ok(_) if sandbox.mode == SandboxMode::Required && !problems.is_empty() => Check {
+            name: "sandbox".into(),
+            status: Status::Fail,
+            detail: format!("{detail}; cannot apply: {}", problems.join("; ")),
+            hint: Some("gaffer will not start agents; fix the rules named, or set [sandbox] mode = \"auto\" to run with what the kernel allows".into()),
+        },
+        Ok(false) if sandbox.mode == SandboxMode::Auto => check(
             "sandbox",
             Status::Warn,
             detail,
@@ -258,14 +261,31 @@ fn sandbox_check(
             detail,
             Some("agents run unconfined: [sandbox] mode = \"off\""),
         ),
-        Ok(true) if !config.network && !support.network() => check(
-            "sandbox",
-            Status::Warn,
-            detail,
-            Some("network = \"off\" cannot be enforced by this kernel"),
-        ),
+        Ok(true) if !problems.is_empty() => Check {
+            name: "sandbox".into(),
+            status: Status::Warn,
+            detail: format!("{detail}; not applied: {}", problems.join("; ")),
+            hint: Some("fix the rules named, or accept them not applying".into()),
+        },
         Ok(true) => check("sandbox", Status::Ok, detail, None),
+    };
+    let mut checks = vec![main];
+    if sandbox.mode != SandboxMode::Off {
+        let readable: Vec<String> = base_readable(&sandbox)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        checks.push(check(
+            "sandbox reads",
+            Status::Ok,
+            format!(
+                "agents and checks may read {}, the repository and its worktree, their own state and temp dirs; not gaffer's data dir, config or policy, ~/.ssh or other dotfiles",
+                readable.join(", ")
+            ),
+            Some("add directories with [sandbox] readable (GAFFER_SANDBOX_READABLE)"),
+        ));
     }
+    checks
 }
 
 /// Each project's forge and tracker: where it ships and whether its token is there
@@ -328,8 +348,9 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                     Some("`gaffer init` writes a commented config file"),
                 ),
             });
-            checks.push(sandbox_check(
-                &config.sandbox,
+            checks.extend(sandbox_checks(
+                global,
+                &config,
                 gaffer_agents::sandbox::support(),
             ));
             let made = if config.data_dir.is_dir() {

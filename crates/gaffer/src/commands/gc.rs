@@ -60,7 +60,7 @@ const DAY_MS: i64 = 86_400_000;
 
 pub async fn run(global: &Global, args: &GcArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
-    let engine = crate::commands::run::engine(&config, &app).await?;
+    let engine = crate::commands::run::engine(global, &config, &app).await?;
     let report = collect(&config, &app, &engine, args.dry_run).await?;
     if args.json {
         output::json(&report)?;

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The engine as configured: roles, data dir, redaction of every secret in the
 /// environment, the project index cached in the journal's database.
-pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
+pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engine> {
     let mut settings = Settings::new(config.data_dir.clone());
     settings.roles = config.roles.clone();
     settings.project_roles = config.project_roles.clone();
@@ -34,8 +34,13 @@ pub async fn engine(config: &Config, app: &App) -> Result<Engine> {
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let mut tokens = crate::setup::configured_token_values(config);
     tokens.extend(shipping(config, &mut settings)?);
-    settings.sandbox = gaffer_engine::sandbox_from_config(&config.sandbox);
-    warn_if_unconfined(&settings.sandbox);
+    settings.sandbox = agent_sandbox(global, config);
+    settings.agent_env = from_environment(&config.agent_env);
+    settings.check_env = config
+        .check_env
+        .iter()
+        .map(|(project, names)| (project.clone(), from_environment(names)))
+        .collect();
     let redactor = Arc::new(crate::setup::redactor(config, tokens));
     settings.redactor = redactor.clone();
     // Every event stored from now on is redacted with this redactor, which also knows
@@ -139,15 +144,41 @@ async fn read_issue(
     Ok((issue.request, issue.url))
 }
 
-/// Say at start, not at the first agent, that agents will run unconfined.
-fn warn_if_unconfined(sandbox: &gaffer_agents::sandbox::Sandbox) {
-    use gaffer_agents::sandbox::{support, SandboxMode};
-    let s = support();
-    if sandbox.mode == SandboxMode::Auto && !s.filesystem() {
-        term::note(format_args!(
-            "gaffer: warning: {}; agents run unconfined. Set [sandbox] mode = \"required\" to refuse instead.",
-            s.describe()
-        ));
+/// The sandbox of agents and checks as configured, with gaffer's policy file among
+/// what no agent may read.
+pub fn agent_sandbox(global: &Global, config: &Config) -> gaffer_agents::sandbox::Sandbox {
+    gaffer_engine::sandbox_from_config(config, &[crate::commands::approvals::policy_file(global)])
+}
+
+/// The values of the variables `names` in gaffer's environment (unset ones skipped).
+fn from_environment(names: &[String]) -> std::collections::BTreeMap<String, String> {
+    names
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.clone(), v)))
+        .collect()
+}
+
+/// Before any agent runs: a sandbox rule this machine cannot apply refuses to start
+/// under `mode = "required"` (exit 78, naming the rule) and is a warning under `auto`.
+pub fn check_sandbox(global: &Global, config: &Config) -> Result<()> {
+    use gaffer_agents::sandbox::{preflight, support, SandboxMode};
+    let sandbox = agent_sandbox(global, config);
+    let problems = preflight(&sandbox, support());
+    match sandbox.mode {
+        SandboxMode::Required if !problems.is_empty() => {
+            let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            Err(CliError::config(format!(
+                "[sandbox] mode = \"required\" but a rule cannot be applied: {}",
+                list.join("; ")
+            )))
+        }
+        SandboxMode::Auto => {
+            for p in &problems {
+                term::note(format_args!("gaffer: warning: sandbox: {p}"));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -160,6 +191,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     }
     let (config, _, app) = open_app(global).await?;
     // Everything that can be refused is checked before anything is stored.
+    check_sandbox(global, &config)?;
     let (known, root) = match &args.project {
         Some(name) => {
             let p = app.project(name).await.map_err(|e| {
@@ -199,7 +231,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     };
     // Made before anything is stored: from here on every event is redacted with
     // every secret the engine knows (the credential helper's tokens too).
-    let engine = engine(&config, &app).await?;
+    let engine = engine(global, &config, &app).await?;
     // A missing agent CLI or API key is found now, not after a worktree exists.
     engine
         .check_roles(&name, args.agent.as_deref())
@@ -270,13 +302,14 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
 
 pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let (config, _, app) = open_app(global).await?;
+    check_sandbox(global, &config)?;
     let id = TaskId(crate::ids::task(app.journal().as_ref(), &args.id).await?);
-    let view = app
-        .journal()
-        .task(id.as_str())
-        .await?
-        .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
-    let engine = engine(&config, &app).await?;
+    let view = app.journal().task(id.as_str()).await?.ok_or_else(|| {
+        CliError::failed(format!(
+            "task `{id}` does not exist; `gaffer task list` shows the tasks"
+        ))
+    })?;
+    let engine = engine(global, &config, &app).await?;
     // Already over (it finished just before the crash): show how it ended.
     let stage = serde_json::from_value::<Stage>(Value::String(view.task.stage.clone()));
     if stage.is_ok_and(Stage::is_final) {

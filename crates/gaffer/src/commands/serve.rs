@@ -30,14 +30,17 @@ use tokio_util::sync::CancellationToken;
 const GC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
-    let (config, policy, app) = open_app(global).await?;
+    let (mut config, policy, app) = open_app(global).await?;
     let stop = CancellationToken::new();
     // Before anything runs: a room naming an unknown project is refused here.
     let discord = start_discord(&config, &app, &stop).await?;
     let addr = listen_address(args.listen.as_deref(), &config)?;
+    // The port agents must not reach is the one served here.
+    config.listen = addr;
+    crate::commands::run::check_sandbox(global, &config)?;
     let local = local_secret(&config)?;
     let env = |name: &str| std::env::var(name).ok();
-    let engine = crate::commands::run::engine(&config, &app).await?;
+    let engine = crate::commands::run::engine(global, &config, &app).await?;
     let mut server_config = ServerConfig::new(addr, local.clone())
         .with_policy_tokens(&policy, &env)
         .map_err(|e| CliError::config(e.to_string()))?;

@@ -68,7 +68,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
         ));
     }
     let (config, _, app) = open_app(global).await?;
-    let engine = crate::commands::run::engine(&config, &app).await?;
+    crate::commands::run::check_sandbox(global, &config)?;
+    let engine = crate::commands::run::engine(global, &config, &app).await?;
     let me = me(&config);
     let limits = limits(&config, args.count, args.per_project);
     // This process serves nothing else: it need not read every other worker's events.

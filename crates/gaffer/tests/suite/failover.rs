@@ -99,6 +99,10 @@ impl Cluster {
             .env("GAFFER_FAKE_SCENARIO", d.join("scenarios"))
             .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
             .env("GAFFER_FAKE_LOG", self.effects())
+            .env(
+                "GAFFER_AGENTS_ENV",
+                gaffer_testkit::scenario::FAKE_ENV_NAMES,
+            )
             .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
             .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(d))
             .env("USER", "tester")

@@ -85,6 +85,10 @@ impl Bench {
         .env("GAFFER_FAKE_SCENARIO", d.join("scenarios"))
         .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
         .env("GAFFER_FAKE_LOG", self.log())
+        .env(
+            "GAFFER_AGENTS_ENV",
+            gaffer_testkit::scenario::FAKE_ENV_NAMES,
+        )
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
         .env("USER", "tester")
         .env("GAFFER_SANDBOX_WRITABLE", fake_writable(d));

@@ -81,6 +81,10 @@ async fn a_key_the_agent_prints_appears_nowhere() {
         .env("GAFFER_FAKE_SCENARIO", &scenarios)
         .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
         .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env(
+            "GAFFER_AGENTS_ENV",
+            gaffer_testkit::scenario::FAKE_ENV_NAMES,
+        )
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
         .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
         .env("ANTHROPIC_API_KEY", API_KEY)

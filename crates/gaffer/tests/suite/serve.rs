@@ -100,6 +100,10 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
         .env("GAFFER_FAKE_SCENARIO", &scenarios)
         .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
         .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env(
+            "GAFFER_AGENTS_ENV",
+            gaffer_testkit::scenario::FAKE_ENV_NAMES,
+        )
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
         .env("USER", "tester")
         .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))

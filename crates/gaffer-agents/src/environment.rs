@@ -1,0 +1,92 @@
+//! The environment of every process gaffer starts for an agent or in a worktree, built
+//! from an allowlist: nothing of gaffer's own environment passes unless named here (or
+//! by the config), so gaffer's API tokens, forge tokens and unrelated secrets never
+//! reach an agent or a check.
+
+use std::collections::BTreeMap;
+
+/// What any process needs to run: where programs are, who and where the user is, the
+/// locale and terminal, proxies and CA bundles to reach the network, and where the
+/// toolchains keep their homes. Plus every `LC_*`.
+pub const BASE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOMODCACHE",
+    "NVM_DIR",
+    "NVM_BIN",
+    "PYENV_ROOT",
+    "VOLTA_HOME",
+    "JAVA_HOME",
+];
+
+/// The environment for one process: [`BASE`] and every `LC_*` taken from gaffer's own
+/// environment, then `pass` (the credentials a backend needs) when gaffer has them, then
+/// `extra` (set by gaffer or named by the config), which wins.
+pub fn build(pass: &[&str], extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    build_from(std::env::vars(), pass, extra)
+}
+
+/// [`build`] over a given environment (tests never change their own).
+pub fn build_from(
+    vars: impl IntoIterator<Item = (String, String)>,
+    pass: &[&str],
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = vars
+        .into_iter()
+        .filter(|(k, _)| {
+            BASE.contains(&k.as_str()) || k.starts_with("LC_") || pass.contains(&k.as_str())
+        })
+        .collect();
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowlisted_names_pass_and_extras_win() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C.UTF-8"),
+            ("GAFFER_TOKEN", "t0ken"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cret"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("HOME", "/home/me"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let extra = BTreeMap::from([("HOME".to_string(), "/private".to_string())]);
+        let env = build_from(vars, &["ANTHROPIC_API_KEY"], &extra);
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(names, ["ANTHROPIC_API_KEY", "HOME", "LC_ALL", "PATH"]);
+        assert_eq!(env["HOME"], "/private");
+    }
+}
