@@ -368,6 +368,9 @@ impl Journal for Faulty {
     fn follow_only(&self, wanted: WantedEvents) {
         self.inner.follow_only(wanted)
     }
+    fn sanitize_appends(&self, sanitizer: gaffer_store::Sanitizer) {
+        self.inner.sanitize_appends(sanitizer)
+    }
     fn location(&self) -> String {
         self.inner.location()
     }

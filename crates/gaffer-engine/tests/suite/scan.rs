@@ -4,7 +4,7 @@ use super::support::*;
 use gaffer_app::{NewTask, Scope};
 use gaffer_core::{Actor, ApprovalKind, Decision, Event, Stage, TaskId};
 use gaffer_forge::ForgeKind;
-use gaffer_store::{Journal, RecordedEvent};
+use gaffer_store::RecordedEvent;
 use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
 use serde_json::json;
 use std::process::Command;

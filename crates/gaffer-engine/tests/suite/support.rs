@@ -174,7 +174,7 @@ impl World {
             ),
             // Agents' HOME (and where their private state is seeded from): never the
             // real user's.
-            ("HOME", dir.path().join("home").display().to_string()),
+            ("HOME", dir.join("home").display().to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

@@ -239,7 +239,10 @@ fn a_git_file_takeover_runs_nothing_and_the_commit_step_refuses() {
     std::fs::remove_file(&marker).unwrap();
 
     assert!(wt.has_changes().unwrap());
-    assert!(wt.changed_files().unwrap().contains(&"README.md".to_string()));
+    assert!(wt
+        .changed_files()
+        .unwrap()
+        .contains(&"README.md".to_string()));
     assert!(wt.diff().unwrap().contains("+cargo install gaffer"));
     let err = wt.commit_step("docs", "t-1/commit/1").unwrap_err();
     assert!(matches!(err, ForgeError::Tampered { .. }), "{err}");

@@ -379,6 +379,7 @@ impl View {
             at: e.at,
             kind: value["type"].as_str().unwrap_or_default().to_owned(),
             event: value,
+            approval: None,
         };
         let Ok(text) = serde_json::to_string(&line) else {
             return;
