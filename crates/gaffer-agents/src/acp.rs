@@ -69,18 +69,15 @@ pub struct AcpConfig {
 /// Variables of gaffer's environment Gemini CLI gets: where it keeps its state and what
 /// it may need to log in (API keys, Vertex AI).
 pub const GEMINI_PASSED_ENV: &[&str] = &[
-    "GEMINI_CLI_HOME",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_CLOUD_PROJECT",
-    "GOOGLE_CLOUD_LOCATION",
-    "GOOGLE_GENAI_USE_VERTEXAI",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GEMINI_MODEL",
+    // Gemini CLI's own settings (`GEMINI_API_KEY`, `GEMINI_MODEL`, `GEMINI_CLI_HOME`, ...)
+    // and Google's (`GOOGLE_API_KEY`, `GOOGLE_GEMINI_BASE_URL`, `GOOGLE_CLOUD_PROJECT`,
+    // `GOOGLE_GENAI_USE_VERTEXAI`, `GOOGLE_APPLICATION_CREDENTIALS`, ...).
+    "GEMINI_*", "GOOGLE_*",
 ];
 
 /// What a private Gemini home gets from the user's `~/.gemini`: the login, and of the
-/// settings only how to authenticate.
+/// settings how to authenticate, which model, and the user's privacy and update choices
+/// (never hooks, MCP servers, tools or context files).
 const GEMINI_SEED: Seed<'static> = Seed {
     copy: &[
         "oauth_creds.json",
@@ -88,7 +85,17 @@ const GEMINI_SEED: Seed<'static> = Seed {
         "google_account_id",
         "installation_id",
     ],
-    json_keys: &[("settings.json", &["security", "selectedAuthType"])],
+    json_keys: &[(
+        "settings.json",
+        &[
+            "security",
+            "selectedAuthType",
+            "model",
+            "privacy",
+            "telemetry",
+            "general",
+        ],
+    )],
     once: &[],
 };
 

@@ -43,16 +43,18 @@ pub const READ_ONLY_DENIED_TOOLS: &str = "Edit,Write,MultiEdit,NotebookEdit";
 /// Nothing else of gaffer's environment reaches it.
 pub const PASSED_ENV: &[&str] = &[
     "CLAUDE_CONFIG_DIR",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_CUSTOM_HEADERS",
-    "ANTHROPIC_MODEL",
-    "ANTHROPIC_SMALL_FAST_MODEL",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "ANTHROPIC_VERTEX_PROJECT_ID",
+    // Claude Code's own settings: the endpoint, key, models and headers
+    // (`ANTHROPIC_BASE_URL`, `ANTHROPIC_DEFAULT_HAIKU_MODEL`, ...) and its switches
+    // (`CLAUDE_CODE_USE_BEDROCK`, `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, ...).
+    "ANTHROPIC_*",
+    "CLAUDE_CODE_*",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_BUG_COMMAND",
+    "DISABLE_COST_WARNINGS",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+    "DISABLE_PROMPT_CACHING",
     "CLOUD_ML_REGION",
     "AWS_REGION",
     "AWS_PROFILE",

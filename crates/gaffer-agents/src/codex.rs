@@ -37,14 +37,29 @@ const AGENT: &str = "codex";
 /// where it keeps its state and its API keys. Nothing else of gaffer's environment
 /// reaches it (a model provider with another `env_key` is named in `[agents] env`).
 pub const PASSED_ENV: &[&str] = &[
-    "CODEX_HOME",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_ORGANIZATION",
-    "OPENAI_PROJECT",
-    "CODEX_API_KEY",
+    // Codex's and OpenAI's own settings (`CODEX_HOME`, `CODEX_API_KEY`, `OPENAI_API_KEY`,
+    // `OPENAI_BASE_URL`, ...); a model provider of the user's `config.toml` names its key
+    // variable (`env_key`), passed too: [`provider_key_vars`].
+    "CODEX_*",
+    "OPENAI_*",
     "AZURE_OPENAI_API_KEY",
 ];
+
+/// The variables the model providers of a Codex `config.toml` read their keys from
+/// (`[model_providers.<id>] env_key = "..."`): Codex needs them to reach the provider the
+/// user chose. A file that does not parse names none (Codex itself will say why).
+pub fn provider_key_vars(config_toml: &str) -> Vec<String> {
+    let Ok(doc) = config_toml.parse::<toml::Table>() else {
+        return Vec::new();
+    };
+    let providers = doc.get("model_providers").and_then(toml::Value::as_table);
+    providers
+        .into_iter()
+        .flat_map(|p| p.values())
+        .filter_map(|p| p.get("env_key").and_then(toml::Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
 
 /// What a private `CODEX_HOME` gets from the user's: the login (`auth.json`, refreshed
 /// when the user's is newer) and, once, the user's `config.toml` (model providers).
@@ -127,6 +142,14 @@ impl CodexBackend {
         )? {
             env.insert("CODEX_HOME".into(), dir.display().to_string());
         }
+        let keys = std::fs::read_to_string(codex_home(&env).join("config.toml"))
+            .map(|text| provider_key_vars(&text))
+            .unwrap_or_default();
+        let pass: Vec<&str> = PASSED_ENV
+            .iter()
+            .copied()
+            .chain(keys.iter().map(String::as_str))
+            .collect();
         let mut p = AgentProcess::spawn(
             AGENT,
             &bin,
@@ -135,7 +158,7 @@ impl CodexBackend {
             &env,
             SpawnSpec {
                 opts: &opts,
-                pass_env: PASSED_ENV,
+                pass_env: &pass,
                 state_dirs: vec![codex_home(&env)],
                 state_files: Vec::new(),
             },

@@ -46,8 +46,9 @@ pub const BASE: &[&str] = &[
 ];
 
 /// The environment for one process: [`BASE`] and every `LC_*` taken from gaffer's own
-/// environment, then `pass` (the credentials a backend needs) when gaffer has them, then
-/// `extra` (set by gaffer or named by the config), which wins.
+/// environment, then `pass` (the credentials and settings a backend needs; a name ending
+/// in `*` passes every variable it starts) when gaffer has them, then `extra` (set by
+/// gaffer or named by the config), which wins.
 pub fn build(pass: &[&str], extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     build_from(std::env::vars(), pass, extra)
 }
@@ -60,12 +61,18 @@ pub fn build_from(
 ) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = vars
         .into_iter()
-        .filter(|(k, _)| {
-            BASE.contains(&k.as_str()) || k.starts_with("LC_") || pass.contains(&k.as_str())
-        })
+        .filter(|(k, _)| BASE.contains(&k.as_str()) || k.starts_with("LC_") || passes(pass, k))
         .collect();
     env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
+}
+
+/// Whether `name` is in `pass`, exactly or under a `PREFIX*` entry.
+fn passes(pass: &[&str], name: &str) -> bool {
+    pass.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => *p == name,
+    })
 }
 
 #[cfg(test)]
@@ -88,5 +95,22 @@ mod tests {
         let names: Vec<&str> = env.keys().map(String::as_str).collect();
         assert_eq!(names, ["ANTHROPIC_API_KEY", "HOME", "LC_ALL", "PATH"]);
         assert_eq!(env["HOME"], "/private");
+    }
+
+    #[test]
+    fn a_prefix_entry_passes_the_variables_it_starts_and_no_other() {
+        let vars = [
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+            ("ANTHROPIC_DEFAULT_HAIKU_MODEL", "small"),
+            ("ANTHROPICX", "no"),
+            ("OPENAI_API_KEY", "sk-openai"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let env = build_from(vars, &["ANTHROPIC_*"], &BTreeMap::new());
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["ANTHROPIC_BASE_URL", "ANTHROPIC_DEFAULT_HAIKU_MODEL"]
+        );
     }
 }

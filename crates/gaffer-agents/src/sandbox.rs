@@ -241,8 +241,9 @@ fn exposes_protected(dir: &Path, s: &Sandbox, home: &Path) -> bool {
 }
 
 /// Where an executable is installed, to be readable by the process it becomes: the
-/// nearest directory above it holding a `package.json` (an npm package such as Claude
-/// Code or Codex, whose entry point is a script beside its vendored binaries), else its
+/// `node_modules` holding the npm package it belongs to (Claude Code, Codex, Gemini CLI:
+/// an entry script beside vendored binaries and dependencies), else the nearest
+/// directory above it holding a `package.json`, else its
 /// own directory — or only the file when that directory would expose `$HOME` or a
 /// protected path.
 pub fn install_root(program: &Path, s: &Sandbox) -> Option<PathBuf> {
@@ -253,7 +254,15 @@ pub fn install_root(program: &Path, s: &Sandbox) -> Option<PathBuf> {
         .skip(1)
         .take(4)
         .find(|d| d.join("package.json").is_file());
-    let dir = package.or_else(|| real.parent())?;
+    // An npm package's vendored binaries may live in sibling packages (Codex's
+    // `@openai/codex-linux-x64` beside `@openai/codex`): the `node_modules` holding it.
+    let modules = package.and_then(|p| {
+        p.ancestors()
+            .skip(1)
+            .take(2)
+            .find(|d| d.file_name().is_some_and(|n| n == "node_modules"))
+    });
+    let dir = modules.or(package).or_else(|| real.parent())?;
     if exposes_protected(dir, s, &home) {
         Some(real)
     } else {

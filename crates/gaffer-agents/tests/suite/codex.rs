@@ -223,3 +223,21 @@ async fn cancel_interrupts_the_turn() {
     assert_eq!(r.status, TurnStatus::Interrupted);
     assert_eq!(env.log_count("fake-codex exec"), 0);
 }
+
+#[test]
+fn the_key_variables_of_the_users_model_providers_are_named() {
+    let config = r#"
+model_provider = "local"
+[model_providers.local]
+base_url = "http://127.0.0.1:8080/v1"
+env_key = "LOCAL_LLM_KEY"
+[model_providers.azure]
+env_key = "MY_AZURE_KEY"
+[model_providers.nokey]
+base_url = "http://127.0.0.1:9/v1"
+"#;
+    let mut vars = gaffer_agents::codex::provider_key_vars(config);
+    vars.sort();
+    assert_eq!(vars, ["LOCAL_LLM_KEY", "MY_AZURE_KEY"]);
+    assert!(gaffer_agents::codex::provider_key_vars("model_providers = [").is_empty());
+}

@@ -267,3 +267,28 @@ fn required_refuses_without_landlock_and_auto_runs_unconfined() {
     assert_eq!(check(SandboxMode::Required, false, v7), Ok(true));
     assert_eq!(check(SandboxMode::Auto, false, v3), Ok(true));
 }
+
+#[test]
+fn an_npm_cli_may_read_its_whole_node_modules_for_vendored_binaries_in_sibling_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let modules = root.join("install/node_modules");
+    let package = modules.join("@openai/codex");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
+    std::fs::create_dir_all(modules.join("@openai/codex-linux-x64/vendor")).unwrap();
+    std::fs::write(package.join("package.json"), "{}").unwrap();
+    std::fs::write(package.join("bin/codex.js"), "").unwrap();
+    let bin = modules.join(".bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(package.join("bin/codex.js"), bin.join("codex")).unwrap();
+    let s = Sandbox::default();
+    assert_eq!(
+        sandbox::install_root(&bin.join("codex"), &s),
+        Some(modules.clone())
+    );
+    // Not an npm package: its own directory.
+    let plain = root.join("tools/bin");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::write(plain.join("agent"), "").unwrap();
+    assert_eq!(sandbox::install_root(&plain.join("agent"), &s), Some(plain));
+}
