@@ -597,7 +597,8 @@ async fn submit_watch_approve_the_plan_deny_a_tool_then_allow_one_for_the_task()
     s.step("worktree", gaffer_core::Intent::Idempotent).await;
     s.complete(
         "worktree",
-        json!({"path": wt, "branch": "gaffer/demo", "base": base}),
+        // The git dir as the engine records it (the diff never trusts the worktree's own `.git`).
+        json!({"path": wt, "branch": "gaffer/demo", "base": base, "git_dir": wt.join(".git")}),
     )
     .await;
     page.wait_for(
