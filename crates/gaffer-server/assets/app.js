@@ -19,8 +19,8 @@ function Header({ path }) {
       <a href="/" id="nav-board" aria-current=${here("/")}>Board</a>
       <a href="/approvals" id="nav-approvals" aria-current=${here("/approvals")}>Approvals${n ? html` <span id="pending-count" class="count" aria-label=${n + " waiting"}>${n}</span>` : html`<span id="pending-count"></span>`}</a>
     </nav>
-    <span class=${"live " + status} id="live" role="status" title=${status === "live" ? "Live: updates arrive as they happen" : "Reconnecting…"}>
-      <span class="dot" aria-hidden="true"></span><span class="label">${status === "live" ? "Live" : status === "offline" ? "Offline" : "Connecting"}</span>
+    <span class="live" data-state=${status} id="live" role="status" title=${status === "live" ? "Live: updates arrive as they happen" : "Reconnecting…"}>
+      <span class="dot" aria-hidden="true"></span><span class="label">${{ live: "Live", offline: "Offline", reconnecting: "Reconnecting" }[status] || "Connecting"}</span>
     </span>
   </header>`;
 }

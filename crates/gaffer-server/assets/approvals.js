@@ -1,6 +1,6 @@
 // Approvals: the card a person decides on (queue, task page), the line that
 // marks where one was asked in a transcript, and the queue across projects.
-import { html, api, errorText, actor, ago, countdown, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
+import { html, api, errorText, actor, ago, countdown, shortIds, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
 import { putApproval, useApprovals, useListed, useNotificationPermission } from "./live.js";
 
 const KIND = {
@@ -71,7 +71,7 @@ export function Decision({ a }) {
  * another approval arriving) re-renders it in place: the note being typed stays,
  * the buttons do not move.
  */
-export function ApprovalCard({ a, showTask = true }) {
+export function ApprovalCard({ a, showTask = true, taskLabel }) {
   const note = useRef(null);
   const [busy, setBusy] = useState(null);
   const [error, setError] = useState("");
@@ -95,7 +95,7 @@ export function ApprovalCard({ a, showTask = true }) {
   return html`<article class=${"card approval k-" + a.kind + (pending ? "" : " settled")} data-id=${a.id} data-kind=${a.kind} aria-label=${KIND[a.kind] + " approval"}>
     <header class="approval-head">
       <span class=${"kind k-" + a.kind}>${KIND[a.kind] || a.kind}</span>
-      ${showTask ? html`<a class="task-link" href=${"/tasks/" + encodeURIComponent(a.task_id)}>${a.project || "task"} · ${a.task_id.slice(0, 10)}</a>` : null}
+      ${showTask ? html`<a class="task-link" href=${"/tasks/" + encodeURIComponent(a.task_id)}>${a.project || "task"} · ${taskLabel || a.task_id}</a>` : null}
       <span class="spacer"></span>
       <${Expiry} a=${a} />
     </header>
@@ -137,6 +137,7 @@ export function ApprovalsPage() {
   const { loaded } = useApprovals();
   const cards = useListed();
   const waiting = cards.filter((a) => a.state === "pending").length;
+  const labels = shortIds(cards.map((a) => a.task_id));
   document.title = waiting ? `(${waiting}) Approvals — gaffer` : "Approvals — gaffer";
   return html`<main class="page narrow" id="main">
     <div class="page-head">
@@ -146,7 +147,7 @@ export function ApprovalsPage() {
       <${NotifyButton} />
     </div>
     <div id="approvals" class="approvals">
-      ${cards.map((a) => html`<${ApprovalCard} key=${a.id} a=${a} />`)}
+      ${cards.map((a) => html`<${ApprovalCard} key=${a.id} a=${a} taskLabel=${labels[a.task_id]} />`)}
       ${loaded && !waiting ? html`<div class="empty" id="empty"><p><strong>Nothing waits for you.</strong></p><p class="muted">New approvals appear here as agents ask${"Notification" in window ? ", and as notifications when you allow them" : ""}.</p></div>` : null}
     </div>
   </main>`;

@@ -78,6 +78,23 @@ export const time = (ms) => new Date(ms).toLocaleTimeString([], { hour: "2-digit
 export const firstLine = (s) => String(s || "").split("\n").find((l) => l.trim()) || "";
 export const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
 
+/**
+ * The shortest start of each id that none of the others shares, at least eight
+ * digits after its `t-`/`ap-` prefix: the CLI's rule for short ids. Ids begin with
+ * their creation time, so a fixed cut would show tasks made the same minute alike.
+ */
+export function shortIds(ids) {
+  const sorted = [...new Set(ids)].sort();
+  const common = (a, b) => { let n = 0; while (n < a.length && a[n] === b[n]) n++; return n; };
+  const out = {};
+  sorted.forEach((id, i) => {
+    const prefix = id.indexOf("-") + 1;
+    const near = Math.max(i > 0 ? common(sorted[i - 1], id) : 0, i + 1 < sorted.length ? common(sorted[i + 1], id) : 0);
+    out[id] = id.slice(0, Math.min(id.length, Math.max(near + 1, prefix + 8)));
+  });
+  return out;
+}
+
 export const FINAL = new Set(["done", "failed", "cancelled", "blocked"]);
 export const RETRYABLE = new Set(["failed", "cancelled", "blocked"]);
 export const stageName = (s) =>

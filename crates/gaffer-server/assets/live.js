@@ -35,6 +35,8 @@ export function useLiveStatus() {
   const [s, set] = useState(status);
   useEffect(() => {
     statusListeners.add(set);
+    // The stream may have opened between the first render and this effect.
+    set(status);
     return () => statusListeners.delete(set);
   }, []);
   return s;

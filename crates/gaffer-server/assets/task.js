@@ -7,12 +7,15 @@ import { newModel, apply, Transcript, RawEvents } from "./transcript.js";
 
 const PROGRESS = ["queued", "planning", "awaiting_plan_approval", "coding", "reviewing", "testing", "shipping", "done"];
 
-function Progress({ stage }) {
-  const at = stage === "arbitrating" ? PROGRESS.indexOf("reviewing") : PROGRESS.indexOf(stage);
-  const final = FINAL.has(stage) && stage !== "done";
+/** The stages, with where the task is; a task that ended early shows where it stopped. */
+function Progress({ stage, reached }) {
+  const ended = FINAL.has(stage) && stage !== "done";
+  const where = ended ? reached : stage;
+  const at = where === "arbitrating" ? PROGRESS.indexOf("reviewing") : PROGRESS.indexOf(where);
+  const state = (i) => (i < at || stage === "done" ? "past" : i === at ? (ended ? "stopped" : "current") : ended ? "skipped" : "");
   return html`<ol class="progress" aria-label="Stages">
-    ${PROGRESS.map((s, i) => html`<li class=${i < at || stage === "done" ? "past" : i === at ? "current" : final ? "skipped" : ""} aria-current=${i === at ? "step" : null}>
-      <span class="dot" aria-hidden="true"></span><span class="name">${stageName(s)}</span></li>`)}
+    ${PROGRESS.map((s, i) => html`<li class=${state(i)} aria-current=${i === at ? "step" : null}>
+      <span class="dot" aria-hidden="true"></span><span class="name">${stageName(s)}${i === at && ended ? html` <span class="stopped-here">· ${stageName(stage)} here</span>` : null}</span></li>`)}
   </ol>`;
 }
 
@@ -221,7 +224,7 @@ export function TaskPage({ id }) {
         <${RawEvents} model=${model.current} />
       </div>
       <aside class="task-side" aria-label="Details">
-        <section><h2 class="side-h">Progress</h2><${Progress} stage=${t.stage} /></section>
+        <section><h2 class="side-h">Progress</h2><${Progress} stage=${t.stage} reached=${model.current.stage} /></section>
         <section><h2 class="side-h">Spend</h2><${Spend} d=${t} /></section>
         <section><${Links} d=${t} /></section>
       </aside>

@@ -8,7 +8,7 @@ import { ApprovalLine, Plan } from "./approvals.js";
 import { approval as approvalById, putApproval, useApprovals } from "./live.js";
 
 export function newModel() {
-  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [] };
+  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [], stage: "queued" };
 }
 
 function step(m, id) {
@@ -34,6 +34,9 @@ export function apply(m, e) {
   switch (e.type) {
     case "task_created":
       note(m, e, [html`<strong>${ev.by?.name || "someone"}</strong>`, ` asked${ev.by?.via ? " via " + channel(ev.by.via) : ""}`], "created");
+      break;
+    case "task_stage_entered":
+      m.stage = ev.stage; // the last stage reached, for where a task that ended early stopped
       break;
     case "task_leased":
       if (ev.generation > 1) note(m, e, `Worker ${ev.worker_id} took the task over (lease generation ${ev.generation})`, "lease");
@@ -183,7 +186,8 @@ function Tool({ entry }) {
     title = html`<span class="verb">Ran</span> <code class="cmdline">${cmd}</code>`;
   } else if (input && typeof input.old_string === "string") {
     title = html`<span class="verb">Edited</span> <code>${path}</code>`;
-    const lines = [...input.old_string.split("\n").map((l) => "-" + l), ...String(input.new_string ?? "").split("\n").map((l) => "+" + l)];
+    const split = (s) => String(s ?? "").replace(/\n$/, "").split("\n");
+    const lines = [...split(input.old_string).map((l) => "-" + l), ...split(input.new_string).map((l) => "+" + l)];
     body = html`<${DiffLines} lines=${lines} />`;
   } else if (input && typeof input.content === "string" && path) {
     title = html`<span class="verb">Wrote</span> <code>${path}</code> <span class="muted">${input.content.split("\n").length} lines</span>`;

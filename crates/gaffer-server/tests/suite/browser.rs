@@ -131,11 +131,26 @@ async fn every_screen_at_phone_and_laptop_width_in_light_and_dark() {
                 b.wait_for(page, ready).await.unwrap();
                 let what = format!("{page} at {w}px, {scheme}");
                 assert_no_horizontal_scroll(&b, &what).await;
+                if page == "board" && w == LAPTOP.0 {
+                    // Every stage with tasks is on screen at a laptop's width, the last
+                    // (failed) one too: nothing hides behind the board's own scroll.
+                    let cut = b
+                        .eval("[...document.querySelectorAll('.board > .column:not(.empty-col)')].filter((c) => c.getBoundingClientRect().right > document.querySelector('.board').getBoundingClientRect().right + 1).map((c) => c.querySelector('h2').innerText)")
+                        .await
+                        .unwrap();
+                    assert_eq!(cut, json!([]), "{what}: columns cut off at the right");
+                }
                 if page == "task" {
                     assert_no_json_in_transcript(&b).await;
                     // The plan and the review are shown as text and lists.
                     b.wait_for("the plan as a list", "[...document.querySelectorAll('.plan li .plan-title')].some(e => e.textContent === 'Print rows as JSON')").await.unwrap();
                     b.wait_for("the review as text", "document.querySelector('.result.warn').innerText.includes('Changes requested')").await.unwrap();
+                    // An edit of one line is two diff lines, the strings' final newlines no extra blank ones.
+                    assert_eq!(
+                        b.eval("[...document.querySelectorAll('[data-step=\"fix/1\"] .tool pre.diff > span')].map((l) => l.textContent)").await.unwrap(),
+                        json!(["-        serde_json::to_string(rows).unwrap()\n", "+        serde_json::to_string(rows)?\n"]),
+                        "{what}"
+                    );
                 }
                 if !dark {
                     assert_no_critical_axe_violations(&b, &what).await;
@@ -261,9 +276,12 @@ async fn approvals_come_with_the_stream_not_by_polling() {
         &format!("/tasks/{}", s.task),
     ] {
         b.goto(&h.url(path)).await.unwrap();
-        b.wait_for("live", "document.querySelector('#live.live')")
-            .await
-            .unwrap();
+        b.wait_for(
+            "live",
+            "document.querySelector('#live[data-state=\"live\"]')",
+        )
+        .await
+        .unwrap();
     }
     let reads = metric(&h, "GET", "/api/approvals").await;
     assert_eq!(reads - logging_in, 3, "one read of the queue per page load");
@@ -338,6 +356,72 @@ async fn approvals_come_with_the_stream_not_by_polling() {
     b.close().await.unwrap();
 }
 
+/// The header says "Live" once the event stream is open, on every load: the stream
+/// can open before the header first listens, and the header must not miss it.
+/// And approvals of tasks created the same minute name their tasks apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_says_live_on_every_load_and_the_queue_tells_tasks_apart() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let mut tasks = Vec::new();
+    for (n, request) in ["Speed up the index", "Fix the flaky test"]
+        .iter()
+        .enumerate()
+    {
+        let s = Scene::new(&h.app, "alpha", request).await;
+        s.ask(
+            &format!("code/{n}"),
+            ApprovalKind::Tool,
+            "run `make`",
+            json!({}),
+            Some("make"),
+        )
+        .await;
+        tasks.push(s.task);
+    }
+    let b = logged_in(&driver, &h, "status", LAPTOP).await;
+    for load in 0..8 {
+        b.goto(&h.url(if load % 2 == 0 { "/" } else { "/approvals" }))
+            .await
+            .unwrap();
+        b.wait_for(
+            "the header saying Live",
+            "document.querySelector('#live')?.dataset.state === 'live' && document.querySelector('#live').innerText.trim() === 'Live'",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("load {load}: {e}"));
+    }
+    b.wait_for(
+        "two cards",
+        "document.querySelectorAll('.approval .task-link').length === 2",
+    )
+    .await
+    .unwrap();
+    let links = b
+        .eval("[...document.querySelectorAll('.approval .task-link')].map((a) => [a.textContent, a.getAttribute('href')])")
+        .await
+        .unwrap();
+    let links = links.as_array().unwrap();
+    let labels: Vec<&str> = links
+        .iter()
+        .map(|l| l[0].as_str().unwrap().trim_start_matches("alpha · "))
+        .collect();
+    assert_ne!(labels[0], labels[1], "{links:?}");
+    for (label, link) in labels.iter().zip(links) {
+        let id = link[1].as_str().unwrap().trim_start_matches("/tasks/");
+        assert!(tasks.iter().any(|t| t == id), "{link}");
+        assert!(
+            id.starts_with(label) && label.len() >= 10,
+            "{label} for {id}"
+        );
+    }
+    b.screenshot(&artifact("approvals-two-tasks-1280.png"))
+        .await
+        .unwrap();
+    b.close().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_approval_raises_a_browser_notification() {
     let Some(driver) = driver() else { return };
@@ -347,9 +431,12 @@ async fn a_new_approval_raises_a_browser_notification() {
     let b = logged_in(&driver, &h, "notify", PHONE).await;
     b.grant_notifications(&h.base).await.unwrap();
     b.goto(&h.url("/")).await.unwrap();
-    b.wait_for("live", "document.querySelector('#live.live')")
-        .await
-        .unwrap();
+    b.wait_for(
+        "live",
+        "document.querySelector('#live[data-state=\"live\"]')",
+    )
+    .await
+    .unwrap();
     let ready = b
         .eval_async("navigator.serviceWorker.ready.then((r) => r.active.scriptURL)")
         .await
@@ -402,9 +489,12 @@ async fn a_new_approval_raises_a_browser_notification() {
     assert_eq!(b.eval("window.__shown.length").await.unwrap(), json!(1));
     // On the screen that shows approvals, a new one does not interrupt with a notification.
     b.goto(&h.url("/approvals")).await.unwrap();
-    b.wait_for("live", "document.querySelector('#live.live')")
-        .await
-        .unwrap();
+    b.wait_for(
+        "live",
+        "document.querySelector('#live[data-state=\"live\"]')",
+    )
+    .await
+    .unwrap();
     b.eval("(() => { const show = ServiceWorkerRegistration.prototype.showNotification; window.__shown = []; ServiceWorkerRegistration.prototype.showNotification = function (title, o) { __shown.push(o.tag); return show.call(this, title, o); }; })()").await.unwrap();
     let b2 = s
         .ask(
@@ -488,6 +578,12 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
         h.app.task(&running.task).await.unwrap().task.stage,
         "cancelled"
     );
+    b.wait_for(
+        "where it stopped",
+        "document.querySelector('.progress li.stopped')?.innerText === 'planning · cancelled here'",
+    )
+    .await
+    .unwrap();
 
     // Retry a failed task: a new task with the same request, and its page.
     let failed = Scene::new(&h.app, "alpha", "Make the index build incremental").await;
@@ -506,6 +602,12 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
     )
     .await
     .unwrap();
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('.progress li')].map((li) => li.className + ' ' + li.innerText)")
+            .await
+            .unwrap(),
+        json!(["past queued", "stopped planning · failed here", "skipped awaiting approval", "skipped coding", "skipped reviewing", "skipped testing", "skipped shipping", "skipped done"])
+    );
     b.screenshot(&artifact("failed-task-390.png"))
         .await
         .unwrap();

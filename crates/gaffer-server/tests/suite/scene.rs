@@ -309,7 +309,7 @@ pub async fn conversation(app: &App, project: &str) -> Scene {
     s.complete("review/1", json!({"verdict": {"verdict": "changes_requested", "feedback": "`unwrap()` panics on a row that cannot be serialized; return the error instead."}, "usage": usage(9100, 300, 0.0211)})).await;
     s.stage(Stage::Coding).await;
     s.agent_step("fix/1", Role::Owner, "claude").await;
-    s.tool("fix/1", "c6", "Edit", json!({"file_path": "src/list.rs", "old_string": "serde_json::to_string(rows).unwrap()", "new_string": "serde_json::to_string(rows)?"}), "ok").await;
+    s.tool("fix/1", "c6", "Edit", json!({"file_path": "src/list.rs", "old_string": "        serde_json::to_string(rows).unwrap()\n", "new_string": "        serde_json::to_string(rows)?\n"}), "ok").await;
     s.complete("fix/1", json!({"summary": "fixed", "changed_files": ["src/list.rs"], "usage": usage(6100, 520, 0.0188)})).await;
     s.stage(Stage::Reviewing).await;
     s.agent_step("review/2", Role::Reviewer, "codex").await;
