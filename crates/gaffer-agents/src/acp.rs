@@ -17,6 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::accounting::PriceTable;
 use crate::error::{AgentError, Result};
 use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
 use crate::process::{find_executable, home_dir, AgentProcess, SpawnSpec};
@@ -64,6 +65,9 @@ pub struct AcpConfig {
     pub read_only_args: Vec<String>,
     /// Redactor.
     pub redactor: Arc<Redactor>,
+    /// What the models' tokens cost (ACP agents report tokens only); a model not in
+    /// it leaves a turn's cost unknown.
+    pub prices: PriceTable,
 }
 
 /// Variables of gaffer's environment Gemini CLI gets: where it keeps its state and what
@@ -114,6 +118,7 @@ impl AcpConfig {
             pass_env: GEMINI_PASSED_ENV.iter().map(|s| s.to_string()).collect(),
             read_only_args: vec!["--approval-mode=plan".into()],
             redactor: Arc::new(Redactor::default()),
+            prices: PriceTable::default(),
         }
     }
     /// An ACP agent command (`[agents.acp.<name>]`). It keeps no state the sandbox
@@ -133,6 +138,7 @@ impl AcpConfig {
             bin: Some(bin),
             args,
             redactor: Arc::new(Redactor::default()),
+            prices: PriceTable::default(),
         }
     }
 }
@@ -202,7 +208,7 @@ impl AcpBackend {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let cwd = ws.to_string_lossy().into_owned();
-        let session_id = match resume {
+        let (session_id, opened) = match resume {
             Some(id) => {
                 if !load_session {
                     p.kill().await;
@@ -212,7 +218,7 @@ impl AcpBackend {
                         detail: "the agent does not advertise loadSession, so its sessions cannot be resumed".into(),
                     });
                 }
-                if let Err(m) = p
+                match p
                     .rpc(
                         Framing::Standard,
                         &mut next_id,
@@ -221,14 +227,16 @@ impl AcpBackend {
                     )
                     .await?
                 {
-                    p.kill().await;
-                    return Err(AgentError::SessionGone {
-                        agent,
-                        session_id: id.into(),
-                        detail: format!("session/load failed: {m}"),
-                    });
+                    Ok(r) => (id.to_string(), r),
+                    Err(m) => {
+                        p.kill().await;
+                        return Err(AgentError::SessionGone {
+                            agent,
+                            session_id: id.into(),
+                            detail: format!("session/load failed: {m}"),
+                        });
+                    }
                 }
-                id.to_string()
             }
             None => {
                 let r = p
@@ -244,13 +252,26 @@ impl AcpBackend {
                         method: "session/new".into(),
                         message: m,
                     })?;
-                r.get("sessionId")
+                let id = r
+                    .get("sessionId")
                     .and_then(Value::as_str)
                     .ok_or_else(|| {
                         p.malformed(&r.to_string(), "session/new result has no sessionId")
                     })?
-                    .to_string()
+                    .to_string();
+                (id, r)
             }
+        };
+        // The session's model (ACP's `models.currentModelId`, else the one gaffer
+        // asked for): what tokens reported without a model are priced at.
+        let model = opened
+            .pointer("/models/currentModelId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(opts.model.clone());
+        let pricing = Pricer {
+            prices: self.cfg.prices.clone(),
+            model,
         };
         let record = SessionRecord {
             agent: AgentKind::Acp,
@@ -264,7 +285,7 @@ impl AcpBackend {
         let preamble =
             (resume.is_none() && !opts.role_prompt.is_empty()).then(|| opts.role_prompt.clone());
         let task = tokio::spawn(drive(
-            p, cmd_rx, em, gate, session_id, next_id, agent, preamble,
+            p, cmd_rx, em, gate, session_id, next_id, agent, preamble, pricing,
         ));
         Ok(Box::new(DriverSession {
             record,
@@ -307,6 +328,7 @@ struct State {
     pending: Vec<Value>,
     options: HashMap<String, Vec<Value>>,
     preamble: Option<String>,
+    pricing: Pricer,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -319,6 +341,7 @@ async fn drive(
     next_id: i64,
     agent: String,
     preamble: Option<String>,
+    pricing: Pricer,
 ) {
     let (mut broker, mut decided_rx) = PermissionBroker::<Value>::new(gate);
     let mut st = State {
@@ -331,6 +354,7 @@ async fn drive(
         pending: Vec::new(),
         options: HashMap::new(),
         preamble,
+        pricing,
     };
     loop {
         tokio::select! {
@@ -458,6 +482,45 @@ fn prompt_usage(result: &Value) -> Usage {
     }
 }
 
+/// What a session's tokens cost.
+struct Pricer {
+    prices: PriceTable,
+    /// The session's model, when known.
+    model: Option<String>,
+}
+
+impl Pricer {
+    /// `usage` (of the `session/prompt` result `result`) with its cost: per model where
+    /// the agent says which model spent what (Gemini CLI's `_meta.quota.model_usage`),
+    /// else at the session's model. Unknown (`None`) when a model has no price.
+    fn priced(&self, mut usage: Usage, result: &Value) -> Usage {
+        let by_model = result
+            .pointer("/_meta/quota/model_usage")
+            .and_then(Value::as_array)
+            .filter(|m| !m.is_empty());
+        usage.cost_usd = match by_model {
+            Some(models) => models
+                .iter()
+                .map(|m| {
+                    let n = |k: &str| m.pointer(k).and_then(Value::as_u64).unwrap_or(0);
+                    let spent = Usage {
+                        input_tokens: n("/token_count/input_tokens"),
+                        output_tokens: n("/token_count/output_tokens"),
+                        ..Usage::default()
+                    };
+                    self.prices
+                        .cost(m.get("model").and_then(Value::as_str)?, &spent)
+                })
+                .sum(),
+            None => self
+                .model
+                .as_deref()
+                .and_then(|m| self.prices.cost(m, &usage)),
+        };
+        usage
+    }
+}
+
 /// What a permission request's `toolCall` asks, for the gate: its input, the command
 /// line and the paths. The schema makes `rawInput` optional and Gemini CLI sends none
 /// (only `title`, `kind`, `content`, `locations`), so without it the input is what the
@@ -542,7 +605,7 @@ async fn handle_line(
                     "cancelled" => TurnStatus::Interrupted,
                     _ => TurnStatus::Failed,
                 };
-                let usage = prompt_usage(&result);
+                let usage = st.pricing.priced(prompt_usage(&result), &result);
                 em.emit(AgentEvent::Usage { usage }).await;
                 em.emit(AgentEvent::TurnCompleted {
                     result: TurnResult {

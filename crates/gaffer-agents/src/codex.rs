@@ -15,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::accounting::{PriceTable, Pricing};
 use crate::error::{AgentError, Result};
 use crate::jsonrpc::{parse_rpc_line, Framing, RpcMessage};
 use crate::process::{find_executable, AgentProcess, SpawnSpec};
@@ -78,6 +79,9 @@ pub struct CodexConfig {
     pub args: Option<Vec<String>>,
     /// Redactor.
     pub redactor: Arc<Redactor>,
+    /// What the model's tokens cost (Codex reports tokens only); a model not in it
+    /// leaves a turn's cost unknown.
+    pub prices: PriceTable,
 }
 
 /// The Codex app-server backend.
@@ -234,9 +238,20 @@ impl CodexBackend {
             session_id: thread_id.clone(),
             verified: true,
         };
+        // The model Codex runs the thread on (its config's when gaffer names none):
+        // what its tokens are priced at.
+        let model = thread
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(opts.model.clone());
+        let price = model
+            .as_deref()
+            .and_then(|m| self.cfg.prices.price(m))
+            .copied();
         let (record, cmd_tx, cmd_rx, em, events_rx) =
             driver_channels(record, self.cfg.redactor.clone());
-        let task = tokio::spawn(drive(p, cmd_rx, em, gate, thread_id, next_id));
+        let task = tokio::spawn(drive(p, cmd_rx, em, gate, thread_id, next_id, price));
         Ok(Box::new(DriverSession {
             record,
             cmd_tx,
@@ -286,6 +301,8 @@ struct State {
     at_turn_start: Totals,
     error: Option<String>,
     turn_start_req: Option<i64>,
+    /// The price of the thread's model, when known.
+    price: Option<Pricing>,
 }
 
 async fn drive(
@@ -295,6 +312,7 @@ async fn drive(
     gate: Arc<dyn ApprovalGate>,
     thread: String,
     next_id: i64,
+    price: Option<Pricing>,
 ) {
     let (mut broker, mut decided_rx) = PermissionBroker::<Value>::new(gate);
     let mut st = State {
@@ -308,6 +326,7 @@ async fn drive(
         at_turn_start: Totals::default(),
         error: None,
         turn_start_req: None,
+        price,
     };
     loop {
         tokio::select! {
@@ -619,12 +638,13 @@ async fn handle_line(
                         output: st.totals.output.saturating_sub(st.at_turn_start.output),
                     };
                     // Codex counts cached tokens inside inputTokens.
-                    let usage = Usage {
+                    let mut usage = Usage {
                         input_tokens: d.input.saturating_sub(d.cached),
                         output_tokens: d.output,
                         cached_input_tokens: d.cached,
                         cost_usd: None,
                     };
+                    usage.cost_usd = st.price.map(|p| p.cost(&usage));
                     st.in_turn = false;
                     st.turn = None;
                     em.emit(AgentEvent::Usage { usage }).await;

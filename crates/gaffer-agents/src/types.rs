@@ -118,15 +118,26 @@ pub struct Usage {
     pub cost_usd: Option<f64>,
 }
 
+impl Usage {
+    /// Whether any token was spent.
+    pub fn spent(&self) -> bool {
+        self.input_tokens + self.output_tokens + self.cached_input_tokens > 0
+    }
+}
+
 impl std::ops::AddAssign for Usage {
+    /// A sum's cost is known only when every part that spent tokens has one: an
+    /// unpriced turn makes it unknown, never cheaper.
     fn add_assign(&mut self, o: Usage) {
+        self.cost_usd = match (self.cost_usd, o.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (Some(a), None) if !o.spent() => Some(a),
+            (None, Some(b)) if !self.spent() => Some(b),
+            _ => None,
+        };
         self.input_tokens += o.input_tokens;
         self.output_tokens += o.output_tokens;
         self.cached_input_tokens += o.cached_input_tokens;
-        self.cost_usd = match (self.cost_usd, o.cost_usd) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        };
     }
 }
 

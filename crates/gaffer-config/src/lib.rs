@@ -140,6 +140,17 @@ pub struct AcpAgentConfig {
     pub env: std::collections::BTreeMap<String, String>,
 }
 
+/// What one model's tokens cost, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelPrice {
+    /// Prompt tokens not served from a cache.
+    pub input: f64,
+    /// Completion tokens.
+    pub output: f64,
+    /// Prompt tokens served from a cache (default: `input`).
+    pub cached_input: f64,
+}
+
 /// The four roles.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
@@ -154,7 +165,7 @@ pub struct Roles {
 }
 
 /// The resolved configuration: file, then environment, then flags.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file it was read from, if one existed.
     pub source: Option<PathBuf>,
@@ -190,6 +201,9 @@ pub struct Config {
     pub roles: Roles,
     /// The ACP agents `[agents.acp.<name>]` declares, by name.
     pub acp_agents: std::collections::BTreeMap<String, AcpAgentConfig>,
+    /// `[prices."<model>"]`: what a model's tokens cost, over the built-in list
+    /// prices (the agents that report tokens but no money: Codex, Gemini CLI, ACP).
+    pub prices: std::collections::BTreeMap<String, ModelPrice>,
     /// Per-project role overrides, by project name (already merged over `roles`).
     pub project_roles: std::collections::BTreeMap<String, Roles>,
     /// Where each project ships (push, pull request, CI), by project name. A project
@@ -315,6 +329,7 @@ impl Config {
             requests_per_day: 2000,
             roles: Roles::default(),
             acp_agents: Default::default(),
+            prices: Default::default(),
             project_roles: Default::default(),
             forges: Default::default(),
             trackers: Default::default(),
@@ -374,6 +389,16 @@ struct RawConfig {
     secrets: RawSecrets,
     #[serde(default)]
     discord: RawDiscord,
+    #[serde(default)]
+    prices: std::collections::BTreeMap<String, RawPrice>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrice {
+    input: Option<f64>,
+    output: Option<f64>,
+    cached_input: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -842,6 +867,7 @@ fn resolve(
     config.sandbox = resolve_sandbox(origin, sources, raw.sandbox)?;
     config.secret_env = raw.secrets.env.unwrap_or_default();
     config.acp_agents = resolve_acp_agents(origin, sources, raw.agents.acp)?;
+    config.prices = resolve_prices(origin, raw.prices)?;
     config.agent_env = match (sources.env)("GAFFER_AGENTS_ENV") {
         Some(list) => env_names(
             "environment variable GAFFER_AGENTS_ENV",
@@ -1230,6 +1256,46 @@ pub fn valid_acp_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn resolve_prices(
+    origin: &str,
+    raw: std::collections::BTreeMap<String, RawPrice>,
+) -> Result<std::collections::BTreeMap<String, ModelPrice>, ConfigError> {
+    let mut prices = std::collections::BTreeMap::new();
+    for (model, p) in raw {
+        let field = |k: &str| format!("prices.\"{model}\".{k}");
+        let amount = |k: &str, v: Option<f64>| match v {
+            Some(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+            Some(v) => Err(invalid(
+                origin,
+                &field(k),
+                format!("is {v}; write US dollars per million tokens, 0 or more"),
+            )),
+            None => Ok(None),
+        };
+        let required = |k: &str, v: Option<f64>| {
+            amount(k, v)?.ok_or_else(|| {
+                invalid(
+                    origin,
+                    &field(k),
+                    "is missing; write US dollars per million tokens, like input = 1.25",
+                )
+            })
+        };
+        let input = required("input", p.input)?;
+        let output = required("output", p.output)?;
+        let cached_input = amount("cached_input", p.cached_input)?.unwrap_or(input);
+        prices.insert(
+            model,
+            ModelPrice {
+                input,
+                output,
+                cached_input,
+            },
+        );
+    }
+    Ok(prices)
 }
 
 fn resolve_acp_agents(

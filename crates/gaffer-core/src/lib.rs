@@ -30,7 +30,7 @@ pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};
 pub use project::ProjectState;
 pub use rejected::Rejected;
 pub use session::{Role, Session};
-pub use spend::{format_usd, Spend};
+pub use spend::{format_cost, format_usd, Spend};
 pub use stage::Stage;
 pub use step::{Intent, Step, StepState};
 pub use stream::{StreamKind, StreamState};

@@ -7,7 +7,9 @@
 //! summaries that repeat a total (the `ship` receipt's `tokens` and `cost_usd`, the
 //! task's outcome) are never added again. Money is summed in whole nanodollars, so
 //! a total is exact and prints without float noise (`0.8733`, not
-//! `0.8732999999999997`).
+//! `0.8732999999999997`). A turn that spent tokens on a model with no known price
+//! records no `cost_usd`: then the cost of every sum it is part of is unknown
+//! (`None`, shown as "cost unknown"), never a smaller number or $0.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -21,26 +23,35 @@ pub struct Spend {
     pub output_tokens: u64,
     /// Prompt tokens served from a cache.
     pub cached_input_tokens: u64,
-    /// Cost in US nanodollars (10⁻⁹ USD).
+    /// Cost in US nanodollars (10⁻⁹ USD) of the priced part.
     #[serde(skip)]
     nano_usd: u64,
+    /// Whether some tokens were spent with no known price.
+    #[serde(skip)]
+    unpriced: bool,
 }
 
 impl Spend {
     /// The spend a step receipt records (its `usage` object); nothing for a receipt
     /// without one.
     pub fn of_receipt(receipt: &Value) -> Self {
-        let Some(u) = receipt.get("usage") else {
-            return Self::default();
-        };
+        receipt.get("usage").map(Self::of_usage).unwrap_or_default()
+    }
+
+    /// The spend of one `usage` object (`{"input_tokens","output_tokens",
+    /// "cached_input_tokens","cost_usd"}`), as a receipt or an agent's usage event holds.
+    pub fn of_usage(u: &Value) -> Self {
         let count = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let usd = u.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0);
-        Self {
+        let usd = u.get("cost_usd").and_then(Value::as_f64);
+        let mut spend = Self {
             input_tokens: count("input_tokens"),
             output_tokens: count("output_tokens"),
             cached_input_tokens: count("cached_input_tokens"),
-            nano_usd: to_nano(usd),
-        }
+            nano_usd: to_nano(usd.unwrap_or(0.0)),
+            unpriced: false,
+        };
+        spend.unpriced = usd.is_none() && spend.tokens() > 0;
+        spend
     }
 
     /// The sum over `receipts` (a task's step receipts, in any order).
@@ -53,16 +64,17 @@ impl Spend {
         self.input_tokens + self.output_tokens + self.cached_input_tokens
     }
 
-    /// The cost in US dollars, exact to the nanodollar.
-    pub fn cost_usd(&self) -> f64 {
+    /// The cost in US dollars, exact to the nanodollar; `None` when some tokens
+    /// were spent on a model with no known price.
+    pub fn cost_usd(&self) -> Option<f64> {
         // An integer over a power of ten: the nearest double to the decimal, which
         // serializes as that decimal.
-        self.nano_usd as f64 / 1e9
+        (!self.unpriced).then(|| self.nano_usd as f64 / 1e9)
     }
 
-    /// The cost as people read it: see [`format_usd`].
+    /// The cost as people read it: see [`format_cost`].
     pub fn cost_display(&self) -> String {
-        format_usd(self.cost_usd())
+        format_cost(self.cost_usd())
     }
 }
 
@@ -74,6 +86,7 @@ impl std::ops::Add for Spend {
             output_tokens: self.output_tokens + o.output_tokens,
             cached_input_tokens: self.cached_input_tokens + o.cached_input_tokens,
             nano_usd: self.nano_usd + o.nano_usd,
+            unpriced: self.unpriced || o.unpriced,
         }
     }
 }
@@ -96,6 +109,12 @@ fn to_nano(usd: f64) -> u64 {
     } else {
         0
     }
+}
+
+/// A cost for people: [`format_usd`], or `cost unknown` when there is none (tokens
+/// spent on a model with no known price).
+pub fn format_cost(usd: Option<f64>) -> String {
+    usd.map_or_else(|| "cost unknown".to_owned(), format_usd)
 }
 
 /// Money for people, the same everywhere (CLI, web page, Discord; the page's
@@ -132,7 +151,7 @@ mod tests {
             (300, 60, 5)
         );
         assert_eq!(s.tokens(), 365);
-        assert_eq!(s.cost_usd(), 0.0369);
+        assert_eq!(s.cost_usd(), Some(0.0369));
     }
 
     #[test]
@@ -160,6 +179,25 @@ mod tests {
                 Spend::default()
             );
         }
+    }
+
+    #[test]
+    fn tokens_spent_without_a_price_make_the_cost_unknown_not_zero() {
+        let priced = json!({"usage": {"input_tokens": 100, "output_tokens": 20, "cost_usd": 0.5}});
+        let unpriced = json!({"usage": {"input_tokens": 300, "output_tokens": 60}});
+        let nulled = json!({"usage": {"input_tokens": 1, "cost_usd": null}});
+        let s = Spend::of_receipts([&priced, &unpriced]);
+        assert_eq!(s.cost_usd(), None);
+        assert_eq!(s.tokens(), 480, "the tokens still count");
+        assert_eq!(s.cost_display(), "cost unknown");
+        assert_eq!(Spend::of_receipt(&nulled).cost_usd(), None);
+        assert_eq!(Spend::of_receipt(&unpriced).cost_usd(), None);
+        // Nothing spent is nothing, priced or not.
+        assert_eq!(Spend::default().cost_usd(), Some(0.0));
+        let idle = json!({"usage": {"input_tokens": 0}});
+        assert_eq!(Spend::of_receipts([&priced, &idle]).cost_usd(), Some(0.5));
+        assert_eq!(format_cost(None), "cost unknown");
+        assert_eq!(format_cost(Some(0.0369)), "$0.0369");
     }
 
     #[test]

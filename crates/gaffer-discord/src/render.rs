@@ -82,7 +82,7 @@ fn cost(task: &api::Task) -> String {
     format!(
         "{} tokens, {}",
         task.tokens,
-        gaffer_core::format_usd(task.cost_usd)
+        gaffer_core::format_cost(task.cost_usd)
     )
 }
 
@@ -524,7 +524,7 @@ mod tests {
             agent: None,
             outcome: None,
             tokens: 0,
-            cost_usd: 0.0,
+            cost_usd: Some(0.0),
             created_at: 0,
             updated_at: 0,
         };

@@ -1,5 +1,6 @@
 //! Which backend plays a role: the name in config or `--agent` → a running backend.
 
+use gaffer_agents::accounting::{PriceTable, Pricing};
 use gaffer_agents::acp::{AcpBackend, AcpConfig};
 use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
 use gaffer_agents::codex::{CodexBackend, CodexConfig};
@@ -169,6 +170,20 @@ pub fn sandbox_from_config(
     }
 }
 
+/// The list prices with `[prices]` of `config` over them.
+pub fn prices_from_config(config: &gaffer_config::Config) -> PriceTable {
+    PriceTable::list_prices().with(config.prices.iter().map(|(model, p)| {
+        (
+            model.clone(),
+            Pricing {
+                input_per_mtok: p.input,
+                output_per_mtok: p.output,
+                cached_input_per_mtok: p.cached_input,
+            },
+        )
+    }))
+}
+
 /// The real backends, with one redactor and one set of rate limiters for all of them.
 pub struct Backends {
     redactor: Arc<Redactor>,
@@ -176,6 +191,7 @@ pub struct Backends {
     claude_bin: Option<std::path::PathBuf>,
     codex_bin: Option<std::path::PathBuf>,
     acp_agents: std::collections::BTreeMap<String, gaffer_config::AcpAgentConfig>,
+    prices: PriceTable,
 }
 
 impl Backends {
@@ -192,6 +208,7 @@ impl Backends {
             claude_bin: None,
             codex_bin: None,
             acp_agents: Default::default(),
+            prices: PriceTable::list_prices(),
         }
     }
 
@@ -212,6 +229,13 @@ impl Backends {
         agents: std::collections::BTreeMap<String, gaffer_config::AcpAgentConfig>,
     ) -> Self {
         self.acp_agents = agents;
+        self
+    }
+
+    /// Price the models' tokens with `prices` (`[prices]` over the list prices): turns
+    /// of agents that report tokens but no money get their cost from it.
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
         self
     }
 
@@ -273,20 +297,25 @@ impl AgentFactory for Backends {
                     vec!["-c".into(), format!("model_reasoning_effort={e}"), "app-server".into()]
                 }),
                 redactor,
+                prices: self.prices.clone(),
             })),
             "gemini" => {
                 let mut cfg = AcpConfig::gemini();
                 cfg.redactor = redactor;
+                cfg.prices = self.prices.clone();
                 Arc::new(AcpBackend::new(cfg))
             }
             "openai" | "anthropic" => {
-                let provider = if agent == "openai" {
+                let mut provider = if agent == "openai" {
                     ProviderConfig::openai_from_env(model.unwrap_or(DEFAULT_OPENAI_MODEL))
                 } else {
                     ProviderConfig::anthropic_from_env(model.unwrap_or(DEFAULT_ANTHROPIC_MODEL))
                 };
                 if provider.api_key.is_none() && agent == "anthropic" {
                     return Err("ANTHROPIC_API_KEY is not set; export it or pick another --agent".into());
+                }
+                if provider.pricing.is_none() {
+                    provider.pricing = self.prices.price(&provider.model).copied();
                 }
                 let limiter = self.limiters.get(&provider.name, &provider.model);
                 let mut cfg = BuiltinConfig::new(provider);
@@ -310,6 +339,7 @@ impl AgentFactory for Backends {
                     cfg.state_dirs = declared.state_dirs.clone();
                     cfg.env = declared.env.clone();
                     cfg.redactor = redactor;
+                    cfg.prices = self.prices.clone();
                     Arc::new(AcpBackend::new(cfg))
                 }
                 None => {

@@ -163,8 +163,9 @@ pub struct Task {
     /// each counted once (the `usage` of its step's receipt).
     pub tokens: u64,
     /// Cost so far in US dollars, the same turns' cost (exact to the nanodollar;
-    /// round it for display).
-    pub cost_usd: f64,
+    /// round it for display); `null` when a turn spent tokens on a model with no
+    /// known price (`[prices]` in the config): unknown, not free.
+    pub cost_usd: Option<f64>,
     /// Created at.
     pub created_at: i64,
     /// Last change.
@@ -193,9 +194,9 @@ pub struct Step {
     /// Tokens the step's agent turns used (0 for steps without an agent).
     #[serde(default)]
     pub tokens: u64,
-    /// What they cost in US dollars.
+    /// What they cost in US dollars; `null` when unknown (no price for the model).
     #[serde(default)]
-    pub cost_usd: f64,
+    pub cost_usd: Option<f64>,
     /// Last change.
     pub updated_at: i64,
 }
@@ -212,8 +213,8 @@ pub struct RoleSpend {
     pub output_tokens: u64,
     /// Prompt tokens served from a cache.
     pub cached_input_tokens: u64,
-    /// Cost in US dollars.
-    pub cost_usd: f64,
+    /// Cost in US dollars; `null` when unknown (no price for the model).
+    pub cost_usd: Option<f64>,
 }
 
 /// An agent session of a task.
@@ -403,8 +404,8 @@ pub struct Usage {
     pub tasks: u64,
     /// Tokens used.
     pub tokens: u64,
-    /// Cost in US dollars.
-    pub cost_usd: f64,
+    /// Cost in US dollars; `null` when some of it is unknown (no price for a model).
+    pub cost_usd: Option<f64>,
 }
 
 /// `GET /healthz`.

@@ -37,8 +37,10 @@ export async function api(method, path, body) {
 
 export const errorText = (r) => r?.data?.error?.message || `the server answered ${r?.status}`;
 
-/** Money as people read it: the same rule as `gaffer_core::format_usd` (CLI, Discord). */
+/** Money as people read it: the same rule as `gaffer_core::format_cost` (CLI, Discord);
+ * `null` is a cost the server does not know (tokens spent on a model with no price). */
 export function money(usd) {
+  if (usd === null) return "cost unknown";
   const x = Number(usd) || 0;
   if (x === 0) return "$0.00";
   return "$" + x.toFixed(x >= 0.99995 ? 2 : 4);

@@ -264,9 +264,9 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
         out.push(format!("agent    {} (every role)", one_line(agent, 40)));
     }
     out.push(format!(
-        "usage    {} tokens · ${:.4}",
+        "usage    {} tokens · {}",
         count(task.tokens),
-        task.cost_usd
+        gaffer_core::format_cost(task.cost_usd)
     ));
     if let Some(w) = &t.worker {
         let state = match w.state.as_str() {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use gaffer_agents::accounting::PriceTable;
 use gaffer_agents::acp::{AcpBackend, AcpConfig};
 use gaffer_agents::claude::{ClaudeBackend, ClaudeConfig};
 use gaffer_agents::codex::{CodexBackend, CodexConfig};
@@ -27,13 +28,18 @@ struct Real {
 
 impl Real {
     fn new(cli: Cli, server: &ModelServer) -> Real {
+        Self::with_model(cli, server, model(cli))
+    }
+
+    /// A home whose CLI runs `model` (one the CLI may not know).
+    fn with_model(cli: Cli, server: &ModelServer, model: &str) -> Real {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws").canonicalize_or_create();
         gaffer_testkit::git::git(&ws, &["init", "-q"]);
         std::fs::write(ws.join("README.md"), "# demo\n").unwrap();
         gaffer_testkit::git::git(&ws, &["add", "."]);
         gaffer_testkit::git::git(&ws, &["commit", "-qm", "init"]);
-        let home = CliHome::new(cli, server, model(cli)).unwrap();
+        let home = CliHome::new(cli, server, model).unwrap();
         Real {
             _dir: dir,
             ws,
@@ -64,11 +70,13 @@ impl Real {
             })),
             Cli::Codex => Arc::new(CodexBackend::new(CodexConfig {
                 bin,
+                prices: PriceTable::list_prices(),
                 ..Default::default()
             })),
             Cli::Gemini => {
                 let mut cfg = AcpConfig::gemini();
                 cfg.bin = bin;
+                cfg.prices = PriceTable::list_prices();
                 cfg.state_dirs = vec![self.home.home.join(".gemini")];
                 Arc::new(AcpBackend::new(cfg))
             }
@@ -345,4 +353,65 @@ async fn real_acp_agent_runs_confined_with_the_state_dirs_it_declares() {
         .expect_err("an ACP agent without its state dir should fail confined");
     let text = err.to_string();
     assert!(text.contains("sandbox"), "{text}");
+}
+
+/// One turn of `cli` running `model`, the model server reporting 1000 tokens in and
+/// 100 out: the turn's usage.
+async fn priced_turn(cli: Cli, model: &str) -> gaffer_agents::Usage {
+    let script = ModelScript::new().role(
+        "owner",
+        vec![LlmReply {
+            text: Some("counted".into()),
+            usage: Some(FakeUsage {
+                input_tokens: 1000,
+                output_tokens: 100,
+                cached_input_tokens: 0,
+            }),
+            ..LlmReply::default()
+        }],
+    );
+    let server = ModelServer::start(script).await.unwrap();
+    let real = Real::with_model(cli, &server, model);
+    let mut opts = real.opts("owner", Mode::ReadWrite);
+    // The model is the CLI's own setting here, not gaffer's: the backend learns it
+    // from the CLI (Codex's thread, Gemini CLI's usage per model).
+    opts.model = None;
+    let mut s = real
+        .backend()
+        .start(opts, RecordingGate::new(vec![]))
+        .await
+        .unwrap();
+    let (_, res) = turn(s.as_mut(), "count").await;
+    let result = res.unwrap_or_else(|e| panic!("{e}\nmodel saw:\n{}", server.describe()));
+    assert_eq!(result.status, TurnStatus::Completed, "{}", server.describe());
+    result.usage
+}
+
+/// Codex and Gemini CLI report tokens only: a known model's are priced at its list
+/// price, an unknown model's cost is unknown (`None`), never 0.
+async fn tokens_are_priced_by_model(cli: Cli) {
+    let known = priced_turn(cli, model(cli)).await;
+    assert_eq!(
+        (known.input_tokens + known.cached_input_tokens, known.output_tokens),
+        (1000, 100),
+        "{known:?}"
+    );
+    let price = PriceTable::list_prices()
+        .cost(model(cli), &known)
+        .unwrap();
+    assert!(price > 0.0);
+    assert_eq!(known.cost_usd, Some(price), "{known:?}");
+    let unknown = priced_turn(cli, "scripted-model-without-a-price").await;
+    assert!(unknown.output_tokens > 0, "{unknown:?}");
+    assert_eq!(unknown.cost_usd, None, "{unknown:?}");
+}
+
+#[tokio::test]
+async fn real_codex_tokens_are_priced_by_model() {
+    tokens_are_priced_by_model(Cli::Codex).await;
+}
+
+#[tokio::test]
+async fn real_gemini_tokens_are_priced_by_model() {
+    tokens_are_priced_by_model(Cli::Gemini).await;
 }

@@ -238,11 +238,11 @@ async fn a_shipped_task_costs_what_its_turns_cost_once_without_float_noise() {
             .unwrap();
     }
     let detail = env.app.task(&task).await.unwrap();
-    assert_eq!((detail.task.tokens, detail.task.cost_usd), (365, 0.3));
+    assert_eq!((detail.task.tokens, detail.task.cost_usd), (365, Some(0.3)));
     let listed = env.app.tasks(&Default::default()).await.unwrap();
-    assert_eq!((listed[0].tokens, listed[0].cost_usd), (365, 0.3));
+    assert_eq!((listed[0].tokens, listed[0].cost_usd), (365, Some(0.3)));
     let u = env.app.usage().await.unwrap();
-    assert_eq!((u.tokens, u.cost_usd), (365, 0.3));
+    assert_eq!((u.tokens, u.cost_usd), (365, Some(0.3)));
     assert_eq!(serde_json::to_string(&u.cost_usd).unwrap(), "0.3");
 }
 
@@ -273,7 +273,7 @@ async fn tokens_and_cost_come_from_step_receipts_and_approvals_name_their_projec
         .await
         .unwrap();
     let t = env.app.task(&task).await.unwrap().task;
-    assert_eq!((t.tokens, t.cost_usd), (125, 0.25));
+    assert_eq!((t.tokens, t.cost_usd), (125, Some(0.25)));
     let u = env.app.usage().await.unwrap();
     assert_eq!((u.tasks, u.tokens), (1, 125));
     env.record_step(&task, "tool").await;

@@ -609,3 +609,38 @@ fn the_log_level_must_be_a_tracing_filter() {
     let err = load_text("", &[("GAFFER_LOG", "chatty")]).unwrap_err();
     assert!(err.to_string().contains("GAFFER_LOG"), "{err}");
 }
+
+#[test]
+fn prices_are_read_per_model_and_checked() {
+    let c = load_text(
+        "[prices.\"gpt-5-codex\"]\ninput = 1.5\noutput = 12\ncached_input = 0.15\n[prices.local-llm]\ninput = 0\noutput = 0.5\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        c.prices["gpt-5-codex"],
+        ModelPrice {
+            input: 1.5,
+            output: 12.0,
+            cached_input: 0.15
+        }
+    );
+    // Cached input costs what input costs unless said.
+    assert_eq!(
+        c.prices["local-llm"],
+        ModelPrice {
+            input: 0.0,
+            output: 0.5,
+            cached_input: 0.0
+        }
+    );
+    for (text, field) in [
+        ("[prices.m]\noutput = 1\n", "prices.\"m\".input"),
+        ("[prices.m]\ninput = 1\noutput = -2\n", "prices.\"m\".output"),
+        ("[prices.m]\ninput = nan\noutput = 1\n", "prices.\"m\".input"),
+        ("[prices.m]\ninput = 1\noutput = 1\nper = \"token\"\n", "per"),
+    ] {
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert!(err.contains(field), "{text}: {err}");
+    }
+}

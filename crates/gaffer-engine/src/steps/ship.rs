@@ -402,11 +402,7 @@ impl Engine {
             tokens["input"],
             tokens["output"],
             tokens["cached_input"],
-            gaffer_core::format_usd(
-                ship.and_then(|r| r.get("cost_usd"))
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0)
-            )
+            gaffer_core::format_cost(ship.and_then(|r| r.get("cost_usd")).and_then(Value::as_f64))
         ));
         if let Some(issue) = &task.options.issue {
             body.push_str(&format!("\nFrom {issue}\n"));

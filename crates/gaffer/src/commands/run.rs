@@ -65,7 +65,8 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
                         tpm: None,
                     },
                 )
-                .with_acp_agents(config.acp_agents.clone()),
+                .with_acp_agents(config.acp_agents.clone())
+                .with_prices(gaffer_engine::prices_from_config(config)),
         ),
         settings,
     ))
@@ -540,7 +541,7 @@ fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
         summary["tokens"]["input"],
         summary["tokens"]["output"],
         summary["tokens"]["cached_input"],
-        gaffer_core::format_usd(summary["cost_usd"].as_f64().unwrap_or(0.0))
+        gaffer_core::format_cost(summary["cost_usd"].as_f64())
     )?;
     if view.task.stage == "done" && summary["pull_request"].is_string() {
         writeln!(out, "\nShipped: the pull request above waits for a review.")?;

@@ -248,8 +248,7 @@ struct View {
     stage: String,
     step: String,
     activity: String,
-    tokens: u64,
-    cost: f64,
+    spend: gaffer_core::Spend,
     /// Approvals decided at this terminal's prompt: their decision is shown there.
     answered: HashSet<String>,
     /// The approval announced (not asked) that the task waits for: id, short id.
@@ -269,8 +268,7 @@ impl View {
             stage: String::new(),
             step: String::new(),
             activity: String::new(),
-            tokens: 0,
-            cost: 0.0,
+            spend: gaffer_core::Spend::default(),
             answered: HashSet::new(),
             waiting: None,
             stdout_closed: false,
@@ -318,8 +316,12 @@ impl View {
         if !self.step.is_empty() {
             parts.push(self.step.clone());
         }
-        if self.tokens > 0 || self.cost > 0.0 {
-            parts.push(format!("{} tok · ${:.4}", count(self.tokens), self.cost));
+        if self.spend != gaffer_core::Spend::default() {
+            parts.push(format!(
+                "{} tok · {}",
+                count(self.spend.input_tokens + self.spend.output_tokens),
+                self.spend.cost_display()
+            ));
         }
         if let Some((_, short)) = &self.waiting {
             parts.push(format!("waiting for approval {short}"));
@@ -442,15 +444,16 @@ impl View {
                 ),
             ),
             Event::AgentActivity { activity, .. } if activity["type"] == "usage" => {
-                let u = &activity["usage"];
-                self.tokens += u["input_tokens"].as_u64().unwrap_or(0)
-                    + u["output_tokens"].as_u64().unwrap_or(0);
-                self.cost += u["cost_usd"].as_f64().unwrap_or(0.0);
+                self.spend += gaffer_core::Spend::of_usage(&activity["usage"]);
                 if self.bar.is_none() {
                     self.say(
                         at,
                         " ",
-                        &format!("tokens so far: {} · ${:.4}", count(self.tokens), self.cost),
+                        &format!(
+                            "tokens so far: {} · {}",
+                            count(self.spend.input_tokens + self.spend.output_tokens),
+                            self.spend.cost_display()
+                        ),
                     );
                 }
             }
