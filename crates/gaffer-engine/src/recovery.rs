@@ -5,6 +5,7 @@
 use crate::error::{EngineError, Result, StepFailure};
 use crate::failure::Failure;
 use crate::pipeline::{recover, StepKind};
+use crate::turn::interrupted_session;
 use crate::Engine;
 use gaffer_app::Subject;
 use gaffer_core::{ApprovalKind, Event, StepId, TaskId, TaskState};
@@ -86,18 +87,23 @@ impl Engine {
             Ok(wt) if settled => wt.uncommitted_files().ok(),
             _ => None,
         };
+        // An agent turn goes on in the conversation the crash interrupted.
+        let again = match interrupted_session(task, id) {
+            Some((s, _)) => format!("run it again in the same {} conversation", s.agent),
+            None => "run it again".to_owned(),
+        };
         let reason = match changed {
             _ if !settled => format!(
-                "`{name}` was interrupted by a crash and processes it started still run after {}s (they hold {}); approve to run it again once they are gone, deny to fail the task",
+                "`{name}` was interrupted by a crash and processes it started still run after {}s (they hold {}); approve to {again} once they are gone, deny to fail the task",
                 PROBE_WAIT.as_secs(),
                 lock.display()
             ),
             Some(files) if !files.is_empty() => format!(
-                "`{name}` was interrupted by a crash after changing the worktree (uncommitted changes in: {}); approve to run it again on top of them, deny to fail the task",
+                "`{name}` was interrupted by a crash after changing the worktree (uncommitted changes in: {}); approve to {again} on top of them, deny to fail the task",
                 files.join(", ")
             ),
             Some(_) => format!(
-                "`{name}` was interrupted by a crash; the worktree shows no uncommitted change, but commands it ran may have had effects; approve to run it again, deny to fail the task"
+                "`{name}` was interrupted by a crash; the worktree shows no uncommitted change, but commands it ran may have had effects; approve to {again}, deny to fail the task"
             ),
             None => format!("`{name}` was interrupted by a crash and its worktree cannot be read"),
         };

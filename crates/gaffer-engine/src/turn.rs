@@ -7,11 +7,14 @@ use crate::failure::{fail, Failure};
 use crate::gate::Gate;
 use crate::{prompts, Engine};
 use gaffer_agents::sandbox::REFUSED_BY_SANDBOX;
-use gaffer_agents::{AgentEvent, AgentSession, Mode, StartOptions, TurnStatus, Usage};
-use gaffer_core::{Event, Role, SessionId, Step, TaskState};
+use gaffer_agents::{
+    AgentBackend, AgentError, AgentEvent, AgentSession, Mode, StartOptions, TurnStatus, Usage,
+};
+use gaffer_app::Subject;
+use gaffer_core::{ApprovalKind, Event, Role, Session, SessionId, Step, StepId, TaskState};
 use gaffer_forge::Worktree;
 use gaffer_protocol::contracts::ContractError;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -92,24 +95,9 @@ impl Engine {
             lock: Some(self.turn_lock(&task.id)),
         };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
-        let mut session = backend
-            .start(opts, gate)
-            .await
-            .map_err(|e| fail(format!("cannot start {agent}: {e}")))?;
-        let record = session.record();
-        let session_id = SessionId(gaffer_app::new_id("s"));
-        self.append(
-            &task.id,
-            vec![Event::SessionStarted {
-                session_id: session_id.clone(),
-                agent: agent.clone(),
-                role,
-                workspace_key: record.workspace_key.clone(),
-                agent_session_id: Some(record.session_id.clone()),
-                step_id: Some(step.id.clone()),
-            }],
-        )
-        .await?;
+        let (session_id, mut session) = self
+            .open_session(task, step, role, &agent, backend.as_ref(), opts, gate)
+            .await?;
         let outcome = self
             .converse(
                 task,
@@ -132,6 +120,121 @@ impl Engine {
             .append(&task.id, vec![Event::SessionEnded { session_id, reason }])
             .await;
         outcome
+    }
+
+    /// The session a turn of `step` runs in. A turn of this step that a crash cut
+    /// short left its session open: it is resumed, so the agent goes on in the
+    /// conversation where it did what the worktree now holds. When the agent no
+    /// longer has that conversation, a person decides whether a new one starts;
+    /// never silently. Otherwise a new session is started and recorded.
+    #[allow(clippy::too_many_arguments)]
+    async fn open_session(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        role: Role,
+        agent: &str,
+        backend: &dyn AgentBackend,
+        opts: StartOptions,
+        gate: Arc<Gate>,
+    ) -> Result<(SessionId, Box<dyn AgentSession>), Failure> {
+        if let Some((open, agent_session)) = interrupted_session(task, &step.id)
+            .filter(|(s, _)| s.role == role && s.agent == agent)
+        {
+            match backend.resume(opts.clone(), agent_session, gate.clone()).await {
+                Ok(session) => {
+                    tracing::info!(task = %task.id, step = %step.id, session = %open.id, "resumed the interrupted {agent} conversation");
+                    return Ok((open.id.clone(), session));
+                }
+                Err(AgentError::SessionGone { detail, .. }) => {
+                    self.session_gone(task, step, open, agent, agent_session, &detail)
+                        .await?;
+                }
+                Err(e) => {
+                    return Err(fail(format!(
+                        "cannot resume the interrupted {agent} conversation `{agent_session}`: {e}"
+                    )))
+                }
+            }
+        }
+        let session = backend
+            .start(opts, gate)
+            .await
+            .map_err(|e| fail(format!("cannot start {agent}: {e}")))?;
+        let record = session.record();
+        let session_id = SessionId(gaffer_app::new_id("s"));
+        let mut events = vec![Event::SessionStarted {
+            session_id: session_id.clone(),
+            agent: agent.to_owned(),
+            role,
+            workspace_key: record.workspace_key.clone(),
+            agent_session_id: Some(record.session_id.clone()),
+            step_id: Some(step.id.clone()),
+        }];
+        // Codex and ACP agents name the conversation themselves: their answer to
+        // starting it is the agent's own record of the id.
+        if record.verified {
+            events.push(Event::SessionVerified {
+                session_id: session_id.clone(),
+                agent_session_id: record.session_id,
+            });
+        }
+        self.append(&task.id, events).await?;
+        Ok((session_id, session))
+    }
+
+    /// The agent no longer has the conversation a crash interrupted: a person is
+    /// told and decides. Approved, the old session is ended and a new one may
+    /// start; denied, the step fails.
+    async fn session_gone(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        open: &Session,
+        agent: &str,
+        agent_session: &str,
+        detail: &str,
+    ) -> Result<(), Failure> {
+        let summary = format!(
+            "`{}` was interrupted by a crash and {agent} no longer has its conversation `{agent_session}` ({detail}); approve to go on in a new conversation (the agent will not remember what it did; the worktree keeps it), deny to fail the task",
+            step.name
+        );
+        let details = json!({
+            "step": step.id,
+            "agent": agent,
+            "agent_session_id": agent_session,
+            "session": open.id,
+            "detail": detail,
+        });
+        // The step's own question about its session: attempt × 1000 is the one key
+        // of this attempt that the gate's tool approvals (× 1000 + n, n ≥ 1) never use.
+        let resolution = self
+            .ask(
+                task,
+                step,
+                step.attempt * 1000,
+                ApprovalKind::Manual,
+                summary,
+                details,
+                Subject::default(),
+            )
+            .await?;
+        self.append(
+            &task.id,
+            vec![Event::SessionEnded {
+                session_id: open.id.clone(),
+                reason: format!("could not be resumed: {detail}"),
+            }],
+        )
+        .await?;
+        if resolution.approved() {
+            Ok(())
+        } else {
+            Err(fail(format!(
+                "{agent} no longer has the conversation `{agent_session}` that a crash interrupted ({detail}), and no new one was started: {}",
+                resolution.reason()
+            )))
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -278,6 +381,19 @@ pub(crate) struct Turn {
     pub(crate) parsed: Result<Value, ContractError>,
     /// Tool results the sandbox refused (what the command said, cut short).
     pub(crate) refused: Vec<String>,
+}
+
+/// The session a crash left open in `step` (a turn was running in it when the
+/// process died), with the agent's own id for it.
+pub(crate) fn interrupted_session<'a>(
+    task: &'a TaskState,
+    step: &StepId,
+) -> Option<(&'a Session, &'a str)> {
+    task.sessions
+        .values()
+        .filter(|s| s.ended.is_none() && s.step_id.as_ref() == Some(step))
+        .filter_map(|s| Some((s, s.agent_session_id.as_deref()?)))
+        .max_by_key(|(s, _)| s.started_at)
 }
 
 /// A journal-sized view of an agent event: every string (tool inputs included, at

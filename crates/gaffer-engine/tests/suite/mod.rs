@@ -4,6 +4,7 @@ mod pipeline;
 mod rate_limits;
 mod runs;
 mod scan;
+mod sessions;
 mod ship;
 mod support;
 mod workers;

@@ -8,7 +8,7 @@ use gaffer_testkit::clis::{Cli, CliHome};
 use gaffer_testkit::model::{call, say, ModelScript, ModelServer};
 use gaffer_testkit::scenario::LlmReply;
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// What the owner is told when its `rm -rf build` is denied.
@@ -19,35 +19,46 @@ fn plan_reply() -> LlmReply {
     say(&format!("Here is the plan.\n```json\n{plan}\n```"))
 }
 
+/// The owner's edit of README.md through the CLI's own edit tool.
+fn owner_edit(cli: Cli) -> Vec<LlmReply> {
+    match cli {
+        Cli::Claude => vec![
+            call("Read", json!({"file_path": "README.md"})),
+            call(
+                "Edit",
+                json!({"file_path": "README.md", "old_string": "A demo project.\n", "new_string": "A demo project.\n\n## Installation\n\n    cargo install demo\n"}),
+            ),
+        ],
+        Cli::Codex => vec![call(
+            "exec_command",
+            json!({"cmd": "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: README.md\n@@\n A demo project.\n+\n+## Installation\n+\n+    cargo install demo\n*** End Patch\nEOF\n"}),
+        )],
+        Cli::Gemini => vec![call(
+            "write_file",
+            json!({"file_path": "README.md", "content": README_DONE}),
+        )],
+    }
+}
+
+/// The reviewer's answer that the work is done.
+fn verdict_done() -> LlmReply {
+    say("```json\n{\"verdict\":\"done\"}\n```")
+}
+
 /// The model's part: each role in the CLI's own tool names.
 fn script(cli: Cli) -> ModelScript {
-    let (edit, approved, denied, reviewer_write) = match cli {
+    let (approved, denied, reviewer_write) = match cli {
         Cli::Claude => (
-            vec![
-                call("Read", json!({"file_path": "README.md"})),
-                call(
-                    "Edit",
-                    json!({"file_path": "README.md", "old_string": "A demo project.\n", "new_string": "A demo project.\n\n## Installation\n\n    cargo install demo\n"}),
-                ),
-            ],
             call("Bash", json!({"command": "touch checked.txt"})),
             call("Bash", json!({"command": "rm -rf build"})),
             call("Write", json!({"file_path": "pwned.txt", "content": "x"})),
         ),
         Cli::Codex => (
-            vec![call(
-                "exec_command",
-                json!({"cmd": "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: README.md\n@@\n A demo project.\n+\n+## Installation\n+\n+    cargo install demo\n*** End Patch\nEOF\n"}),
-            )],
             call("exec_command", json!({"cmd": "touch checked.txt"})),
             call("exec_command", json!({"cmd": "rm -rf build"})),
             call("exec_command", json!({"cmd": "touch pwned.txt"})),
         ),
         Cli::Gemini => (
-            vec![call(
-                "write_file",
-                json!({"file_path": "README.md", "content": README_DONE}),
-            )],
             call("run_shell_command", json!({"command": "touch checked.txt"})),
             call("run_shell_command", json!({"command": "rm -rf build"})),
             call(
@@ -56,7 +67,7 @@ fn script(cli: Cli) -> ModelScript {
             ),
         ),
     };
-    let mut owner = edit;
+    let mut owner = owner_edit(cli);
     owner.extend([approved, denied, say("Added the installation section.")]);
     ModelScript::new()
         .role("planner", vec![plan_reply()])
@@ -74,6 +85,14 @@ fn script(cli: Cli) -> ModelScript {
                 "The section is enough.\n```json\n{\"ruling\":\"proceed\",\"instructions\":\"\",\"reason\":\"good enough\"}\n```",
             )],
         )
+}
+
+/// A model reply that comes only after the test is over: the CLI waits on it.
+fn never() -> LlmReply {
+    LlmReply {
+        delay_ms: Some(120_000),
+        ..say("too late")
+    }
 }
 
 /// A fixture repository and a gaffer home (review goes to the arbiter after one round
@@ -121,35 +140,55 @@ impl RealRun {
         json_of(&self.gaffer().args(args).output().unwrap())
     }
 
-    /// Run the request, deciding every approval as a person would from another
-    /// terminal: approve, except `rm -rf` (denied with [`DENY_NOTE`]).
-    fn run(&self) -> (Value, Vec<Value>) {
-        let mut child = self
-            .gaffer()
+    /// `gaffer run` of the request with the CLI as every role's agent, and `extra`.
+    fn start(&self, extra: &[&str]) -> Child {
+        self.gaffer()
             .args(["run", "Add an installation section to README", "--repo"])
             .arg(&self.bench.repo)
             .args(["--json", "--agent", self.cli.cli.agent()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Wait until the owner's CLI has asked the model `n` times, `child` running.
+    fn wait_for_owner(&self, child: &mut Child, n: usize) {
+        let started = Instant::now();
+        while self.server.played("owner") < n {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "gaffer ended before the owner's request {n}:\n{}",
+                self.server.describe()
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "{}",
+                self.server.describe()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Wait for `child` (a `gaffer run` or `gaffer task resume`) to end, deciding every
+    /// approval as a person would from another terminal: approve, except `rm -rf`
+    /// (denied with [`DENY_NOTE`]). It must exit 0: returns its summary and the
+    /// approvals decided.
+    fn finish(&self, mut child: Child) -> (Value, Vec<Value>) {
         let started = Instant::now();
         let mut decided = Vec::new();
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
+        while child.try_wait().unwrap().is_none() {
             assert!(
                 started.elapsed() < Duration::from_secs(240),
-                "gaffer run did not finish; the model saw:\n{}",
+                "gaffer did not finish; the model saw:\n{}",
                 self.server.describe()
             );
             let pending = self.json(&["approvals", "--json"]);
             for a in pending.as_array().cloned().unwrap_or_default() {
                 let id = a["id"].as_str().unwrap().to_owned();
-                let text = a.to_string();
-                let out = if text.contains("rm -rf") {
+                let out = if a.to_string().contains("rm -rf") {
                     self.gaffer()
                         .args(["deny", &id, "--note", DENY_NOTE])
                         .output()
@@ -189,7 +228,7 @@ fn model(cli: Cli) -> &'static str {
 
 fn end_to_end(cli: Cli) {
     let r = RealRun::new(cli);
-    let (summary, decided) = r.run();
+    let (summary, decided) = r.finish(r.start(&[]));
     let s = &r.server;
     assert!(
         s.failures().is_empty(),
@@ -245,11 +284,32 @@ fn end_to_end(cli: Cli) {
             && summary["tokens"]["output"].as_u64().unwrap_or(0) > 0,
         "{summary}"
     );
-    assert!(summary["cost_usd"].is_number(), "{summary}");
-    if cli == Cli::Claude {
-        // Claude Code prices its own turns; Codex and Gemini CLI report tokens only.
-        assert!(summary["cost_usd"].as_f64().unwrap() > 0.0, "{summary}");
-    }
+    // Claude Code prices its own turns; Codex's and Gemini CLI's tokens are priced
+    // at their model's list price.
+    assert!(
+        summary["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{summary}"
+    );
+}
+
+/// The tests of `scenario` with each CLI, named `real_<cli>_…`.
+macro_rules! per_cli {
+    ($scenario:ident: $claude:ident, $codex:ident, $gemini:ident) => {
+        #[test]
+        fn $claude() {
+            $scenario(Cli::Claude);
+        }
+
+        #[test]
+        fn $codex() {
+            $scenario(Cli::Codex);
+        }
+
+        #[test]
+        fn $gemini() {
+            $scenario(Cli::Gemini);
+        }
+    };
 }
 
 /// How each CLI tells its model that a call was refused.
@@ -266,20 +326,7 @@ fn denial_told(cli: Cli, body: &str) -> bool {
     }
 }
 
-#[test]
-fn real_claude_runs_a_task_end_to_end() {
-    end_to_end(Cli::Claude);
-}
-
-#[test]
-fn real_codex_runs_a_task_end_to_end() {
-    end_to_end(Cli::Codex);
-}
-
-#[test]
-fn real_gemini_runs_a_task_end_to_end() {
-    end_to_end(Cli::Gemini);
-}
+per_cli!(end_to_end: real_claude_runs_a_task_end_to_end, real_codex_runs_a_task_end_to_end, real_gemini_runs_a_task_end_to_end);
 
 /// Processes still running with this CLI home as their `HOME`: what a run left behind.
 fn processes_of(home: &std::path::Path) -> Vec<String> {
@@ -307,40 +354,14 @@ fn processes_of(home: &std::path::Path) -> Vec<String> {
 /// Ctrl-C while the owner's CLI waits on the model: gaffer stops and leaves none of the
 /// CLI's processes running.
 fn ctrl_c_leaves_no_process(cli: Cli) {
-    let slow = LlmReply {
-        delay_ms: Some(120_000),
-        ..say("too late")
-    };
     let r = RealRun::with_script(
         cli,
         ModelScript::new()
             .role("planner", vec![plan_reply()])
-            .role("owner", vec![slow]),
+            .role("owner", vec![never()]),
     );
-    let mut child = r
-        .gaffer()
-        .args(["run", "Add an installation section to README", "--repo"])
-        .arg(&r.bench.repo)
-        .args(["--yes", "--json", "--agent", r.cli.cli.agent()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while r.server.played("owner") == 0 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "gaffer ended before the owner's turn:\n{}",
-            r.server.describe()
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{}",
-            r.server.describe()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = r.start(&["--yes"]);
+    r.wait_for_owner(&mut child, 1);
     assert!(
         !processes_of(&r.cli.home).is_empty(),
         "the owner's CLI should be running"
@@ -367,17 +388,63 @@ fn ctrl_c_leaves_no_process(cli: Cli) {
     assert!(left.is_empty(), "Ctrl-C left these running: {left:#?}");
 }
 
-#[test]
-fn real_claude_ctrl_c_leaves_no_process() {
-    ctrl_c_leaves_no_process(Cli::Claude);
+per_cli!(ctrl_c_leaves_no_process: real_claude_ctrl_c_leaves_no_process, real_codex_ctrl_c_leaves_no_process, real_gemini_ctrl_c_leaves_no_process);
+
+/// SIGKILL gaffer while the owner's CLI waits on the model, in the middle of a turn that
+/// already edited README.md through the CLI's own tool; `gaffer task resume`, a person
+/// approves running the turn again, and the CLI goes on in the same conversation (Claude
+/// Code `--resume`, Codex `thread/resume`, Gemini CLI `session/load`): its next request
+/// to the model carries the edit it made before the crash, and the task is done.
+fn crash_resumes_the_interrupted_session(cli: Cli) {
+    let mut owner = owner_edit(cli);
+    let before = owner.len();
+    owner.extend([never(), say("Went on after the crash.")]);
+    let r = RealRun::with_script(
+        cli,
+        ModelScript::new()
+            .role("planner", vec![plan_reply()])
+            .role("owner", owner)
+            .role("reviewer", vec![verdict_done()]),
+    );
+    let mut child = r.start(&["--yes"]);
+    r.wait_for_owner(&mut child, before + 1);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let tasks = r.json(&["task", "list", "--json"]);
+    let id = tasks[0]["id"].as_str().unwrap().to_owned();
+    let resume = r
+        .gaffer()
+        .args(["task", "resume", &id, "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (summary, decided) = r.finish(resume);
+    assert_eq!(summary["state"], "done", "{summary}");
+    // The person was asked, and told the turn goes on in the same conversation.
+    let asked: Vec<&str> = decided
+        .iter()
+        .map(|a| a["summary"].as_str().unwrap_or_default())
+        .collect();
+    let same = format!("in the same {} conversation", cli.agent());
+    assert!(
+        asked.iter().any(|q| q.contains("interrupted by a crash") && q.contains(&same)),
+        "{asked:#?}"
+    );
+    // The request the resumed CLI sent carries what it did before the crash; the one
+    // the crash cut short was never answered.
+    let owner = r.server.requests_of("owner");
+    assert_eq!(owner.len(), before + 2, "{}", r.server.describe());
+    let after = owner[before + 1].body.to_string();
+    assert!(
+        after.contains("cargo install demo"),
+        "the resumed turn is not the interrupted conversation:\n{after}"
+    );
+    // The README the CLI edited before the crash is what was committed.
+    let branch = summary["branch"].as_str().unwrap();
+    let readme = gaffer_testkit::git::git(&r.bench.repo, &["show", &format!("{branch}:README.md")]);
+    assert!(readme.contains("## Installation"), "{readme}");
 }
 
-#[test]
-fn real_codex_ctrl_c_leaves_no_process() {
-    ctrl_c_leaves_no_process(Cli::Codex);
-}
-
-#[test]
-fn real_gemini_ctrl_c_leaves_no_process() {
-    ctrl_c_leaves_no_process(Cli::Gemini);
-}
+per_cli!(crash_resumes_the_interrupted_session: real_claude_resumes_the_interrupted_session_after_a_crash, real_codex_resumes_the_interrupted_session_after_a_crash, real_gemini_resumes_the_interrupted_session_after_a_crash);
