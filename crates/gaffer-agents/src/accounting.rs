@@ -235,7 +235,10 @@ mod tests {
         // 2 × 1.25 + 1 × 0.125 + 1 × 10
         assert_eq!(t.cost("gpt-5-codex", &u), Some(12.625));
         assert_eq!(t.cost("gpt-5-2025-08-07", &u), t.cost("gpt-5", &u));
-        assert_eq!(t.cost("gpt-5-codex-20250915", &u), t.cost("gpt-5-codex", &u));
+        assert_eq!(
+            t.cost("gpt-5-codex-20250915", &u),
+            t.cost("gpt-5-codex", &u)
+        );
         assert_eq!(t.cost("gemini-2.5-pro", &u), Some(12.625));
         assert_eq!(t.cost("my-local-model", &u), None);
         assert_eq!(t.cost("gpt-5-pro", &u), None, "not priced as gpt-5");
@@ -269,7 +272,11 @@ mod tests {
         assert_eq!(t.cost_usd, None, "and it stays unknown");
         let mut t = u(10, Some(0.5));
         t += u(0, None);
-        assert_eq!(t.cost_usd, Some(0.5), "a turn that spent nothing costs nothing");
+        assert_eq!(
+            t.cost_usd,
+            Some(0.5),
+            "a turn that spent nothing costs nothing"
+        );
         let mut t = u(0, None);
         t += u(10, Some(0.25));
         assert_eq!(t.cost_usd, Some(0.25));

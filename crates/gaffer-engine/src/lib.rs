@@ -32,7 +32,9 @@ mod text;
 mod turn;
 mod workers;
 
-pub use agents::{prices_from_config, sandbox_from_config, AgentFactory, Backends, JournalCounters};
+pub use agents::{
+    prices_from_config, sandbox_from_config, AgentFactory, Backends, JournalCounters,
+};
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, recover, Limits, Next, StepKind};

@@ -138,10 +138,13 @@ impl Engine {
         opts: StartOptions,
         gate: Arc<Gate>,
     ) -> Result<(SessionId, Box<dyn AgentSession>), Failure> {
-        if let Some((open, agent_session)) = interrupted_session(task, &step.id)
-            .filter(|(s, _)| s.role == role && s.agent == agent)
+        if let Some((open, agent_session)) =
+            interrupted_session(task, &step.id).filter(|(s, _)| s.role == role && s.agent == agent)
         {
-            match backend.resume(opts.clone(), agent_session, gate.clone()).await {
+            match backend
+                .resume(opts.clone(), agent_session, gate.clone())
+                .await
+            {
                 Ok(session) => {
                     tracing::info!(task = %task.id, step = %step.id, session = %open.id, "resumed the interrupted {agent} conversation");
                     return Ok((open.id.clone(), session));

@@ -383,7 +383,12 @@ async fn priced_turn(cli: Cli, model: &str) -> gaffer_agents::Usage {
         .unwrap();
     let (_, res) = turn(s.as_mut(), "count").await;
     let result = res.unwrap_or_else(|e| panic!("{e}\nmodel saw:\n{}", server.describe()));
-    assert_eq!(result.status, TurnStatus::Completed, "{}", server.describe());
+    assert_eq!(
+        result.status,
+        TurnStatus::Completed,
+        "{}",
+        server.describe()
+    );
     result.usage
 }
 
@@ -392,13 +397,14 @@ async fn priced_turn(cli: Cli, model: &str) -> gaffer_agents::Usage {
 async fn tokens_are_priced_by_model(cli: Cli) {
     let known = priced_turn(cli, model(cli)).await;
     assert_eq!(
-        (known.input_tokens + known.cached_input_tokens, known.output_tokens),
+        (
+            known.input_tokens + known.cached_input_tokens,
+            known.output_tokens
+        ),
         (1000, 100),
         "{known:?}"
     );
-    let price = PriceTable::list_prices()
-        .cost(model(cli), &known)
-        .unwrap();
+    let price = PriceTable::list_prices().cost(model(cli), &known).unwrap();
     assert!(price > 0.0);
     assert_eq!(known.cost_usd, Some(price), "{known:?}");
     let unknown = priced_turn(cli, "scripted-model-without-a-price").await;

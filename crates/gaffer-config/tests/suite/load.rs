@@ -636,9 +636,18 @@ fn prices_are_read_per_model_and_checked() {
     );
     for (text, field) in [
         ("[prices.m]\noutput = 1\n", "prices.\"m\".input"),
-        ("[prices.m]\ninput = 1\noutput = -2\n", "prices.\"m\".output"),
-        ("[prices.m]\ninput = nan\noutput = 1\n", "prices.\"m\".input"),
-        ("[prices.m]\ninput = 1\noutput = 1\nper = \"token\"\n", "per"),
+        (
+            "[prices.m]\ninput = 1\noutput = -2\n",
+            "prices.\"m\".output",
+        ),
+        (
+            "[prices.m]\ninput = nan\noutput = 1\n",
+            "prices.\"m\".input",
+        ),
+        (
+            "[prices.m]\ninput = 1\noutput = 1\nper = \"token\"\n",
+            "per",
+        ),
     ] {
         let err = load_text(text, &[]).unwrap_err().to_string();
         assert!(err.contains(field), "{text}: {err}");

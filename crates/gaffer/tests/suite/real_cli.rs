@@ -429,7 +429,9 @@ fn crash_resumes_the_interrupted_session(cli: Cli) {
         .collect();
     let same = format!("in the same {} conversation", cli.agent());
     assert!(
-        asked.iter().any(|q| q.contains("interrupted by a crash") && q.contains(&same)),
+        asked
+            .iter()
+            .any(|q| q.contains("interrupted by a crash") && q.contains(&same)),
         "{asked:#?}"
     );
     // The request the resumed CLI sent carries what it did before the crash; the one
