@@ -591,6 +591,10 @@ async fn a_secret_as_a_key_a_file_name_in_a_diff_and_an_escalation_appears_nowhe
         .env("GAFFER_FAKE_SCENARIO", &scenarios)
         .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
         .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env(
+            "GAFFER_AGENTS_ENV",
+            gaffer_testkit::scenario::FAKE_ENV_NAMES,
+        )
         .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
         .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
         .env("MY_SERVICE_CRED", SERVICE_SECRET)
