@@ -17,6 +17,7 @@ pub mod guard;
 pub mod local;
 pub mod metrics;
 pub mod routes;
+pub mod serve;
 pub mod sse;
 mod web;
 
@@ -26,6 +27,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use gaffer_app::{App, Policy};
 pub use local::LocalSecret;
+pub use serve::Limits;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,6 +51,8 @@ pub struct ServerConfig {
     /// Where `POST /api/tasks {"issue"}` reads issues from (the projects' forges);
     /// `None`: such requests are refused naming `issue`.
     pub issues: Option<IssueSource>,
+    /// How long the server waits on a client (see [`serve`]).
+    pub limits: Limits,
 }
 
 /// The issue reader a server uses (see [`ServerConfig::issues`]).
@@ -88,6 +92,7 @@ impl ServerConfig {
             public_names: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             issues: None,
+            limits: Limits::default(),
         }
     }
 
@@ -209,6 +214,10 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
             state.clone(),
             metrics::middleware,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            config.limits.request,
+            serve::request_timeout,
+        ))
         .layer(DefaultBodyLimit::max(config.body_limit))
         .layer(axum::middleware::from_fn(guard::headers))
         .with_state(state)
@@ -219,6 +228,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     app: App,
     router: Router,
+    limits: Limits,
 }
 
 impl Server {
@@ -241,6 +251,7 @@ impl Server {
             listener,
             app,
             router,
+            limits: config.limits,
         })
     }
 
@@ -260,14 +271,8 @@ impl Server {
                 tracing::error!(error = %e, "approval expiry stopped");
             }
         });
-        let result = axum::serve(
-            self.listener,
-            self.router
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await;
+        serve::serve(self.listener, self.router, self.limits, shutdown).await;
         expiry.abort();
-        result
+        Ok(())
     }
 }

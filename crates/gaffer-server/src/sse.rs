@@ -3,6 +3,8 @@
 //! first connection of an `EventSource`) gets every event after it from the
 //! journal, then live events from the committed-event broadcast, in order and
 //! without duplicates. A broadcast overflow is filled from the journal too.
+//! The journal is read a page at a time, each page once the client has taken
+//! the one before, so a client's memory does not grow with the history's length.
 
 use crate::error::{ApiError, ApiResult};
 use crate::ServerState;
@@ -177,8 +179,14 @@ pub async fn task_events(
     Ok(stream(s, Some(id), Some(after.unwrap_or(0))).await)
 }
 
+/// Events read from the journal at a time while catching a client up.
+const PAGE: i64 = 100;
+/// Frames made ahead of what the client's socket has taken. With [`PAGE`], this is
+/// what bounds a client's memory, however long the history it replays.
+const QUEUE: usize = 16;
+
 async fn stream(s: ServerState, task: Option<String>, after: Option<i64>) -> SseStream {
-    let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(256);
+    let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(QUEUE);
     // Subscribe before reading the backlog so nothing falls between the two.
     let live = s.app.journal().subscribe();
     let metrics = s.metrics.clone();
@@ -190,32 +198,38 @@ async fn stream(s: ServerState, task: Option<String>, after: Option<i64>) -> Sse
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
-/// Events of interest after `after`, from the journal.
-async fn backlog(s: &ServerState, task: Option<&str>, after: i64) -> Option<Vec<RecordedEvent>> {
-    match task {
-        Some(t) => {
-            let all = s
-                .app
-                .journal()
-                .stream_events(&StreamId(t.to_owned()), 0)
-                .await
-                .ok()?;
-            Some(all.into_iter().filter(|e| e.pos > after).collect())
-        }
-        None => {
-            let mut out = Vec::new();
-            let mut from = after;
-            loop {
-                let page = s.app.journal().events_after(from, 500).await.ok()?;
-                let Some(last) = page.last() else { break };
-                from = last.pos;
-                let full = page.len() == 500;
-                out.extend(page);
-                if !full || out.len() >= 10_000 {
-                    break;
-                }
+/// Sends the events of interest after `after` (up to `until`, if given) from the
+/// journal, a page at a time, each page only once the client has taken the one
+/// before. Returns the last position read.
+async fn replay(
+    s: &ServerState,
+    task: Option<&str>,
+    after: i64,
+    until: Option<i64>,
+    tx: &mpsc::Sender<Result<SseEvent, Infallible>>,
+) -> Option<i64> {
+    let journal = s.app.journal();
+    let mut last = after;
+    loop {
+        let page = match task {
+            Some(t) => {
+                journal
+                    .stream_events_after(&StreamId(t.to_owned()), last, PAGE)
+                    .await
             }
-            Some(out)
+            None => journal.events_after(last, PAGE).await,
+        }
+        .ok()?;
+        let full = page.len() as i64 == PAGE;
+        for e in page {
+            if until.is_some_and(|u| e.pos > u) {
+                return Some(last);
+            }
+            last = e.pos;
+            tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
+        }
+        if !full {
+            return Some(last);
         }
     }
 }
@@ -231,10 +245,7 @@ async fn pump(
     let mut last = after.unwrap_or(0);
     let mut resumed = after.is_some();
     if resumed {
-        for e in backlog(s, task, last).await? {
-            last = last.max(e.pos);
-            tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
-        }
+        last = replay(s, task, last, None, tx).await?;
     }
     loop {
         tokio::select! {
@@ -253,19 +264,12 @@ async fn pump(
                     } else if e.pos > last {
                         // A gap: appends broadcast slightly out of order, or another
                         // process wrote. Everything up to e.pos is committed: read it.
-                        for b in backlog(s, task, last).await? {
-                            if b.pos <= e.pos {
-                                tx.send(Ok(to_sse(s, &b).await)).await.ok()?;
-                            }
-                        }
+                        replay(s, task, last, Some(e.pos), tx).await?;
                         last = e.pos;
                     }
                 }
                 Err(RecvError::Lagged(_)) => {
-                    for e in backlog(s, task, last).await? {
-                        last = last.max(e.pos);
-                        tx.send(Ok(to_sse(s, &e).await)).await.ok()?;
-                    }
+                    last = replay(s, task, last, None, tx).await?;
                 }
                 Err(RecvError::Closed) => return None,
             },

@@ -103,10 +103,16 @@ pub struct TaskView {
 /// The first broken link found by [`Journal::verify`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Broken {
-    /// The stream (task or project id), or `projections`.
+    /// The stream (task or project id); `projections` when the derived tables differ
+    /// from a rebuild; `storage` when the database's own check failed.
     pub stream: String,
-    /// The seq of the first bad event (0 for projection mismatches).
+    /// The seq of the first bad event (0 for projections and storage).
     pub seq: i64,
+    /// The bad event's global position, when an event is bad.
+    pub pos: Option<i64>,
+    /// The stored column that is wrong (`seq`, `prev_hash`, `hash`, `type`, `payload`),
+    /// or the projection table, when known.
+    pub column: Option<String>,
     /// What is wrong.
     pub problem: String,
 }
@@ -184,6 +190,15 @@ pub trait Journal: Send + Sync {
 
     /// Events across the journal after global position `after_pos`, at most `limit`.
     async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>>;
+
+    /// A stream's events after global position `after_pos`, at most `limit`: a page
+    /// of one stream for readers whose memory must not grow with its length.
+    async fn stream_events_after(
+        &self,
+        stream: &StreamId,
+        after_pos: i64,
+        limit: i64,
+    ) -> Result<Vec<RecordedEvent>>;
 
     /// Wakes on every committed event of this process's appends.
     fn subscribe(&self) -> broadcast::Receiver<RecordedEvent>;

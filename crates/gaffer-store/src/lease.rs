@@ -231,6 +231,16 @@ impl Journal for FencedJournal {
     async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>> {
         self.inner.events_after(after_pos, limit).await
     }
+    async fn stream_events_after(
+        &self,
+        stream: &StreamId,
+        after_pos: i64,
+        limit: i64,
+    ) -> Result<Vec<RecordedEvent>> {
+        self.inner
+            .stream_events_after(stream, after_pos, limit)
+            .await
+    }
     fn subscribe(&self) -> broadcast::Receiver<RecordedEvent> {
         self.inner.subscribe()
     }

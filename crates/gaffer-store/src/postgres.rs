@@ -315,6 +315,61 @@ async fn allow_long_transaction(tx: &mut PgConnection) -> Result<()> {
     Ok(())
 }
 
+/// PostgreSQL's counterpart of SQLite's `quick_check` that needs no extension or
+/// superuser: every index of gaffer's tables is valid and ready (a failed
+/// concurrent build or a corrupted catalog leaves one that is not), the triggers
+/// that keep events append-only exist and are enabled, and the identity sequence
+/// of `pos` is past every stored position (a reset one would collide or reorder).
+/// The replay that follows reads every event and projection row.
+async fn storage_problems(conn: &mut PgConnection) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let invalid: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::TEXT FROM pg_index i
+         JOIN pg_class c ON c.oid = i.indexrelid
+         JOIN pg_class t ON t.oid = i.indrelid
+         WHERE t.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+           AND NOT (i.indisvalid AND i.indisready AND i.indislive)",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    problems.extend(
+        invalid
+            .into_iter()
+            .map(|i| format!("index {i} is not valid; REINDEX it")),
+    );
+    let triggers: Vec<(String, String)> = sqlx::query_as(
+        "SELECT tgname::TEXT, tgenabled::TEXT FROM pg_trigger
+         WHERE tgrelid = 'events'::regclass AND NOT tgisinternal",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for wanted in ["events_no_update_or_delete", "events_no_truncate"] {
+        match triggers.iter().find(|(name, _)| name == wanted) {
+            None => problems.push(format!(
+                "trigger {wanted} is missing: events could be changed in place"
+            )),
+            Some((_, enabled)) if enabled == "D" => problems.push(format!(
+                "trigger {wanted} is disabled: events could be changed in place"
+            )),
+            Some(_) => {}
+        }
+    }
+    let (last, max): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT pg_sequence_last_value(pg_get_serial_sequence('events', 'pos')), (SELECT MAX(pos) FROM events)",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if let Some(max) = max {
+        if last.is_none_or(|last| last < max) {
+            problems.push(format!(
+                "the sequence of events.pos is at {} but positions go up to {max}: the next append would reuse one",
+                last.map_or_else(|| "its start".to_owned(), |l| l.to_string())
+            ));
+        }
+    }
+    Ok(problems)
+}
+
 /// The database server's clock: every machine judges lease expiry by the same one.
 async fn db_now(conn: &mut PgConnection) -> Result<i64> {
     Ok(

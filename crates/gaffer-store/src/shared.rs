@@ -296,6 +296,8 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 /// - `async fn allow_long_transaction(tx) -> Result<()>`: lets a transaction that
 ///   replays every event stay open as long as that takes;
 /// - `async fn begin_read(pool) -> Result<Transaction<'static, $DB>>`: one consistent snapshot;
+/// - `async fn storage_problems(conn) -> Result<Vec<String>>`: the database's own
+///   sanity check for `verify` (empty when sound);
 /// - `async fn announce(tx, stream, kinds) -> Result<()>`: called before an append commits
 ///   (PostgreSQL notifies other nodes; SQLite does nothing);
 /// - `async fn db_now(conn) -> Result<i64>`: the clock leases expire by (ms), one for
@@ -685,7 +687,7 @@ macro_rules! journal_backend {
             let mut count = 0usize;
             {
                 let mut rows = sqlx::query(
-                    "SELECT stream_id, seq, at, payload, prev_hash, hash FROM events ORDER BY pos",
+                    "SELECT stream_id, seq, at, payload, prev_hash, hash, type, pos FROM events ORDER BY pos",
                 )
                 .fetch(&mut *conn);
                 while let Some(row) = rows.try_next().await? {
@@ -696,6 +698,8 @@ macro_rules! journal_backend {
                     let payload: String = row.get(3);
                     let prev_hash: String = row.get(4);
                     let hash: String = row.get(5);
+                    let kind: String = row.get(6);
+                    let pos: i64 = row.get(7);
                     let head = heads.entry(stream.clone()).or_insert_with(|| {
                         order.push(stream.clone());
                         Head {
@@ -704,7 +708,7 @@ macro_rules! journal_backend {
                             state: None,
                         }
                     });
-                    let mut fail = |problem: String| {
+                    let mut fail = |column: &str, problem: String| {
                         if broken
                             .as_ref()
                             .is_none_or(|b| (b.stream.as_str(), b.seq) > (stream.as_str(), seq))
@@ -712,17 +716,23 @@ macro_rules! journal_backend {
                             broken = Some(Broken {
                                 stream: stream.clone(),
                                 seq,
+                                pos: Some(pos),
+                                column: Some(column.to_owned()),
                                 problem,
                             });
                         }
                     };
+                    // `pos` is checked by order: the stream's seqs must follow each
+                    // other in position order. Every other column is checked for what
+                    // it must hold: the hash covers stream_id, seq, at and payload.
                     if check {
                         if seq != head.seq + 1 {
-                            fail(format!("seq {seq} follows {}", head.seq));
+                            fail("seq", format!("seq {seq} follows {}", head.seq));
                         } else if prev_hash != head.hash {
-                            fail("prev_hash does not match the previous event's hash".into());
+                            fail("prev_hash", "prev_hash does not match the previous event's hash".into());
                         } else if event_hash(&prev_hash, &stream, seq, at, &payload) != hash {
                             fail(
+                                "hash",
                                 "hash does not match the event's content (changed after it was written)"
                                     .into(),
                             );
@@ -733,7 +743,16 @@ macro_rules! journal_backend {
                             if !check {
                                 return Err(corrupt(&stream, seq, e));
                             }
-                            fail(format!("payload is not an event: {e}"));
+                            fail("payload", format!("payload is not an event: {e}"));
+                        }
+                        Ok(event) if check && event.kind() != kind => {
+                            fail(
+                                "type",
+                                format!(
+                                    "type column says `{kind}` but the payload is a `{}` event",
+                                    event.kind()
+                                ),
+                            );
                         }
                         Ok(event) => {
                             let applied = match head.state.as_mut() {
@@ -744,7 +763,7 @@ macro_rules! journal_backend {
                                 if !check {
                                     return Err(corrupt(&stream, seq, r));
                                 }
-                                fail(format!("the reducer refuses it on replay: {r}"));
+                                fail("payload", format!("the reducer refuses it on replay: {r}"));
                             }
                         }
                     }
@@ -1320,6 +1339,26 @@ macro_rules! journal_backend {
                 read_events_after(&self.pool, after_pos, limit).await
             }
 
+            async fn stream_events_after(
+                &self,
+                stream: &StreamId,
+                after_pos: i64,
+                limit: i64,
+            ) -> Result<Vec<RecordedEvent>> {
+                // A stream's positions grow with its seqs: walking the (stream_id, seq)
+                // index needs no sort.
+                let rows = sqlx::query(
+                    "SELECT pos, stream_id, seq, at, payload, hash FROM events
+                     WHERE stream_id = $1 AND pos > $2 ORDER BY seq LIMIT $3",
+                )
+                .bind(stream.as_str())
+                .bind(after_pos)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(recorded).collect()
+            }
+
             fn subscribe(&self) -> tokio::sync::broadcast::Receiver<RecordedEvent> {
                 self.events.subscribe()
             }
@@ -1436,6 +1475,23 @@ macro_rules! journal_backend {
                 // One read transaction: the events and the projections come from one snapshot.
                 let mut tx = begin_read(&self.pool).await?;
                 allow_long_transaction(&mut tx).await?;
+                // The database's own check first: on a damaged file, what replay
+                // reads cannot be trusted.
+                let damage = storage_problems(&mut tx).await?;
+                if !damage.is_empty() {
+                    tx.rollback().await.ok();
+                    return Ok(VerifyReport {
+                        streams: 0,
+                        events: 0,
+                        broken: Some(Broken {
+                            stream: "storage".into(),
+                            seq: 0,
+                            pos: None,
+                            column: None,
+                            problem: damage.join("; "),
+                        }),
+                    });
+                }
                 let (mut rebuilt, events, broken, streams) = replay_all(&mut tx, true).await?;
                 let broken = match broken {
                     Some(b) => Some(b),
@@ -1445,6 +1501,8 @@ macro_rules! journal_backend {
                         live.first_difference(&rebuilt).map(|problem| Broken {
                             stream: "projections".into(),
                             seq: 0,
+                            pos: None,
+                            column: None,
                             problem,
                         })
                     }

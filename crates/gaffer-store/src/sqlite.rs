@@ -348,6 +348,33 @@ async fn lock_for_rebuild(_tx: &mut SqliteConnection) -> Result<()> {
     Ok(())
 }
 
+/// SQLite's `quick_check` (every page, b-tree and freelist is well formed; the
+/// cheaper half of `integrity_check`, without comparing each index to its table),
+/// and the triggers that keep events append-only.
+async fn storage_problems(conn: &mut SqliteConnection) -> Result<Vec<String>> {
+    let checked: Vec<String> = sqlx::query_scalar("PRAGMA quick_check")
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut problems: Vec<String> = checked
+        .iter()
+        .flat_map(|row| row.lines())
+        .filter(|line| *line != "ok" && !line.starts_with("*** in database"))
+        .map(|line| format!("SQLite quick_check: {line}"))
+        .collect();
+    let triggers: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    problems.extend(
+        ["events_no_update", "events_no_delete"]
+            .into_iter()
+            .filter(|t| !triggers.iter().any(|have| have == t))
+            .map(|t| format!("trigger {t} is missing: events could be changed in place")),
+    );
+    Ok(problems)
+}
+
 /// SQLite ends no transaction for being idle.
 async fn allow_long_transaction(_tx: &mut SqliteConnection) -> Result<()> {
     Ok(())

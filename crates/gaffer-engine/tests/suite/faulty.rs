@@ -287,6 +287,17 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.stream_events(stream, after_seq).await
     }
+    async fn stream_events_after(
+        &self,
+        stream: &StreamId,
+        after_pos: i64,
+        limit: i64,
+    ) -> Result<Vec<RecordedEvent>> {
+        self.alive().await;
+        self.inner
+            .stream_events_after(stream, after_pos, limit)
+            .await
+    }
     async fn events_after(&self, after_pos: i64, limit: i64) -> Result<Vec<RecordedEvent>> {
         self.alive().await;
         self.inner.events_after(after_pos, limit).await

@@ -1,6 +1,7 @@
 mod api;
 mod browser;
 mod control;
+mod limits;
 mod scene;
 mod sse;
 mod support;

@@ -37,6 +37,19 @@ pub async fn start(with_tokens: bool) -> Harness {
 }
 
 pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
+    start_configured(with_tokens, policy, gaffer_server::Limits::default()).await
+}
+
+/// A server without tokens that waits on its clients only as long as `limits` says.
+pub async fn start_limited(limits: gaffer_server::Limits) -> Harness {
+    start_configured(false, "", limits).await
+}
+
+async fn start_configured(
+    with_tokens: bool,
+    policy: &str,
+    limits: gaffer_server::Limits,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let journal = SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
         .await
@@ -52,6 +65,7 @@ pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
         ];
     }
     config.body_limit = 64 * 1024;
+    config.limits = limits;
     let server = Server::bind(app.clone(), config).await.unwrap();
     let base = format!("http://{}", server.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -298,6 +298,57 @@ async fn a_tampered_byte_is_found_by_verify(b: Backend) {
     assert!(broken.problem.contains("hash"), "{broken:?}");
 }
 
+/// `type` is stored beside the payload and not hashed: verify compares the two and
+/// says which column of which event is wrong.
+async fn a_changed_type_column_is_found_by_verify(b: Backend) {
+    let t = temp_journal(b).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    seeded(&t.journal, "p-2", "t-2").await;
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+    let change = "UPDATE events SET type = 'task_done' WHERE stream_id = 't-2' AND seq = 2";
+    match b {
+        // Around the append-only trigger, which is put back as it was.
+        Backend::Sqlite => t
+            .sql(&format!(
+                "DROP TRIGGER events_no_update; {change};
+                 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+                 BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;"
+            ))
+            .await
+            .unwrap(),
+        Backend::Postgres => t
+            .sql(&format!("SET session_replication_role = replica; {change}"))
+            .await
+            .unwrap(),
+    }
+    let pos = t.journal.stream_events(&StreamId::from("t-2"), 1).await.unwrap()[0].pos;
+    let broken = t.journal.verify().await.unwrap().broken.expect("a changed type must be found");
+    assert_eq!(
+        (broken.stream.as_str(), broken.seq, broken.pos, broken.column.as_deref()),
+        ("t-2", 2, Some(pos), Some("type")),
+        "{broken:?}"
+    );
+    assert!(broken.problem.contains("task_done") && broken.problem.contains("step_intent_recorded"), "{broken:?}");
+}
+
+/// The database's own check: the triggers that keep events append-only must be
+/// there and on.
+async fn verify_finds_the_append_only_trigger_gone(b: Backend) {
+    let t = temp_journal(b).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let (drop, name) = match b {
+        Backend::Sqlite => ("DROP TRIGGER events_no_delete", "events_no_delete"),
+        Backend::Postgres => (
+            "ALTER TABLE events DISABLE TRIGGER events_no_update_or_delete",
+            "events_no_update_or_delete",
+        ),
+    };
+    t.sql(drop).await.unwrap();
+    let broken = t.journal.verify().await.unwrap().broken.expect("a missing trigger must be found");
+    assert_eq!((broken.stream.as_str(), broken.pos), ("storage", None), "{broken:?}");
+    assert!(broken.problem.contains(name), "{broken:?}");
+}
+
 async fn a_projection_edited_behind_the_journals_back_is_found_and_rebuild_repairs_it(b: Backend) {
     let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
@@ -706,4 +757,32 @@ async fn a_grant_for_the_task_is_projected_live_and_by_a_rebuild(b: Backend) {
     assert_eq!(j.projections().await.unwrap(), live);
     assert_eq!(grants(j.task("t-1").await.unwrap().unwrap()), expected);
 }
+}
+
+/// A byte of the SQLite header that reads still pass over (the freelist's page
+/// count), flipped in the file: the replay alone sees nothing wrong, SQLite's
+/// `quick_check` does, and verify reports it as storage damage.
+#[tokio::test]
+async fn a_flipped_sqlite_header_byte_is_found_by_quick_check() {
+    let mut t = temp_journal(Backend::Sqlite).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+    t.journal.shutdown().await;
+    let path = t.path();
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..16], b"SQLite format 3\0");
+    bytes[39] ^= 0x40; // bytes 36..40: the number of freelist pages
+    std::fs::write(&path, &bytes).unwrap();
+    t.journal = t.reopen().await;
+    assert_eq!(t.journal.task("t-1").await.unwrap().unwrap().task.id, "t-1");
+    let report = t.journal.verify().await.unwrap();
+    let broken = report.broken.expect("the damage must be found");
+    assert_eq!(
+        (broken.stream.as_str(), broken.seq, broken.pos),
+        ("storage", 0, None)
+    );
+    assert!(
+        broken.problem.contains("quick_check: Freelist"),
+        "{broken:?}"
+    );
 }

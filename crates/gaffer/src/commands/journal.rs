@@ -23,7 +23,21 @@ pub async fn verify(global: &Global, json: bool) -> Result<ExitCode> {
                 "broken: the stored projections differ from a rebuild ({}); `gaffer journal rebuild` recomputes them from the events",
                 b.problem
             ),
-            Some(b) => errln!("broken: stream {} seq {}: {}", b.stream, b.seq, b.problem),
+            Some(b) if b.stream == "storage" => errln!(
+                "broken: the database itself is damaged ({}); restore it from a backup (or `sqlite3 .recover` a copy) before gaffer writes to it again",
+                b.problem
+            ),
+            Some(b) => errln!(
+                "broken: stream {} seq {}{}{}: {}",
+                b.stream,
+                b.seq,
+                b.pos.map(|p| format!(" (position {p})")).unwrap_or_default(),
+                b.column
+                    .as_deref()
+                    .map(|c| format!(", column {c}"))
+                    .unwrap_or_default(),
+                b.problem
+            ),
         }
     }
     Ok(if report.broken.is_some() {

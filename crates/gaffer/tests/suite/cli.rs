@@ -273,6 +273,80 @@ fn journal_verify_passes_then_finds_a_tampered_byte() {
     assert_eq!(report["broken"]["seq"], 1);
 }
 
+/// `journal verify` checks the columns the hash does not cover (`type`) and runs
+/// SQLite's own `quick_check`; `--json` says what failed where.
+#[test]
+fn journal_verify_finds_a_changed_type_column_and_a_flipped_header_byte() {
+    let home = Home::new();
+    home.seed();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use sqlx::Connection;
+        let url = format!("sqlite://{}", home.db().display());
+        let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::raw_sql(
+            "DROP TRIGGER events_no_update;
+             UPDATE events SET type = 'task_done' WHERE stream_id = 't-two' AND seq = 1;
+             CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+             BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+    });
+    home.gaffer()
+        .args(["journal", "verify"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("stream t-two seq 1")
+                .and(predicate::str::contains("column type"))
+                .and(predicate::str::contains(
+                    "type column says `task_done` but the payload is a `task_created` event",
+                )),
+        );
+    let out = home
+        .gaffer()
+        .args(["journal", "verify", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["broken"]["stream"], "t-two");
+    assert_eq!(report["broken"]["column"], "type");
+    assert!(report["broken"]["pos"].as_i64().unwrap() > 0, "{report}");
+
+    let home = Home::new();
+    home.seed();
+    let mut bytes = std::fs::read(home.db()).unwrap();
+    bytes[39] ^= 0x40; // the header's count of freelist pages
+    std::fs::write(home.db(), bytes).unwrap();
+    home.gaffer()
+        .args(["journal", "verify"])
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("the database itself is damaged")
+                .and(predicate::str::contains("quick_check: Freelist")),
+        );
+    let out = home
+        .gaffer()
+        .args(["journal", "verify", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["broken"]["stream"], "storage");
+    assert!(
+        report["broken"]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("Freelist"),
+        "{report}"
+    );
+}
+
 #[test]
 fn a_database_from_a_newer_schema_is_refused_with_78_and_left_untouched() {
     let home = Home::new();
