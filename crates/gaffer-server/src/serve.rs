@@ -29,6 +29,11 @@ use tokio::sync::watch;
 use tokio::time::{sleep, Sleep};
 use tower::ServiceExt;
 
+/// What a connection buffers towards its client (hyper's default is 400 KiB): with
+/// hundreds of event streams open, this is most of their memory. It also bounds a
+/// request's head.
+const WRITE_BUFFER: usize = 64 * 1024;
+
 /// How long the server waits on a client; see the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -85,7 +90,8 @@ pub(crate) async fn serve(
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read);
+                .header_read_timeout(limits.header_read)
+                .max_buf_size(WRITE_BUFFER);
             let mut conn = pin!(builder.serve_connection(
                 TokioIo::new(WriteDeadline::new(stream, limits.slow_reader)),
                 service

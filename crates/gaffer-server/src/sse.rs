@@ -175,15 +175,29 @@ pub async fn task_events(
     uri: Uri,
 ) -> ApiResult<SseStream> {
     let after = last_event_id(&headers, &uri)?;
-    s.app.task(&id).await?;
+    // Whether it is a task, from its first event alone: the task's view (every step
+    // with its input) would cost each new client as much as the history.
+    let first = s
+        .app
+        .journal()
+        .stream_events_after(&StreamId(id.clone()), 0, 1)
+        .await
+        .map_err(|e| ApiError::from(gaffer_app::AppError::Store(e)))?;
+    if !matches!(
+        first.first().map(|e| &e.event),
+        Some(gaffer_core::Event::TaskCreated { .. })
+    ) {
+        return Err(gaffer_app::AppError::NotFound { what: "task", id }.into());
+    }
     Ok(stream(s, Some(id), Some(after.unwrap_or(0))).await)
 }
 
 /// Events read from the journal at a time while catching a client up.
-const PAGE: i64 = 100;
-/// Frames made ahead of what the client's socket has taken. With [`PAGE`], this is
-/// what bounds a client's memory, however long the history it replays.
-const QUEUE: usize = 16;
+const PAGE: i64 = 32;
+/// Frames made ahead of what the client's socket has taken. With [`PAGE`] and the
+/// connection's write buffer (see [`crate::serve`]), this is what bounds a client's
+/// memory, however long the history it replays.
+const QUEUE: usize = 8;
 
 async fn stream(s: ServerState, task: Option<String>, after: Option<i64>) -> SseStream {
     let (tx, rx) = mpsc::channel::<Result<SseEvent, Infallible>>(QUEUE);
