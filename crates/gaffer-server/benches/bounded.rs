@@ -93,15 +93,16 @@ fn main() {
             let peak = server.rss_kb("VmHWM");
             let took = started.elapsed();
             stop.send(true).unwrap();
-            let (mut bytes, mut whole) = (0, 0);
+            let (mut bytes, mut whole, mut reconnects) = (0, 0, 0);
             for r in replays {
-                let (read, all) = r.await.unwrap();
+                let (read, all, again) = r.await.unwrap();
                 bytes += read;
                 whole += usize::from(all);
+                reconnects += again;
             }
             let grew = peak.saturating_sub(before) as f64 / 1024.0;
             println!(
-                "sse replay: {clients} clients x {mb} MB history for {:.0} s ({whole} had it all, {:.1} MB each on average): server RSS {:.0} MB before, every 5 s [{}] MB, peak growth {grew:.0} MB ({:.2} MB per client)",
+                "sse replay: {clients} clients x {mb} MB history for {:.0} s ({whole} had it all, {:.1} MB each on average, {reconnects} reconnects): server RSS {:.0} MB before, every 5 s [{}] MB, peak growth {grew:.0} MB ({:.2} MB per client)",
                 took.as_secs_f64(),
                 bytes as f64 / clients as f64 / 1e6,
                 before as f64 / 1024.0,
@@ -218,34 +219,55 @@ async fn history(dir: &Path, mb: usize) -> (String, i64) {
 }
 
 /// One client replaying the task's history, reading as fast as it can until it has
-/// the last event or `stop` says so: the bytes it read and whether it had it all.
+/// the last event or `stop` says so; when the server ends the stream (its journal
+/// read timed out under the load) it reconnects with `Last-Event-ID`, as a browser's
+/// `EventSource` does. The bytes it read, whether it had it all, and its reconnects.
 async fn replay(
     addr: String,
     secret: String,
     (task, last): (String, i64),
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> (usize, bool) {
-    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    s.write_all(format!("GET /api/tasks/{task}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let end = format!("id: {last}\n");
-    let mut buf = vec![0u8; 16 * 1024];
+) -> (usize, bool, usize) {
+    let mut seen = 0i64;
     let mut total = 0;
-    let mut tail = Vec::new();
+    let mut reconnects = 0;
+    let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = tokio::select! {
-            n = s.read(&mut buf) => n.unwrap(),
-            _ = stop.changed() => return (total, false),
-        };
-        assert!(n > 0, "the server closed the stream");
-        total += n;
-        tail.extend_from_slice(&buf[..n]);
-        if tail.windows(end.len()).any(|w| w == end.as_bytes()) {
-            return (total, true);
-        }
-        if tail.len() > 64 {
-            tail.drain(..tail.len() - 64);
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(format!("GET /api/tasks/{task}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {secret}\r\nLast-Event-ID: {seen}\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let n = tokio::select! {
+                n = s.read(&mut buf) => n.unwrap_or(0),
+                _ = stop.changed() => return (total, false, reconnects),
+            };
+            if n == 0 {
+                reconnects += 1;
+                break;
+            }
+            total += n;
+            tail.extend_from_slice(&buf[..n]);
+            // The last complete `id: N` line so far.
+            let text = String::from_utf8_lossy(&tail).into_owned();
+            if let Some(id) = text
+                .match_indices("id: ")
+                .filter_map(|(i, _)| {
+                    let rest = &text[i + 4..];
+                    let end = rest.find('\n')?;
+                    rest[..end].parse::<i64>().ok()
+                })
+                .max()
+            {
+                seen = seen.max(id);
+            }
+            if seen >= last {
+                return (total, true, reconnects);
+            }
+            if tail.len() > 64 {
+                tail.drain(..tail.len() - 64);
+            }
         }
     }
 }
