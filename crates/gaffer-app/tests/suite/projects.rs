@@ -301,12 +301,12 @@ async fn the_worktree_diff_is_read_from_the_worktree_step_receipt() {
         env.app.task_diff(&task).await.unwrap_err(),
         AppError::NotFound { .. }
     ));
+    let repo = env.dir.path().join("alpha");
     let wt = env.dir.path().join("wt");
-    git_repo(&wt);
-    let git = |args: &[&str]| {
+    let git = |dir: &std::path::Path, args: &[&str]| {
         let out = std::process::Command::new("git")
             .arg("-C")
-            .arg(&wt)
+            .arg(dir)
             .args(args)
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@t")
@@ -314,14 +314,32 @@ async fn the_worktree_diff_is_read_from_the_worktree_step_receipt() {
             .env("GIT_COMMITTER_EMAIL", "t@t")
             .output()
             .unwrap();
-        assert!(out.status.success());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
-    std::fs::write(wt.join("a.rs"), "fn a() {}\n").unwrap();
-    git(&["add", "."]);
-    git(&["commit", "-q", "-m", "base"]);
-    let base = git(&["rev-parse", "HEAD"]);
+    std::fs::write(repo.join("a.rs"), "fn a() {}\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "gaffer/x",
+            &wt.display().to_string(),
+        ],
+    );
     std::fs::write(wt.join("a.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+    // What the worktree's own `.git` says is never followed: the diff is read through
+    // the git dir the repository keeps for it (this receipt predates gaffer recording it).
+    std::fs::write(wt.join(".git"), "gitdir: /nowhere\n").unwrap();
     let stream = StreamId(task.clone());
     let head = env.app.journal().head(&stream).await.unwrap();
     env.app

@@ -370,13 +370,13 @@ fn variables_for_agents_and_checks_are_listed_by_name() {
     )
     .unwrap();
     assert_eq!(c.agent_env, vec!["CARGO_TARGET_DIR".to_string()]);
+    assert_eq!(c.check_env["web"], vec!["DATABASE_URL".to_string()]);
     let c = load_text(
         "[agents]\nenv = [\"A\"]\n",
         &[("GAFFER_AGENTS_ENV", "B, C")],
     )
     .unwrap();
     assert_eq!(c.agent_env, vec!["B".to_string(), "C".to_string()]);
-    assert_eq!(c.check_env["web"], vec!["DATABASE_URL".to_string()]);
     let err = load_text(
         "[projects.web]\ncheck_env = [\"DATABASE_URL=postgres://x\"]\n",
         &[],

@@ -1,5 +1,6 @@
 mod approvals_cli;
 mod cli;
+mod contain;
 mod context;
 mod db;
 mod failover;

@@ -486,7 +486,7 @@ impl AssertOk for Command {
 }
 
 /// Wait until the journal shows step `step` started (or later) for the only task.
-fn wait_for_step(
+pub fn wait_for_step(
     db: &Path,
     step: &str,
     child: &mut std::process::Child,
@@ -806,7 +806,7 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
 
 /// `gaffer run --yes --json` of [`REQUEST`], which must fail (exit 1, state
 /// `failed`): what it printed, and what `gaffer task show --json` shows then.
-fn run_to_failure(b: &Bench) -> (Value, Value) {
+pub fn run_to_failure(b: &Bench) -> (Value, Value) {
     let out = b
         .gaffer_std()
         .args(["run", REQUEST, "--repo"])
