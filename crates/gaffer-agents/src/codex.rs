@@ -99,17 +99,42 @@ pub fn codex_home(env: &BTreeMap<String, String>) -> PathBuf {
 /// The `thread/start` params gaffer sends. `approvalPolicy: "untrusted"`: Codex asks before
 /// every patch and every command outside its own short list of read-only ones, so they
 /// reach gaffer's gate and policy (with `on-request` it would run them without asking).
-pub fn thread_start_params(opts: &StartOptions, cwd: &str) -> Value {
+///
+/// `sandbox_note`: gaffer's kernel sandbox holds the Codex process, and this says where
+/// it may write. Codex's own Linux sandbox
+/// is bubblewrap, which needs new mount namespaces, and a process in a Landlock domain may
+/// never change mounts: inside gaffer's layer every command Codex sandboxed failed
+/// (`bwrap: setting up uid map` / `Failed to make / slave`) and Codex asked again to run
+/// it unsandboxed. So there Codex runs its commands directly (`danger-full-access`) and
+/// they are confined by gaffer's layer, which is the stricter one (it also limits reads);
+/// the approval policy is unchanged. Codex's model sees a refused command's own output
+/// only, so its instructions say what a refusal means. Unconfined, Codex's own sandbox is
+/// the only layer.
+pub fn thread_start_params(opts: &StartOptions, cwd: &str, sandbox_note: Option<&str>) -> Value {
+    let sandbox = match opts.mode {
+        _ if sandbox_note.is_some() => "danger-full-access",
+        Mode::ReadOnly => "read-only",
+        Mode::ReadWrite => "workspace-write",
+    };
     let mut p = json!({
         "cwd": cwd,
         "approvalPolicy": "untrusted",
-        "sandbox": match opts.mode { Mode::ReadOnly => "read-only", Mode::ReadWrite => "workspace-write" },
+        "sandbox": sandbox,
     });
     if let Some(m) = &opts.model {
         p["model"] = json!(m);
     }
-    if !opts.role_prompt.is_empty() {
-        p["developerInstructions"] = json!(opts.role_prompt);
+    let instructions = match sandbox_note {
+        Some(note) => format!(
+            "{}\n\nYou run in gaffer's sandbox ({note}). A command that gets `Permission denied` or `Operation not permitted` there was {}: do not work around it.",
+            opts.role_prompt,
+            sandbox::REFUSED_BY_SANDBOX
+        ),
+        None => opts.role_prompt.clone(),
+    };
+    let instructions = instructions.trim();
+    if !instructions.is_empty() {
+        p["developerInstructions"] = json!(instructions);
     }
     p
 }
@@ -185,13 +210,14 @@ impl CodexBackend {
         )
         .await?;
         let cwd = ws.to_string_lossy().into_owned();
+        let params = thread_start_params(&opts, &cwd, p.sandbox_note());
         let (method, params) = match resume {
             Some(id) => {
-                let mut params = thread_start_params(&opts, &cwd);
+                let mut params = params;
                 params["threadId"] = json!(id);
                 ("thread/resume", params)
             }
-            None => ("thread/start", thread_start_params(&opts, &cwd)),
+            None => ("thread/start", params),
         };
         let thread = match p.rpc(Framing::Bare, &mut next_id, method, params).await? {
             Ok(v) => v,

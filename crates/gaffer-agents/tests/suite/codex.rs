@@ -241,3 +241,37 @@ base_url = "http://127.0.0.1:9/v1"
     assert_eq!(vars, ["LOCAL_LLM_KEY", "MY_AZURE_KEY"]);
     assert!(gaffer_agents::codex::provider_key_vars("model_providers = [").is_empty());
 }
+
+/// Confined by gaffer's Landlock layer, Codex is started without its own sandbox
+/// (bubblewrap cannot start inside a Landlock domain: every command it sandboxed failed)
+/// and told what a refusal means; its approval policy stays `untrusted`. Unconfined,
+/// its own sandbox is kept.
+#[tokio::test]
+async fn inside_gaffers_sandbox_codex_runs_without_its_own_and_is_told_why() {
+    if !gaffer_agents::sandbox::support().filesystem() {
+        eprintln!("skipping: {}", gaffer_agents::sandbox::support().describe());
+        return;
+    }
+    let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "done"}]}]})));
+    let mut opts = env.opts(Mode::ReadOnly);
+    opts.sandbox = env.required_sandbox();
+    let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
+    let (_, r) = turn(s.as_mut(), "go").await;
+    assert_eq!(r.unwrap().status, TurnStatus::Completed);
+    let start = env
+        .log()
+        .into_iter()
+        .find(|l| l.contains("thread/start"))
+        .unwrap();
+    assert!(
+        start.contains("\"sandbox\":\"danger-full-access\""),
+        "{start}"
+    );
+    assert!(
+        start.contains("\"approvalPolicy\":\"untrusted\""),
+        "{start}"
+    );
+    assert!(start.contains("You are the owner."), "{start}");
+    assert!(start.contains("refused by gaffer's sandbox"), "{start}");
+    assert!(start.contains("You run in gaffer's sandbox ("), "{start}");
+}

@@ -328,6 +328,95 @@ fn denial_told(cli: Cli, body: &str) -> bool {
 
 per_cli!(end_to_end: real_claude_runs_a_task_end_to_end, real_codex_runs_a_task_end_to_end, real_gemini_runs_a_task_end_to_end);
 
+/// Real Codex inside gaffer's sandbox (Landlock, `mode = "required"`): the commands it
+/// runs succeed the first time (Codex's own bubblewrap sandbox cannot start inside a
+/// Landlock domain, so a command it sandboxed failed and Codex asked again to run it
+/// unsandboxed: two approvals for one command), and stay confined by gaffer's layer: a
+/// write outside the worktree is refused and Codex's model is told it was gaffer's
+/// sandbox.
+#[test]
+fn real_codex_runs_its_commands_inside_gaffers_sandbox() {
+    if !gaffer_agents::sandbox::support().filesystem() {
+        eprintln!("skipping: {}", gaffer_agents::sandbox::support().describe());
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let escape = outside.path().join("escaped.txt");
+    let owner = vec![
+        // A reading command Codex runs without asking, in its own sandbox when it can.
+        call("exec_command", json!({"cmd": "cat Makefile"})),
+        call(
+            "exec_command",
+            json!({"cmd": "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: README.md\n@@\n A demo project.\n+\n+## Installation\n+\n+    cargo install demo\n*** End Patch\nEOF\n"}),
+        ),
+        call("exec_command", json!({"cmd": "touch checked.txt"})),
+        call(
+            "exec_command",
+            json!({"cmd": format!("touch {}", escape.display())}),
+        ),
+        say("Added the installation section."),
+    ];
+    let script = ModelScript::new()
+        .role("planner", vec![plan_reply()])
+        .role("owner", owner)
+        .role(
+            "reviewer",
+            vec![say("```json\n{\"verdict\":\"done\"}\n```")],
+        );
+    let r = RealRun::with_script(Cli::Codex, script);
+    r.bench.home.write_config(&format!(
+        "[sandbox]\nmode = \"required\"\n{}",
+        std::fs::read_to_string(r.bench.home.config()).unwrap()
+    ));
+    let (summary, decided) = r.run();
+    let s = &r.server;
+    assert_eq!(summary["state"], "done", "{summary}\n{}", s.describe());
+    let asked = |what: &str| {
+        decided
+            .iter()
+            .filter(|a| a["summary"].as_str().unwrap_or_default().contains(what))
+            .count()
+    };
+    assert_eq!(
+        asked("touch checked.txt"),
+        1,
+        "asked again to run it unsandboxed: {decided:#?}"
+    );
+    assert_eq!(
+        asked("README.md"),
+        1,
+        "the patch was asked for once: {decided:#?}"
+    );
+    let branch = summary["branch"].as_str().unwrap();
+    let files = gaffer_testkit::git::git(&r.bench.repo, &["ls-tree", "--name-only", "-r", branch]);
+    assert!(files.contains("checked.txt"), "{files}");
+    assert!(!escape.exists(), "a command wrote outside the worktree");
+    let seen: String = s
+        .requests_of("owner")
+        .iter()
+        .map(|q| q.body.to_string())
+        .collect();
+    assert!(
+        !seen.contains("bwrap"),
+        "a command failed in Codex's own sandbox:\n{seen}"
+    );
+    assert!(
+        seen.contains(&format!(
+            "touch: cannot touch '{}': Permission denied",
+            escape.display()
+        )),
+        "the refusal did not reach the model:\n{seen}"
+    );
+    assert!(
+        seen.contains("sleep 0.2; grep -q"),
+        "`cat Makefile` did not run:\n{seen}"
+    );
+    assert!(
+        seen.contains("gaffer's sandbox"),
+        "the model was not told gaffer's sandbox refused the write:\n{seen}"
+    );
+}
+
 /// Processes still running with this CLI home as their `HOME`: what a run left behind.
 fn processes_of(home: &std::path::Path) -> Vec<String> {
     let needle = format!("HOME={}", home.display());
