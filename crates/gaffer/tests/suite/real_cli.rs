@@ -359,16 +359,13 @@ fn real_codex_runs_its_commands_inside_gaffers_sandbox() {
     let script = ModelScript::new()
         .role("planner", vec![plan_reply()])
         .role("owner", owner)
-        .role(
-            "reviewer",
-            vec![say("```json\n{\"verdict\":\"done\"}\n```")],
-        );
+        .role("reviewer", vec![verdict_done()]);
     let r = RealRun::with_script(Cli::Codex, script);
     r.bench.home.write_config(&format!(
         "[sandbox]\nmode = \"required\"\n{}",
         std::fs::read_to_string(r.bench.home.config()).unwrap()
     ));
-    let (summary, decided) = r.run();
+    let (summary, decided) = r.finish(r.start(&[]));
     let s = &r.server;
     assert_eq!(summary["state"], "done", "{summary}\n{}", s.describe());
     let asked = |what: &str| {
