@@ -247,20 +247,15 @@ impl Backends {
     }
 }
 
-/// Whether `agent` can start on this machine: an agent CLI's executable, the
-/// built-in agent's API key, an ACP agent's executable. The error says what is
-/// missing and what to do.
+/// Whether `agent` can start on this machine as far as the machine goes: an
+/// agent CLI's executable, the built-in agent's API key. The error says what is
+/// missing and what to do. (An ACP agent is checked against its declaration by
+/// [`AgentFactory::ready`].)
 pub fn agent_ready(agent: &str) -> Result<(), String> {
-    if let Some(cli) = AGENT_CLIS.iter().find(|c| c.agent == agent) {
-        return agent_cli_path(cli).map(|_| ());
+    match AGENT_CLIS.iter().find(|c| c.agent == agent) {
+        Some(cli) => agent_cli_path(cli).map(|_| ()),
+        None => api_key_ready(agent),
     }
-    if let Some(name) = agent.strip_prefix("acp:").filter(|n| !n.is_empty()) {
-        let var = format!("GAFFER_{}_BIN", name.to_ascii_uppercase().replace('-', "_"));
-        return find_executable(&var, name)
-            .map(|_| ())
-            .map_err(|e| format!("ACP agent `{name}`: {e}; put it on PATH or set {var}"));
-    }
-    api_key_ready(agent)
 }
 
 impl AgentFactory for Backends {

@@ -563,6 +563,7 @@ fn the_policy_template_is_the_default_and_its_examples_parse() {
         .map(
             |l| match l.strip_prefix("## ").or_else(|| l.strip_prefix("# ")) {
                 Some(rest) if rest.starts_with('[') || rest.contains(" = ") => rest.to_owned(),
+                _ if l.starts_with('[') => l.to_owned(),
                 _ => String::new(),
             },
         )

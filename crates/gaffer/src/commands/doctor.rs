@@ -48,6 +48,7 @@ const API_KEYS: &[(&str, &str, &str)] = &[
 /// the configured roles can.
 fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
     use gaffer_engine::agents::{agent_cli_path, agent_ready, AGENT_CLIS};
+    use gaffer_engine::AgentFactory;
     let mut checks = Vec::new();
     let mut usable = Vec::new();
     for cli in &AGENT_CLIS {
@@ -134,10 +135,12 @@ fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
             }
         }
     }
+    let backends =
+        gaffer_engine::Backends::new(Default::default()).with_acp_agents(config.acp_agents.clone());
     for (agent, fields) in roles {
         let name = format!("roles: {agent}");
         let used = fields.join(", ");
-        checks.push(match agent_ready(&agent) {
+        checks.push(match backends.ready(&agent) {
             Ok(()) => check(&name, Status::Ok, format!("plays {used}"), None),
             Err(e) => Check {
                 name,

@@ -76,8 +76,8 @@ where
     let redactor = crate::setup::redactor(&config, crate::setup::configured_token_values(&config));
     let cache = StoreCache::new(journal, Arc::new(redactor));
     let outcome = tokio::task::spawn_blocking(move || {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
+        // File names and contents come from the repository: escaped like the rest.
+        let mut out = crate::term::stdout();
         work(&cache, &mut out)
     })
     .await

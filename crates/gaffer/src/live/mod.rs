@@ -17,7 +17,7 @@ use crate::output::{count, one_line};
 use crate::term;
 use gaffer_agents::Redactor;
 use gaffer_app::App;
-use gaffer_core::{Event, StreamId, TaskId};
+use gaffer_core::{Event, Spend, StreamId, TaskId};
 use gaffer_protocol::api;
 use gaffer_store::{now_ms, RecordedEvent};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -248,7 +248,11 @@ struct View {
     stage: String,
     step: String,
     activity: String,
-    spend: gaffer_core::Spend,
+    /// What the finished steps spent, by their receipts: the task's cost as the
+    /// summary, `task show` and the page count it.
+    settled: Spend,
+    /// What the running step's agent reported so far; its receipt replaces it.
+    running: Spend,
     /// Approvals decided at this terminal's prompt: their decision is shown there.
     answered: HashSet<String>,
     /// The approval announced (not asked) that the task waits for: id, short id.
@@ -268,7 +272,8 @@ impl View {
             stage: String::new(),
             step: String::new(),
             activity: String::new(),
-            spend: gaffer_core::Spend::default(),
+            settled: Spend::default(),
+            running: Spend::default(),
             answered: HashSet::new(),
             waiting: None,
             stdout_closed: false,
@@ -316,11 +321,12 @@ impl View {
         if !self.step.is_empty() {
             parts.push(self.step.clone());
         }
-        if self.spend != gaffer_core::Spend::default() {
+        let spent = self.spent();
+        if spent != Spend::default() {
             parts.push(format!(
                 "{} tok · {}",
-                count(self.spend.input_tokens + self.spend.output_tokens),
-                self.spend.cost_display()
+                count(spent.tokens()),
+                spent.cost_display()
             ));
         }
         if let Some((_, short)) = &self.waiting {
@@ -329,6 +335,11 @@ impl View {
             parts.push(self.activity.clone());
         }
         bar.set_message(parts.join(" · "));
+    }
+
+    /// What the task spent so far.
+    fn spent(&self) -> Spend {
+        self.settled + self.running
     }
 
     /// The approval announced is no longer waited for.
@@ -401,11 +412,14 @@ impl View {
                 self.say(at, "▸", &self.stage);
             }
             Event::StepStarted { step_id } => {
+                self.running = Spend::default();
                 self.step = one_line(step_id.as_str(), 30);
                 self.activity.clear();
                 self.say(at, "•", &self.step);
             }
             Event::StepCompleted { step_id, receipt } => {
+                self.settled += Spend::of_receipt(receipt);
+                self.running = Spend::default();
                 self.say(
                     at,
                     "✓",
@@ -416,15 +430,19 @@ impl View {
                     ),
                 );
             }
-            Event::StepFailed { step_id, error } => self.say(
-                at,
-                "✗",
-                &format!(
-                    "{}: {}",
-                    one_line(step_id.as_str(), 30),
-                    one_line(error, 300)
-                ),
-            ),
+            Event::StepFailed { step_id, error } => {
+                // A failed step has no receipt: the task's cost leaves it out.
+                self.running = Spend::default();
+                self.say(
+                    at,
+                    "✗",
+                    &format!(
+                        "{}: {}",
+                        one_line(step_id.as_str(), 30),
+                        one_line(error, 300)
+                    ),
+                );
+            }
             Event::StepManualRequired { step_id, reason } => self.say(
                 at,
                 "!",
@@ -444,15 +462,17 @@ impl View {
                 ),
             ),
             Event::AgentActivity { activity, .. } if activity["type"] == "usage" => {
-                self.spend += gaffer_core::Spend::of_usage(&activity["usage"]);
-                if self.bar.is_none() {
+                let reported = Spend::of_receipt(activity);
+                self.running += reported;
+                if self.bar.is_none() && reported != Spend::default() {
+                    let spent = self.spent();
                     self.say(
                         at,
                         " ",
                         &format!(
                             "tokens so far: {} · {}",
-                            count(self.spend.input_tokens + self.spend.output_tokens),
-                            self.spend.cost_display()
+                            count(spent.tokens()),
+                            spent.cost_display()
                         ),
                     );
                 }

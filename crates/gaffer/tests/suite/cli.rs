@@ -417,6 +417,51 @@ fn doctor_reports_agents_and_keys_without_showing_key_values() {
     assert_eq!(by_name("database")["status"], "ok");
 }
 
+/// A role played by a declared ACP agent is checked against its declaration (the
+/// command it names), not against an executable called like the agent.
+#[test]
+fn doctor_checks_a_declared_acp_agent_by_its_command() {
+    let home = Home::new();
+    let fake = home.dir.path().join("my-acp-agent");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let missing = home.dir.path().join("not-installed-agent");
+    home.write_config(&format!(
+        "[agents.acp.mine]\ncommand = \"{}\"\n[agents.acp.gone]\ncommand = \"{}\"\n\
+         [roles.planner]\nagent = \"acp:mine\"\n[roles.reviewer]\nagent = \"acp:gone\"\n",
+        fake.display(),
+        missing.display()
+    ));
+    let fake_claude = home.dir.path().join("claude-bin");
+    std::fs::copy(&fake, &fake_claude).unwrap();
+    let out = home
+        .gaffer()
+        .env("GAFFER_CLAUDE_BIN", &fake_claude)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_name = |n: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no check {n}: {report:#}"))
+    };
+    let mine = by_name("roles: acp:mine");
+    assert_eq!(mine["status"], "ok", "{mine}");
+    let gone = by_name("roles: acp:gone");
+    assert_eq!(gone["status"], "warn", "{gone}");
+    let detail = gone["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("roles.reviewer") && detail.contains("not-installed-agent"),
+        "{detail}"
+    );
+}
+
 #[test]
 fn doctor_exits_78_when_no_task_can_run_and_creates_nothing() {
     let home = Home::new();

@@ -91,3 +91,34 @@ fn context_on_a_missing_repo_is_a_precondition_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// File names come from the repository: a name holding terminal control sequences
+/// is shown escaped in what `gaffer context` prints, never raw.
+#[test]
+fn context_shows_a_file_name_with_control_sequences_escaped() {
+    let home = Home::new();
+    home.write_config("");
+    let repo = repo(&home);
+    std::fs::write(
+        repo.join("shop/checkout\x1b]0;pwned\x07\x1b[2J.py"),
+        "def checkout_total(cart):\n    return cart_total(cart)\n",
+    )
+    .unwrap();
+    let out = home
+        .gaffer()
+        .args(["context", "checkout_total is wrong", "--repo"])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("shop/checkout\\x1b]0;pwned\\x07\\x1b[2J.py"),
+        "{text}"
+    );
+    assert!(!out.stdout.contains(&0x1b), "{text}");
+}

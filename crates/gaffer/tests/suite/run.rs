@@ -235,6 +235,64 @@ fn run_shows_live_progress_as_text() {
     );
 }
 
+/// The running count of tokens and money ends where the summary and `task show`
+/// do: the finished steps' receipts, money rounded the same way everywhere.
+#[test]
+fn the_running_spend_ends_at_the_summarys_total() {
+    let b = Bench::new();
+    b.script_all();
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    let usage = |i: u64, o: u64, c: u64| json!({ "input_tokens": i, "output_tokens": o, "cached_input_tokens": c });
+    b.script(
+        "planner",
+        vec![json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }], "usage": usage(1200, 300, 0), "cost_usd": 0.4123 })],
+    );
+    b.script(
+        "owner",
+        vec![json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "added" }], "usage": usage(2000, 500, 1000), "cost_usd": 0.5 })],
+    );
+    b.script(
+        "reviewer",
+        vec![json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }], "usage": usage(800, 100, 0), "cost_usd": 0.1 })],
+    );
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .arg("--yes")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{progress}");
+    let last = progress
+        .lines()
+        .filter_map(|l| l.split_once("tokens so far: ").map(|(_, rest)| rest))
+        .next_back()
+        .unwrap_or_else(|| panic!("no running count:\n{progress}"));
+    // 5900 tokens, cached ones included; $1.0123 spent, shown in cents from a
+    // dollar up.
+    assert_eq!(last, "5900 · $1.01", "{progress}");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("tokens  4000 in, 900 out (1000 cached) · $1.01"),
+        "{summary}"
+    );
+    let listed = json_of(
+        &b.gaffer_std()
+            .args(["task", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let out = b
+        .gaffer_std()
+        .args(["task", "show", listed[0]["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("usage    5900 tokens · $1.01"), "{shown}");
+}
+
 #[test]
 fn run_json_streams_one_object_per_event_then_the_summary() {
     let b = Bench::new();
