@@ -184,7 +184,10 @@ async fn the_served_diff_has_no_secret_in_names_or_lines_even_when_cut() {
                 }),
                 NewEvent::now(Event::StepCompleted {
                     step_id: StepId("worktree".into()),
-                    receipt: json!({"path": wt, "branch": "gaffer/x", "base": base.trim()}),
+                    // The git dir as the engine records it (the diff never trusts
+                    // the worktree's own `.git`).
+                    receipt: json!({"path": wt, "branch": "gaffer/x", "base": base.trim(),
+                        "git_dir": wt.join(".git")}),
                 }),
             ],
         )
