@@ -45,12 +45,20 @@ fn shell(command: &str) -> Value {
 /// `gaffer run` of [`REQUEST`] with gaffer's own token and an unrelated secret in its
 /// environment.
 fn run_with_secrets(b: &Bench) -> std::process::Output {
-    b.gaffer_std()
+    let mut gaffer = b.gaffer_std();
+    gaffer
+        .env("GAFFER_API_TOKEN", GAFFER_TOKEN)
+        .env("UNRELATED_SECRET", UNRELATED_SECRET);
+    run_yes(b, gaffer)
+}
+
+/// `gaffer run --yes --json --agent claude` of [`REQUEST`] in the bench's repository,
+/// with `gaffer` (the bench's command, maybe with more environment).
+fn run_yes(b: &Bench, mut gaffer: std::process::Command) -> std::process::Output {
+    gaffer
         .args(["run", REQUEST, "--repo"])
         .arg(&b.repo)
         .args(["--yes", "--json", "--agent", "claude"])
-        .env("GAFFER_API_TOKEN", GAFFER_TOKEN)
-        .env("UNRELATED_SECRET", UNRELATED_SECRET)
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -428,14 +436,7 @@ fn reviewer_writes_and_commands_are_refused_with_yes_auto_and_no_sandbox() {
         ask("Bash", json!({ "command": "git show --stat HEAD" }), json!({ "run": "git show --stat HEAD" })),
         { "say": "```json\n{\"verdict\":\"done\"}\n```" }
     ] })]);
-    let out = b
-        .gaffer_std()
-        .args(["run", REQUEST, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json", "--agent", "claude"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_yes(&b, b.gaffer_std());
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -585,15 +586,9 @@ fn the_owner_cannot_change_the_users_agent_state() {
         vec![json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] })],
     );
     // The user's Claude Code state is `~/.claude` here (no CLAUDE_CONFIG_DIR of theirs).
-    let out = b
-        .gaffer_std()
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .args(["run", REQUEST, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json", "--agent", "claude"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let mut gaffer = b.gaffer_std();
+    gaffer.env_remove("CLAUDE_CONFIG_DIR");
+    let out = run_yes(&b, gaffer);
     assert_eq!(
         out.status.code(),
         Some(0),
