@@ -374,6 +374,17 @@ fn a_database_from_a_newer_schema_is_refused_with_78_and_left_untouched() {
     assert_eq!(std::fs::read(home.db()).unwrap(), before);
 }
 
+/// The check called `name` in a `gaffer doctor --json` report.
+pub fn doctor_check(report: &Value, name: &str) -> Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no check {name}: {report:#}"))
+}
+
 #[test]
 fn doctor_reports_agents_and_keys_without_showing_key_values() {
     let home = Home::new();
@@ -398,15 +409,7 @@ fn doctor_reports_agents_and_keys_without_showing_key_values() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("very-secret"), "doctor printed a key value");
     let report: Value = serde_json::from_str(&text).unwrap();
-    let by_name = |n: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == n)
-            .cloned()
-            .unwrap()
-    };
+    let by_name = |n: &str| doctor_check(&report, n);
     assert_eq!(by_name("claude")["status"], "ok");
     assert_eq!(by_name("ANTHROPIC_API_KEY")["status"], "ok");
     assert_eq!(by_name("OPENAI_API_KEY")["status"], "warn");
@@ -442,15 +445,7 @@ fn doctor_checks_a_declared_acp_agent_by_its_command() {
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let by_name = |n: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("no check {n}: {report:#}"))
-    };
+    let by_name = |n: &str| doctor_check(&report, n);
     let mine = by_name("roles: acp:mine");
     assert_eq!(mine["status"], "ok", "{mine}");
     let gone = by_name("roles: acp:gone");

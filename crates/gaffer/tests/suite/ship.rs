@@ -439,15 +439,7 @@ fn doctor_shows_each_forge_and_tracker_and_whether_its_token_is_there() {
         "doctor printed a token"
     );
     let report: Value = serde_json::from_str(&text).unwrap();
-    let by_name = |n: &str| {
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("no check {n}: {report}"))
-    };
+    let by_name = |n: &str| super::cli::doctor_check(&report, n);
     let demo = by_name("forge demo");
     assert_eq!(demo["status"], "warn");
     assert!(demo["detail"]
