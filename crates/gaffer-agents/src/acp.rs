@@ -29,8 +29,8 @@ use crate::session::{
 };
 use crate::state::{self, Seed};
 use crate::types::{
-    AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest, SessionRecord,
-    StartOptions, TurnResult, TurnStatus, Usage,
+    AgentEvent, AgentKind, Delivery, PermissionDecision, PermissionKind, PermissionRequest,
+    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 use crate::workspace::{canonical_workspace, workspace_key};
 
@@ -329,6 +329,17 @@ struct State {
     options: HashMap<String, Vec<Value>>,
     preamble: Option<String>,
     pricing: Pricer,
+    /// Messages for the running prompt, sent with a new `session/prompt` once the
+    /// cancelled one returns: `(id, text)`.
+    steering: Vec<(String, String)>,
+    /// A person asked to stop the turn: no new prompt after the cancel.
+    interrupted: bool,
+    /// Usage of the prompts this turn already made (a steered turn makes several).
+    usage: Usage,
+    /// The text of the running (or last) prompt.
+    prompt_text: String,
+    /// The prompt a person's interrupt stopped: the next turn recalls it.
+    stopped: Option<String>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -355,6 +366,11 @@ async fn drive(
         options: HashMap::new(),
         preamble,
         pricing,
+        steering: Vec::new(),
+        interrupted: false,
+        usage: Usage::default(),
+        prompt_text: String::new(),
+        stopped: None,
     };
     loop {
         tokio::select! {
@@ -380,22 +396,26 @@ async fn drive(
                 Some(Command::Turn(text)) => {
                     if st.prompt_req.is_some() { em.error(AgentError::TurnInProgress).await; continue; }
                     let text = match st.preamble.take() { Some(pre) => format!("{pre}\n\n{text}"), None => text };
-                    st.next_id += 1;
-                    st.prompt_req = Some(st.next_id);
-                    st.text.clear();
-                    let msg = RpcMessage::request(st.next_id, "session/prompt",
-                        json!({"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}));
-                    if let Err(e) = p.send_or_exited(&msg.to_value(Framing::Standard)).await { em.error(e).await; p.kill().await; return; }
+                    let text = match st.stopped.take() { Some(stopped) => recall(&stopped, &text), None => text };
+                    st.interrupted = false;
+                    st.usage = Usage::default();
+                    if let Err(e) = prompt(&mut p, &mut st, &text).await { em.error(e).await; p.kill().await; return; }
                 }
-                Some(Command::Cancel) => {
-                    let cancel = RpcMessage::notification("session/cancel", json!({"sessionId": st.session}));
-                    let _ = p.send_rpc(Framing::Standard, &cancel).await;
-                    // The client must answer pending permission requests with `cancelled`.
-                    for w in std::mem::take(&mut st.pending) {
-                        broker.withdraw(&w);
-                        let cancelled = RpcMessage::result(w, json!({"outcome": {"outcome": "cancelled"}}));
-                        let _ = p.send_rpc(Framing::Standard, &cancelled).await;
+                Some(Command::Steer(id, text)) => {
+                    // ACP has no way into a running prompt: cancel it, then prompt
+                    // again with the message (when the cancelled prompt returns).
+                    if st.prompt_req.is_none() || st.interrupted {
+                        em.delivered(id, Delivery::NextTurn).await;
+                        continue;
                     }
+                    if st.steering.is_empty() {
+                        cancel(&mut p, &mut broker, &mut st).await;
+                    }
+                    st.steering.push((id, text));
+                }
+                Some(Command::Interrupt) => {
+                    st.interrupted = true;
+                    cancel(&mut p, &mut broker, &mut st).await;
                 }
                 Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &mut st, &key, d).await.is_err() { return; } }
                 Some(Command::Shutdown) | None => { p.kill().await; return; }
@@ -404,6 +424,42 @@ async fn drive(
                 if relay(&mut p, &em, &mut broker, &mut st, &key, d).await.is_err() { return; }
             }
         }
+    }
+}
+
+/// Send a `session/prompt` of `text`.
+async fn prompt(p: &mut AgentProcess, st: &mut State, text: &str) -> Result<()> {
+    st.prompt_text = text.to_owned();
+    st.next_id += 1;
+    st.prompt_req = Some(st.next_id);
+    st.text.clear();
+    let msg = RpcMessage::request(
+        st.next_id,
+        "session/prompt",
+        json!({"sessionId": st.session, "prompt": [{"type": "text", "text": text}]}),
+    );
+    p.send_or_exited(&msg.to_value(Framing::Standard)).await
+}
+
+/// A prompt after `stopped` was cancelled. An agent may drop a cancelled prompt's
+/// exchange from its history (Gemini CLI forgets the whole prompt, gaffer's role
+/// preamble included), so the new prompt says again what was asked.
+fn recall(stopped: &str, then: &str) -> String {
+    format!(
+        "Your previous turn was stopped before it finished; what it changed in the \
+         workspace is still there. It was asked:\n\n<stopped-request>\n{stopped}\n</stopped-request>\n\n{then}"
+    )
+}
+
+/// `session/cancel`, answering pending permission requests with `cancelled` as the
+/// client must.
+async fn cancel(p: &mut AgentProcess, broker: &mut PermissionBroker<Value>, st: &mut State) {
+    let cancel = RpcMessage::notification("session/cancel", json!({"sessionId": st.session}));
+    let _ = p.send_rpc(Framing::Standard, &cancel).await;
+    for w in std::mem::take(&mut st.pending) {
+        broker.withdraw(&w);
+        let cancelled = RpcMessage::result(w, json!({"outcome": {"outcome": "cancelled"}}));
+        let _ = p.send_rpc(Framing::Standard, &cancelled).await;
     }
 }
 
@@ -607,6 +663,37 @@ async fn handle_line(
                 };
                 let usage = st.pricing.priced(prompt_usage(&result), &result);
                 em.emit(AgentEvent::Usage { usage }).await;
+                st.usage += usage;
+                let steering = std::mem::take(&mut st.steering);
+                if st.interrupted {
+                    for (id, _) in steering {
+                        em.delivered(id, Delivery::NextTurn).await;
+                    }
+                    if status == TurnStatus::Interrupted {
+                        st.stopped = Some(std::mem::take(&mut st.prompt_text));
+                    }
+                } else if !steering.is_empty() {
+                    // The prompt was cancelled to let the messages in: the turn goes on
+                    // with them as the next prompt.
+                    let messages = steering
+                        .iter()
+                        .map(|(_, t)| t.as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n\n");
+                    let then =
+                        format!("A person sent you this while you worked on it:\n\n{messages}");
+                    let text = if status == TurnStatus::Interrupted {
+                        recall(&st.prompt_text, &then)
+                    } else {
+                        then
+                    };
+                    prompt(p, st, &text).await?;
+                    for (id, _) in steering {
+                        em.delivered(id, Delivery::Live).await;
+                    }
+                    return Ok(());
+                }
+                let usage = std::mem::take(&mut st.usage);
                 em.emit(AgentEvent::TurnCompleted {
                     result: TurnResult {
                         status,

@@ -25,8 +25,8 @@ pub use crate::stream_json::{
     parse_stream_line, AssistantBlock, ControlRequest, StreamMessage, ToolResult, TurnEnd,
 };
 use crate::types::{
-    AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
-    SessionRecord, StartOptions, TurnResult, TurnStatus,
+    AgentEvent, AgentKind, Delivery, Mode, PermissionDecision, PermissionKind, PermissionRequest,
+    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 use crate::workspace::{canonical_workspace, claude_project_key, workspace_key};
 
@@ -226,6 +226,10 @@ pub fn claude_args(
         "stream-json",
         "--verbose",
         "--permission-prompt-tool=stdio",
+        // Each user message gaffer writes is echoed when Claude takes it: a message
+        // sent too late for the running turn is answered in a turn of its own, and
+        // gaffer's turn ends only when every message was answered.
+        "--replay-user-messages",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -304,6 +308,14 @@ impl AgentBackend for ClaudeBackend {
 
 struct State {
     in_turn: bool,
+    /// User messages written and not yet taken by Claude (echoed back).
+    untaken: usize,
+    /// Usage of the turns Claude ran for this one of gaffer's (one, unless a message
+    /// came too late for the first).
+    usage: Usage,
+    /// `total_cost_usd` when gaffer's last turn ended: Claude reports the session's
+    /// running total, so a turn costs the difference.
+    session_cost: f64,
     expected: String,
     inputs: HashMap<String, Value>,
     tools: HashMap<String, (String, Value)>,
@@ -322,6 +334,9 @@ async fn drive(
     let (mut broker, mut decided_rx) = PermissionBroker::<String>::new(gate);
     let mut st = State {
         in_turn: false,
+        untaken: 0,
+        usage: Usage::default(),
+        session_cost: 0.0,
         expected,
         inputs: HashMap::new(),
         tools: HashMap::new(),
@@ -352,6 +367,8 @@ async fn drive(
             cmd = cmd_rx.recv() => match cmd {
                 Some(Command::Turn(text)) => {
                     st.in_turn = true;
+                    st.untaken += 1;
+                    st.usage = Usage::default();
                     st.cancelled = false;
                     st.last_text.clear();
                     let msg = json!({
@@ -362,14 +379,26 @@ async fn drive(
                     });
                     if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
                 }
-                Some(Command::Cancel) => {
-                    st.cancelled = true;
+                Some(Command::Steer(id, text)) => {
+                    // Claude Code reads user messages on its stream-json input while a
+                    // turn runs and gives them to the model before it goes on.
+                    if !st.in_turn || st.cancelled {
+                        em.delivered(id, Delivery::NextTurn).await;
+                        continue;
+                    }
                     let msg = json!({
-                        "type": "control_request",
-                        "request_id": format!("req_int_{}", uuid::Uuid::new_v4().simple()),
-                        "request": {"subtype": "interrupt"}
+                        "type": "user",
+                        "message": {"role": "user", "content": text},
+                        "parent_tool_use_id": null,
+                        "session_id": st.expected,
                     });
-                    let _ = p.send(&msg).await;
+                    if let Err(e) = p.send_or_exited(&msg).await { em.error(e).await; p.kill().await; return; }
+                    st.untaken += 1;
+                    em.delivered(id, Delivery::Live).await;
+                }
+                Some(Command::Interrupt) => {
+                    st.cancelled = true;
+                    interrupt(&mut p).await;
                 }
                 Some(Command::Answer(key, d)) => {
                     if relay(&mut p, &em, &mut broker, &st, &key, d).await.is_err() { return; }
@@ -399,6 +428,15 @@ fn sandbox_context(input: &Value, note: &str) -> Value {
     } else {
         json!({})
     }
+}
+
+async fn interrupt(p: &mut AgentProcess) {
+    let msg = json!({
+        "type": "control_request",
+        "request_id": format!("req_int_{}", uuid::Uuid::new_v4().simple()),
+        "request": {"subtype": "interrupt"}
+    });
+    let _ = p.send(&msg).await;
 }
 
 fn control_response(request_id: &str, d: &PermissionDecision, original: &Value) -> Value {
@@ -541,8 +579,32 @@ async fn handle_line(
                 }
             }
         }
+        StreamMessage::UserEcho => {
+            st.untaken = st.untaken.saturating_sub(1);
+            // Stopped: a message Claude takes after the interrupt would start a turn
+            // nobody asked for.
+            if st.cancelled {
+                interrupt(p).await;
+            }
+        }
         StreamMessage::Result(end) => {
             check_session(st, record, end.session_id.as_deref())?;
+            // Tokens are per result; `total_cost_usd` is the session's so far.
+            let total_cost = end.usage.cost_usd;
+            st.usage += Usage {
+                cost_usd: None,
+                ..end.usage
+            };
+            if let Some(total) = total_cost {
+                st.usage.cost_usd = Some((total - st.session_cost).max(0.0));
+            }
+            if st.untaken > 0 {
+                // Claude runs another turn for the messages it has not taken yet.
+                if let Some(t) = end.result.filter(|t| !t.is_empty()) {
+                    st.last_text = t;
+                }
+                return Ok(());
+            }
             let text = end.result.unwrap_or_else(|| st.last_text.clone());
             if let Some(until) = usage_limit_until(&text) {
                 em.emit(AgentEvent::RateLimited {
@@ -560,7 +622,10 @@ async fn handle_line(
                 TurnStatus::Failed
             };
             st.in_turn = false;
-            let usage = end.usage;
+            let usage = std::mem::take(&mut st.usage);
+            if let Some(total) = total_cost {
+                st.session_cost = total;
+            }
             em.emit(AgentEvent::Usage { usage }).await;
             em.emit(AgentEvent::TurnCompleted {
                 result: TurnResult {

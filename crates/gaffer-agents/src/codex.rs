@@ -27,7 +27,7 @@ use crate::session::{
 };
 use crate::state::{self, Seed};
 use crate::types::{
-    AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
+    AgentEvent, AgentKind, Delivery, Mode, PermissionDecision, PermissionKind, PermissionRequest,
     SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 use crate::workspace::{canonical_workspace, workspace_key};
@@ -329,6 +329,14 @@ struct State {
     turn_start_req: Option<i64>,
     /// The price of the thread's model, when known.
     price: Option<Pricing>,
+    /// `turn/steer` requests awaiting their answer: request id → message id.
+    steers: HashMap<i64, String>,
+    /// Messages that came before the running turn's id was known: `(id, text)`.
+    held: Vec<(String, String)>,
+    /// A `turn/completed` held back until every steer of the turn is answered.
+    completed: Option<Value>,
+    /// A person asked to stop the running turn (sent as soon as its id is known).
+    interrupting: bool,
 }
 
 async fn drive(
@@ -353,6 +361,10 @@ async fn drive(
         error: None,
         turn_start_req: None,
         price,
+        steers: HashMap::new(),
+        held: Vec::new(),
+        completed: None,
+        interrupting: false,
     };
     loop {
         tokio::select! {
@@ -378,6 +390,7 @@ async fn drive(
                 Some(Command::Turn(text)) => {
                     if st.in_turn { em.error(AgentError::TurnInProgress).await; continue; }
                     st.in_turn = true;
+                    st.interrupting = false;
                     st.error = None;
                     st.last_text.clear();
                     st.at_turn_start = st.totals;
@@ -387,12 +400,19 @@ async fn drive(
                         "threadId": st.thread, "input": [{"type": "text", "text": text}]}));
                     if let Err(e) = p.send_or_exited(&msg.to_value(Framing::Bare)).await { em.error(e).await; p.kill().await; return; }
                 }
-                Some(Command::Cancel) => {
-                    if let Some(turn) = st.turn.clone() {
-                        st.next_id += 1;
-                        let msg = RpcMessage::request(st.next_id, "turn/interrupt",
-                            json!({"threadId": st.thread, "turnId": turn}));
-                        let _ = p.send_rpc(Framing::Bare, &msg).await;
+                Some(Command::Steer(id, text)) => {
+                    if !st.in_turn || st.interrupting {
+                        em.delivered(id, Delivery::NextTurn).await;
+                    } else if st.turn.is_none() {
+                        st.held.push((id, text));
+                    } else if let Err(e) = steer(&mut p, &mut st, id, &text).await {
+                        em.error(e).await; p.kill().await; return;
+                    }
+                }
+                Some(Command::Interrupt) => {
+                    if st.in_turn && !st.interrupting {
+                        st.interrupting = true;
+                        interrupt(&mut p, &mut st).await;
                     }
                 }
                 Some(Command::Answer(key, d)) => { if relay(&mut p, &em, &mut broker, &key, d).await.is_err() { return; } }
@@ -402,6 +422,55 @@ async fn drive(
                 if relay(&mut p, &em, &mut broker, &key, d).await.is_err() { return; }
             }
         }
+    }
+}
+
+/// `turn/steer`: the message joins the running turn (`expectedTurnId` guards against
+/// a turn that ended meanwhile); the answer says whether it did.
+async fn steer(p: &mut AgentProcess, st: &mut State, id: String, text: &str) -> Result<()> {
+    let Some(turn) = st.turn.clone() else {
+        st.held.push((id, text.to_owned()));
+        return Ok(());
+    };
+    st.next_id += 1;
+    let msg = RpcMessage::request(
+        st.next_id,
+        "turn/steer",
+        json!({"threadId": st.thread, "expectedTurnId": turn,
+               "input": [{"type": "text", "text": text}], "clientUserMessageId": id}),
+    );
+    st.steers.insert(st.next_id, id);
+    p.send_rpc(Framing::Bare, &msg).await
+}
+
+/// The running turn's id is `turn` (said by both the `turn/start` answer and
+/// `turn/started`): the first time, steer what waited for it, or stop the turn when a
+/// person asked to meanwhile (the messages then wait for the next turn).
+async fn turn_known(p: &mut AgentProcess, st: &mut State, turn: &str) -> Result<()> {
+    if st.turn.as_deref() == Some(turn) {
+        return Ok(());
+    }
+    st.turn = Some(turn.to_string());
+    if st.interrupting {
+        interrupt(p, st).await;
+        return Ok(());
+    }
+    for (id, text) in std::mem::take(&mut st.held) {
+        steer(p, st, id, &text).await?;
+    }
+    Ok(())
+}
+
+/// `turn/interrupt` of the running turn, once its id is known.
+async fn interrupt(p: &mut AgentProcess, st: &mut State) {
+    if let Some(turn) = st.turn.clone() {
+        st.next_id += 1;
+        let msg = RpcMessage::request(
+            st.next_id,
+            "turn/interrupt",
+            json!({"threadId": st.thread, "turnId": turn}),
+        );
+        let _ = p.send_rpc(Framing::Bare, &msg).await;
     }
 }
 
@@ -454,6 +523,27 @@ async fn handle_line(
 ) -> Result<()> {
     match parse_rpc_line(line).map_err(|e| p.malformed(line, e))? {
         // A response to one of our requests.
+        RpcMessage::Response { id, outcome }
+            if id.as_i64().is_some_and(|n| st.steers.contains_key(&n)) =>
+        {
+            let message = id
+                .as_i64()
+                .and_then(|n| st.steers.remove(&n))
+                .unwrap_or_default();
+            let delivery = match outcome {
+                Ok(_) => Delivery::Live,
+                Err(e) => {
+                    tracing::info!(agent = AGENT, error = %em.redactor().redact(&e.message), "turn/steer refused; the message waits for the next turn");
+                    Delivery::NextTurn
+                }
+            };
+            em.delivered(message, delivery).await;
+            if st.steers.is_empty() {
+                if let Some(params) = st.completed.take() {
+                    complete_turn(em, st, &params).await;
+                }
+            }
+        }
         RpcMessage::Response { id, outcome } => match outcome {
             Err(e) => {
                 if id.as_i64() == st.turn_start_req && st.in_turn {
@@ -469,7 +559,7 @@ async fn handle_line(
             Ok(result) => {
                 if id.as_i64() == st.turn_start_req {
                     if let Some(t) = result.pointer("/turn/id").and_then(Value::as_str) {
-                        st.turn = Some(t.to_string());
+                        turn_known(p, st, t).await?;
                     }
                 }
             }
@@ -534,7 +624,7 @@ async fn handle_line(
             match method.as_str() {
                 "turn/started" => {
                     if let Some(t) = params.pointer("/turn/id").and_then(Value::as_str) {
-                        st.turn = Some(t.into());
+                        turn_known(p, st, t).await?;
                     }
                 }
                 "item/started" => {
@@ -647,51 +737,66 @@ async fn handle_line(
                         .map(str::to_string);
                 }
                 "turn/completed" => {
-                    let turn = params.get("turn").cloned().unwrap_or(Value::Null);
-                    let status = match s(&turn, "status") {
-                        "completed" => TurnStatus::Completed,
-                        "interrupted" => TurnStatus::Interrupted,
-                        _ => TurnStatus::Failed,
-                    };
-                    let reason = turn
-                        .pointer("/error/message")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .or(st.error.take());
-                    let d = Totals {
-                        input: st.totals.input.saturating_sub(st.at_turn_start.input),
-                        cached: st.totals.cached.saturating_sub(st.at_turn_start.cached),
-                        output: st.totals.output.saturating_sub(st.at_turn_start.output),
-                    };
-                    // Codex counts cached tokens inside inputTokens.
-                    let mut usage = Usage {
-                        input_tokens: d.input.saturating_sub(d.cached),
-                        output_tokens: d.output,
-                        cached_input_tokens: d.cached,
-                        cost_usd: None,
-                    };
-                    usage.cost_usd = st.price.map(|p| p.cost(&usage));
-                    st.in_turn = false;
-                    st.turn = None;
-                    em.emit(AgentEvent::Usage { usage }).await;
-                    em.emit(AgentEvent::TurnCompleted {
-                        result: TurnResult {
-                            status,
-                            text: st.last_text.clone(),
-                            usage,
-                            session_id: st.thread.clone(),
-                            reason: if status == TurnStatus::Completed {
-                                None
-                            } else {
-                                reason
-                            },
-                        },
-                    })
-                    .await;
+                    // A steer still unanswered may yet join this turn or be refused:
+                    // the turn ends once each is settled, so none is lost or doubled.
+                    if st.steers.is_empty() {
+                        complete_turn(em, st, &params).await;
+                    } else {
+                        st.completed = Some(params);
+                    }
                 }
                 _ => {}
             }
         }
     }
     Ok(())
+}
+
+/// The turn ended (`turn/completed` params): its usage and result, and messages that
+/// never reached it wait for the next turn.
+async fn complete_turn(em: &Emitter, st: &mut State, params: &Value) {
+    for (id, _) in std::mem::take(&mut st.held) {
+        em.delivered(id, Delivery::NextTurn).await;
+    }
+    let turn = params.get("turn").cloned().unwrap_or(Value::Null);
+    let status = match s(&turn, "status") {
+        "completed" => TurnStatus::Completed,
+        "interrupted" => TurnStatus::Interrupted,
+        _ => TurnStatus::Failed,
+    };
+    let reason = turn
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or(st.error.take());
+    let d = Totals {
+        input: st.totals.input.saturating_sub(st.at_turn_start.input),
+        cached: st.totals.cached.saturating_sub(st.at_turn_start.cached),
+        output: st.totals.output.saturating_sub(st.at_turn_start.output),
+    };
+    // Codex counts cached tokens inside inputTokens.
+    let mut usage = Usage {
+        input_tokens: d.input.saturating_sub(d.cached),
+        output_tokens: d.output,
+        cached_input_tokens: d.cached,
+        cost_usd: None,
+    };
+    usage.cost_usd = st.price.map(|p| p.cost(&usage));
+    st.in_turn = false;
+    st.turn = None;
+    em.emit(AgentEvent::Usage { usage }).await;
+    em.emit(AgentEvent::TurnCompleted {
+        result: TurnResult {
+            status,
+            text: st.last_text.clone(),
+            usage,
+            session_id: st.thread.clone(),
+            reason: if status == TurnStatus::Completed {
+                None
+            } else {
+                reason
+            },
+        },
+    })
+    .await;
 }

@@ -14,6 +14,18 @@
 //! ([`Redactor`]) before they leave a session. The crate knows nothing about pipelines,
 //! the journal or the store: those implement the traits defined here
 //! ([`ApprovalGate`], [`ratelimit::CounterStore`]).
+//!
+//! A person can reach into a running turn. [`AgentSession::steer`] gives the agent a
+//! message the way its protocol allows, and reports each message exactly once as
+//! [`AgentEvent::MessageDelivered`]: Claude Code takes it on its stream-json input
+//! (echoed with `--replay-user-messages`, so gaffer's turn ends only once every message
+//! was answered); Codex by `turn/steer` on the running turn (the turn's end waits for the
+//! answer); an ACP agent by `session/cancel` then a new prompt that repeats what the
+//! cancelled one asked (Gemini CLI forgets a cancelled prompt); the built-in loop with its
+//! next model call. A message that cannot join the running turn (none runs, it is ending,
+//! or the agent refused) comes back as [`Delivery::NextTurn`] for the caller to send with
+//! the next prompt. [`AgentSession::interrupt`] stops the turn and keeps the session:
+//! files and conversation stay, and the next turn goes on from them.
 
 pub mod accounting;
 pub mod acp;
@@ -47,7 +59,7 @@ pub use session::{
     DenyAll, PendingApproval,
 };
 pub use types::{
-    AgentEvent, AgentKind, Mode, PermissionDecision, PermissionKind, PermissionRequest,
+    AgentEvent, AgentKind, Delivery, Mode, PermissionDecision, PermissionKind, PermissionRequest,
     SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 pub use workspace::{

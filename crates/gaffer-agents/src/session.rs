@@ -108,8 +108,18 @@ pub trait AgentSession: Send {
         request_id: &str,
         decision: PermissionDecision,
     ) -> Result<()>;
-    /// Cancel the running turn (it ends with `TurnStatus::Interrupted` when the agent honours it).
-    async fn cancel(&mut self) -> Result<()>;
+    /// Give the agent a person's message `text` during the running turn, the way its
+    /// protocol allows (see [`crate::Delivery::Live`]). Returns once the message is
+    /// queued; [`AgentEvent::MessageDelivered`] with `message_id` follows on
+    /// [`AgentSession::next_event`] once it was written to the agent (`Live`), or when
+    /// it could not be and must go with the next turn (`NextTurn`). A live message
+    /// keeps the turn going: the agent answers it before the turn completes.
+    async fn steer(&mut self, message_id: &str, text: &str) -> Result<()>;
+    /// Stop the running turn, keeping the session: it ends with
+    /// `TurnStatus::Interrupted` when the agent honours it, what the agent did so far
+    /// (files, conversation) stays, and the next [`AgentSession::send_turn`] goes on
+    /// from there. Messages steered but not yet taken come back as `NextTurn`.
+    async fn interrupt(&mut self) -> Result<()>;
     /// Stop the agent process / loop.
     async fn shutdown(&mut self) -> Result<()>;
 }
@@ -161,7 +171,9 @@ pub async fn run_turn(
 #[derive(Debug)]
 pub(crate) enum Command {
     Turn(String),
-    Cancel,
+    /// A person's message for the running turn: `(message id, text)`.
+    Steer(String, String),
+    Interrupt,
     Answer(String, PermissionDecision),
     Shutdown,
 }
@@ -183,6 +195,14 @@ impl Emitter {
     }
     pub(crate) fn redactor(&self) -> &Redactor {
         &self.redactor
+    }
+    /// Report how the message `id` reached the agent.
+    pub(crate) async fn delivered(&self, id: String, delivery: crate::types::Delivery) -> bool {
+        self.emit(AgentEvent::MessageDelivered {
+            message_id: id,
+            delivery,
+        })
+        .await
     }
 }
 
@@ -312,9 +332,14 @@ impl AgentSession for DriverSession {
             .send(Command::Answer(request_id.to_string(), decision))
             .map_err(|_| AgentError::Closed)
     }
-    async fn cancel(&mut self) -> Result<()> {
+    async fn steer(&mut self, message_id: &str, text: &str) -> Result<()> {
         self.cmd_tx
-            .send(Command::Cancel)
+            .send(Command::Steer(message_id.to_string(), text.to_string()))
+            .map_err(|_| AgentError::Closed)
+    }
+    async fn interrupt(&mut self) -> Result<()> {
+        self.cmd_tx
+            .send(Command::Interrupt)
             .map_err(|_| AgentError::Closed)
     }
     async fn shutdown(&mut self) -> Result<()> {

@@ -26,6 +26,9 @@ pub enum StreamMessage {
         /// The blocks.
         blocks: Vec<AssistantBlock>,
     },
+    /// A user message gaffer wrote, echoed (`isReplay`, with `--replay-user-messages`)
+    /// when Claude takes it into the conversation.
+    UserEcho,
     /// A user message: the tool results it carries back to the model.
     ToolResults {
         /// The results, in order.
@@ -159,6 +162,9 @@ pub fn parse_stream_line(line: &str) -> Result<StreamMessage, WireError> {
             StreamMessage::Assistant {
                 blocks: content.iter().map(assistant_block).collect(),
             }
+        }
+        "user" if v.get("isReplay").and_then(Value::as_bool) == Some(true) => {
+            StreamMessage::UserEcho
         }
         "user" => StreamMessage::ToolResults {
             results: v

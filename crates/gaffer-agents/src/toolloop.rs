@@ -23,8 +23,8 @@ use crate::session::{
 };
 use crate::tools::{tool_specs, Worktree};
 use crate::types::{
-    AgentEvent, AgentKind, PermissionDecision, PermissionKind, PermissionRequest, SessionRecord,
-    StartOptions, TurnResult, TurnStatus, Usage,
+    AgentEvent, AgentKind, Delivery, PermissionDecision, PermissionKind, PermissionRequest,
+    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 use crate::workspace::{canonical_workspace, workspace_key};
 
@@ -117,6 +117,7 @@ impl BuiltinBackend {
             session_id,
             messages: history,
             manual: Arc::new(Mutex::new(HashMap::new())),
+            inbox: Inbox::default(),
             mode: opts.mode,
         };
         let task = tokio::spawn(drive(ctx, cmd_rx));
@@ -173,6 +174,9 @@ impl AgentBackend for BuiltinBackend {
 }
 
 type Manual = Arc<Mutex<HashMap<String, oneshot::Sender<PermissionDecision>>>>;
+/// People's messages for the running turn, `(id, text)`: the loop gives them to the
+/// model with its next call.
+type Inbox = Arc<Mutex<Vec<(String, String)>>>;
 
 struct Ctx {
     cfg: BuiltinConfig,
@@ -184,6 +188,7 @@ struct Ctx {
     session_id: String,
     messages: Vec<Msg>,
     manual: Manual,
+    inbox: Inbox,
     mode: crate::types::Mode,
 }
 
@@ -193,6 +198,7 @@ async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
             Command::Turn(text) => {
                 let before = ctx.messages.len();
                 let manual = ctx.manual.clone();
+                let inbox = ctx.inbox.clone();
                 let em = ctx.em.clone();
                 let sid = ctx.session_id.clone();
                 let outcome = {
@@ -206,13 +212,24 @@ async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
                                     let tx = manual.lock().ok().and_then(|mut m| m.remove(&k));
                                     if let Some(tx) = tx { let _ = tx.send(d); }
                                 }
-                                Some(Command::Cancel) => break None,
+                                Some(Command::Steer(id, text)) => {
+                                    if let Ok(mut i) = inbox.lock() { i.push((id, text)); }
+                                }
+                                Some(Command::Interrupt) => break None,
                                 Some(Command::Turn(_)) => { em.error(AgentError::TurnInProgress).await; }
                                 Some(Command::Shutdown) | None => return,
                             }
                         }
                     }
                 };
+                // What the turn did not take waits for the next one.
+                let left = inbox
+                    .lock()
+                    .map(|mut i| std::mem::take(&mut *i))
+                    .unwrap_or_default();
+                for (id, _) in left {
+                    em.delivered(id, Delivery::NextTurn).await;
+                }
                 match outcome {
                     Some(Ok(result)) => {
                         save(&ctx);
@@ -223,14 +240,21 @@ async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
                         em.error(e).await;
                     }
                     None => {
-                        ctx.messages.truncate(before);
+                        // Interrupted: the conversation so far stays, so the next turn
+                        // goes on from it; only a reply whose tool calls never got their
+                        // results goes (a provider refuses calls without results).
+                        if matches!(ctx.messages.last(), Some(Msg::Assistant { calls, .. }) if !calls.is_empty())
+                        {
+                            ctx.messages.pop();
+                        }
+                        save(&ctx);
                         em.emit(AgentEvent::TurnCompleted {
                             result: TurnResult {
                                 status: TurnStatus::Interrupted,
                                 text: String::new(),
                                 usage: Usage::default(),
                                 session_id: sid,
-                                reason: Some("cancelled".into()),
+                                reason: Some("interrupted".into()),
                             },
                         })
                         .await;
@@ -243,7 +267,10 @@ async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
                     let _ = tx.send(d);
                 }
             }
-            Command::Cancel => {}
+            Command::Steer(id, _) => {
+                ctx.em.delivered(id, Delivery::NextTurn).await;
+            }
+            Command::Interrupt => {}
             Command::Shutdown => return,
         }
     }
@@ -256,6 +283,19 @@ fn save(ctx: &Ctx) {
             let _ =
                 crate::tools::atomic_write(&dir.join(format!("{}.json", ctx.session_id)), &text);
         }
+    }
+}
+
+/// Give the model the messages people sent since its last call, as user messages.
+async fn take_messages(ctx: &mut Ctx) {
+    let taken = ctx
+        .inbox
+        .lock()
+        .map(|mut i| std::mem::take(&mut *i))
+        .unwrap_or_default();
+    for (id, text) in taken {
+        ctx.messages.push(Msg::User { text });
+        ctx.em.delivered(id, Delivery::Live).await;
     }
 }
 
@@ -310,6 +350,7 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
     let mut failures: HashMap<String, u32> = HashMap::new();
     let mut last_text = String::new();
     for _ in 0..ctx.cfg.max_steps {
+        take_messages(ctx).await;
         while let Some(w) = ctx.cfg.limiter.check().await? {
             ctx.em
                 .emit(AgentEvent::RateLimited {
@@ -367,7 +408,8 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
             text: reply.text.clone(),
             calls: reply.calls.clone(),
         });
-        if reply.calls.is_empty() {
+        let waiting = ctx.inbox.lock().is_ok_and(|i| !i.is_empty());
+        if reply.calls.is_empty() && !waiting {
             return Ok(TurnResult {
                 status: TurnStatus::Completed,
                 text: last_text,

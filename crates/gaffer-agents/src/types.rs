@@ -279,6 +279,19 @@ pub struct TurnResult {
     pub reason: Option<String>,
 }
 
+/// How a person's message (see [`crate::AgentSession::steer`]) reached the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Into the running turn: the agent reads it before it goes on (Claude Code's
+    /// stream-json input, Codex `turn/steer`, ACP cancel then prompt, the built-in
+    /// loop's next model call).
+    Live,
+    /// No turn is running, or the agent refused it mid-turn: it goes with the next
+    /// turn's prompt, and is not delivered yet.
+    NextTurn,
+}
+
 /// One normalized event of an agent session. Every backend produces these.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -349,6 +362,14 @@ pub enum AgentEvent {
         provider: String,
         /// Why (`429`, `rpm`, `rpd`, `usage limit`).
         reason: String,
+    },
+    /// A message given to [`crate::AgentSession::steer`] was written to the agent, or
+    /// could not be and waits for the next turn.
+    MessageDelivered {
+        /// The id the caller gave it.
+        message_id: String,
+        /// How.
+        delivery: Delivery,
     },
     /// The turn ended.
     TurnCompleted {

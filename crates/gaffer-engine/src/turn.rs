@@ -265,7 +265,7 @@ impl Engine {
                 let event = tokio::select! {
                     ev = session.next_event() => ev,
                     () = cancel.cancelled() => {
-                        let _ = session.cancel().await;
+                        let _ = session.interrupt().await;
                         return Err(Failure::Cancelled);
                     }
                 };

@@ -122,6 +122,12 @@ pub enum Step {
     Exit(i32),
     /// Sleep.
     SleepMs(u64),
+    /// Wait for a person's message in the middle of the turn, the way the agent
+    /// takes one: Claude a user message on stdin (echoed with
+    /// `--replay-user-messages`), Codex a `turn/steer` request, an ACP agent the
+    /// `session/cancel` that precedes it (the prompt then ends `cancelled`). Logged
+    /// as `<fake> message <text>` (ACP: `fake-acp cancelled for a message`).
+    AwaitMessage,
     /// Claude: a `rate_limit_event` (`status`: `allowed`, `allowed_warning`, `rejected`;
     /// `resets_at`: unix seconds). Other fakes ignore it.
     RateLimit {

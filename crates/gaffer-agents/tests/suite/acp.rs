@@ -155,7 +155,7 @@ async fn malformed_line_exit_and_cancel() {
         .unwrap();
     s.send_turn("go").await.unwrap();
     let _p = rx.recv().await.unwrap();
-    s.cancel().await.unwrap();
+    s.interrupt().await.unwrap();
     let r = loop {
         if let AgentEvent::TurnCompleted { result } =
             tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())

@@ -302,7 +302,7 @@ async fn secrets_in_agent_output_are_redacted() {
 }
 
 #[tokio::test]
-async fn cancel_interrupts_a_pending_permission() {
+async fn interrupt_withdraws_a_pending_permission() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [
         {"tool": {"name": "Bash", "input": {"command": "sleep 100"}}}
     ]}]})));
@@ -314,7 +314,7 @@ async fn cancel_interrupts_a_pending_permission() {
         .unwrap();
     s.send_turn("go").await.unwrap();
     let _pending = rx.recv().await.unwrap();
-    s.cancel().await.unwrap();
+    s.interrupt().await.unwrap();
     let (_, r) = turn_rest(s.as_mut()).await;
     assert_eq!(r.status, TurnStatus::Interrupted);
     assert_eq!(env.log_count("fake-claude tool"), 0);

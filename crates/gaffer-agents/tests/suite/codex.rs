@@ -197,7 +197,7 @@ async fn malformed_line_and_exit_mid_turn_are_typed_errors() {
 }
 
 #[tokio::test]
-async fn cancel_interrupts_the_turn() {
+async fn interrupt_stops_the_turn() {
     let env = Env::new(&scenario(json!({"turns": [{"steps": [
         {"tool": {"name": "command", "input": {"command": "sleep 100"}}}
     ]}]})));
@@ -208,7 +208,7 @@ async fn cancel_interrupts_the_turn() {
         .unwrap();
     s.send_turn("go").await.unwrap();
     let _pending = rx.recv().await.unwrap();
-    s.cancel().await.unwrap();
+    s.interrupt().await.unwrap();
     let r = loop {
         if let AgentEvent::TurnCompleted { result } =
             tokio::time::timeout(std::time::Duration::from_secs(20), s.next_event())

@@ -20,14 +20,14 @@ use serde_json::json;
 use super::support::*;
 
 /// A workspace (a git repository) and a home for `cli` talking to `server`.
-struct Real {
+pub(super) struct Real {
     _dir: tempfile::TempDir,
-    ws: PathBuf,
-    home: CliHome,
+    pub(super) ws: PathBuf,
+    pub(super) home: CliHome,
 }
 
 impl Real {
-    fn new(cli: Cli, server: &ModelServer) -> Real {
+    pub(super) fn new(cli: Cli, server: &ModelServer) -> Real {
         Self::with_model(cli, server, model(cli))
     }
 
@@ -47,7 +47,7 @@ impl Real {
         }
     }
 
-    fn opts(&self, role: &str, mode: Mode) -> StartOptions {
+    pub(super) fn opts(&self, role: &str, mode: Mode) -> StartOptions {
         StartOptions {
             workspace: self.ws.clone(),
             role: role.into(),
@@ -61,7 +61,7 @@ impl Real {
         }
     }
 
-    fn backend(&self) -> Arc<dyn AgentBackend> {
+    pub(super) fn backend(&self) -> Arc<dyn AgentBackend> {
         let bin = Some(self.home.cli.bin());
         match self.home.cli {
             Cli::Claude => Arc::new(ClaudeBackend::new(ClaudeConfig {

@@ -332,6 +332,17 @@ pub fn main() {
                         Step::SleepMs(ms) => {
                             std::thread::sleep(std::time::Duration::from_millis(*ms))
                         }
+                        Step::AwaitMessage => loop {
+                            let Some(m) = io.read_wire() else {
+                                std::process::exit(0)
+                            };
+                            if m.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                                log_effect("fake-acp cancelled for a message");
+                                stop = "cancelled";
+                                break 'steps;
+                            }
+                            io.queue.push_back(m);
+                        },
                         Step::Flood { count, text } => {
                             let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
                                 "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}}).to_string();

@@ -62,6 +62,9 @@ pub fn main() {
         fail("fake-claude: this fake needs --input-format stream-json");
     }
     let stdio_perm = arg_value(&args, "--permission-prompt-tool").as_deref() == Some("stdio");
+    let replay = has(&args, "--replay-user-messages");
+    // Like Claude Code, `total_cost_usd` is what the process spent so far.
+    let mut total_cost = 0.0;
     let scenario = Scenario::from_env().unwrap_or_else(|e| fail(&e.to_string()));
     let cwd = std::env::current_dir().unwrap_or_else(|e| fail(&e.to_string()));
     let dir = config_dir().join("projects").join(project_key(&cwd));
@@ -172,6 +175,9 @@ pub fn main() {
                         "permissionMode": arg_value(&args, "--permission-mode").unwrap_or_else(|| "default".into()),
                         "apiKeySource": "none", "uuid": uuid::Uuid::new_v4().to_string()
                     }));
+                }
+                if replay {
+                    io.send(&echo(&msg, &reported));
                 }
                 append(
                     &transcript,
@@ -344,6 +350,39 @@ pub fn main() {
                         Step::SleepMs(ms) => {
                             std::thread::sleep(std::time::Duration::from_millis(*ms))
                         }
+                        Step::AwaitMessage => loop {
+                            let Some(m) = io.read_wire() else {
+                                std::process::exit(0)
+                            };
+                            match m.get("type").and_then(Value::as_str) {
+                                Some("user") => {
+                                    let text = m
+                                        .pointer("/message/content")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or_else(|| fail("fake-claude: a message's content must be a string"))
+                                        .to_string();
+                                    log_effect(&format!("fake-claude message {text}"));
+                                    if replay {
+                                        io.send(&echo(&m, &reported));
+                                    }
+                                    append(
+                                        &transcript,
+                                        &json!({"type": "user", "sessionId": session_id, "message": {"role": "user", "content": text}}),
+                                    );
+                                    break;
+                                }
+                                Some("control_request")
+                                    if m.pointer("/request/subtype").and_then(Value::as_str)
+                                        == Some("interrupt") =>
+                                {
+                                    let rid = m.get("request_id").and_then(Value::as_str).unwrap_or("").to_string();
+                                    io.send(&json!({"type": "control_response", "response": {"subtype": "success", "request_id": rid, "response": {}}}));
+                                    interrupted = true;
+                                    break 'steps;
+                                }
+                                _ => io.queue.push_back(m),
+                            }
+                        },
                         Step::Flood { count, text } => {
                             let line =
                                 assistant(&reported, json!([{"type": "text", "text": text}]))
@@ -357,6 +396,7 @@ pub fn main() {
                     }
                 }
                 let u = turn.usage.unwrap_or_default();
+                total_cost += turn.cost_usd.unwrap_or(0.0);
                 let text = if interrupted {
                     "Interrupted by user".to_string()
                 } else {
@@ -367,7 +407,7 @@ pub fn main() {
                     "subtype": if interrupted { "error_during_execution" } else { "success" },
                     "is_error": interrupted, "duration_ms": 1, "duration_api_ms": 1, "num_turns": 1,
                     "result": text, "session_id": reported,
-                    "total_cost_usd": turn.cost_usd.unwrap_or(0.0),
+                    "total_cost_usd": total_cost,
                     "usage": {"input_tokens": u.input_tokens, "cache_creation_input_tokens": 0,
                               "cache_read_input_tokens": u.cached_input_tokens, "output_tokens": u.output_tokens},
                     "permission_denials": denials, "uuid": uuid::Uuid::new_v4().to_string()
@@ -447,6 +487,13 @@ fn run_post_tool_hooks(
             break;
         }
     }
+}
+
+/// The echo of a user message Claude takes (`--replay-user-messages`).
+fn echo(msg: &Value, session: &str) -> Value {
+    json!({"type": "user", "message": msg.get("message").cloned().unwrap_or(Value::Null),
+        "session_id": session, "parent_tool_use_id": null,
+        "uuid": uuid::Uuid::new_v4().to_string(), "isReplay": true})
 }
 
 fn assistant(session: &str, content: Value) -> Value {

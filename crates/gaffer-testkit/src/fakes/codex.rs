@@ -174,6 +174,7 @@ pub fn main() {
             "turn/interrupt" => {
                 io.send(&json!({"id": id, "result": {}}));
             }
+            "turn/steer" => err(&mut io, &id, -32600, "no active turn to steer"),
             "turn/start" => {
                 let Some((tid, rollout, played)) = thread.clone() else {
                     err(&mut io, &id, -32600, "thread not found");
@@ -349,6 +350,40 @@ pub fn main() {
                         Step::Exit(c) => exit_now(&mut io, *c),
                         Step::SleepMs(ms) => {
                             std::thread::sleep(std::time::Duration::from_millis(*ms))
+                        }
+                        Step::AwaitMessage => {
+                            loop {
+                                let Some(m) = io.read_wire() else {
+                                    std::process::exit(0)
+                                };
+                                match m.get("method").and_then(Value::as_str) {
+                                    Some("turn/steer") => {
+                                        let p = m.get("params").cloned().unwrap_or(Value::Null);
+                                        if p.get("expectedTurnId").and_then(Value::as_str)
+                                            != Some(turn_id.as_str())
+                                        {
+                                            fail("fake-codex: turn/steer must name the running turn in expectedTurnId");
+                                        }
+                                        let text: String = p
+                                            .get("input")
+                                            .and_then(Value::as_array)
+                                            .into_iter()
+                                            .flatten()
+                                            .filter_map(|i| i.get("text").and_then(Value::as_str))
+                                            .collect::<Vec<_>>()
+                                            .join("\n");
+                                        log_effect(&format!("fake-codex message {text}"));
+                                        io.send(&json!({"id": m.get("id"), "result": {"turnId": turn_id}}));
+                                        break;
+                                    }
+                                    Some("turn/interrupt") => {
+                                        io.send(&json!({"id": m.get("id"), "result": {}}));
+                                        interrupted = true;
+                                        break 'steps;
+                                    }
+                                    _ => io.queue.push_back(m),
+                                }
+                            }
                         }
                         Step::Flood { count, text } => {
                             for i in 0..*count {
