@@ -9,6 +9,7 @@ use gaffer_testkit::scenario::LlmReply;
 use serde_json::json;
 
 use super::real_cli::Real;
+use super::steer::deliveries;
 use super::support::RecordingGate;
 
 const MESSAGE: &str = "Also add a line saying steered-by-ana.";
@@ -59,24 +60,10 @@ async fn steered_turn(
             None => panic!("closed\n{events:#?}"),
         }
     }
-    // Anything after the turn (a second turn started by the message?) within 3 s.
+    // The message was answered inside the turn: no turn of its own follows.
     let after = tokio::time::timeout(Duration::from_secs(3), s.next_event()).await;
-    eprintln!("after the turn: {after:?}");
-    eprintln!("{events:#?}\n{}", server.describe());
+    assert!(after.is_err(), "after the turn: {after:?}");
     (events, server)
-}
-
-fn delivered(events: &[AgentEvent]) -> Vec<Delivery> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::MessageDelivered {
-                message_id,
-                delivery,
-            } if message_id == "m1" => Some(*delivery),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The model got the message in a request still carrying the owner's role prompt (an
@@ -110,7 +97,7 @@ async fn real_claude_takes_a_message_mid_turn_and_the_model_sees_it() {
         vec![say("first"), say("second"), say("third")],
     )
     .await;
-    assert_eq!(delivered(&events), vec![Delivery::Live]);
+    assert_eq!(deliveries(&events), vec![("m1".into(), Delivery::Live)]);
     assert_model_saw_the_message(&server);
     let last = events.last().unwrap();
     assert!(
@@ -126,7 +113,7 @@ async fn real_codex_takes_a_message_mid_turn_and_the_model_sees_it() {
         vec![say("first"), say("second"), say("third")],
     )
     .await;
-    assert_eq!(delivered(&events), vec![Delivery::Live]);
+    assert_eq!(deliveries(&events), vec![("m1".into(), Delivery::Live)]);
     assert_model_saw_the_message(&server);
 }
 
@@ -138,7 +125,7 @@ async fn real_gemini_takes_a_message_by_cancel_then_prompt_and_the_model_sees_it
         vec![say("first"), say("second"), say("third")],
     )
     .await;
-    assert_eq!(delivered(&events), vec![Delivery::Live]);
+    assert_eq!(deliveries(&events), vec![("m1".into(), Delivery::Live)]);
     assert_model_saw_the_message(&server);
 }
 
@@ -150,7 +137,7 @@ async fn real_claude_answers_a_message_sent_during_its_last_model_call() {
         vec![say("first"), say("second"), say("third")],
     )
     .await;
-    assert_eq!(delivered(&events), vec![Delivery::Live]);
+    assert_eq!(deliveries(&events), vec![("m1".into(), Delivery::Live)]);
     assert_model_saw_the_message(&server);
 }
 

@@ -90,7 +90,7 @@ async fn rest_of_turn(s: &mut dyn AgentSession) -> (Vec<AgentEvent>, TurnResult)
     }
 }
 
-fn deliveries(events: &[AgentEvent]) -> Vec<(String, Delivery)> {
+pub(super) fn deliveries(events: &[AgentEvent]) -> Vec<(String, Delivery)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -247,6 +247,28 @@ async fn an_interrupt_stops_each_fakes_turn_keeps_its_work_and_the_session_goes_
     }
 }
 
+/// A built-in loop session against the fake model server playing `s`, its turn
+/// `build it` started, and the requests of its gate.
+async fn builtin_turn(
+    s: &gaffer_testkit::scenario::Scenario,
+) -> (
+    FakeLlmServer,
+    Env,
+    Box<dyn AgentSession>,
+    tokio::sync::mpsc::UnboundedReceiver<gaffer_agents::PendingApproval>,
+) {
+    let server = FakeLlmServer::start(s).await.unwrap();
+    let env = Env::new(s);
+    let (gate, rx) = gaffer_agents::ChannelGate::new();
+    let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server)));
+    let mut sess = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(gate))
+        .await
+        .unwrap();
+    sess.send_turn("build it").await.unwrap();
+    (server, env, sess, rx)
+}
+
 fn provider(server: &FakeLlmServer) -> ProviderConfig {
     ProviderConfig {
         api: ApiKind::OpenAiChat,
@@ -266,15 +288,7 @@ async fn the_builtin_loop_gives_a_message_to_its_next_model_call_once() {
         {"tool_calls": [{"name": "run", "arguments": {"argv": ["touch", "a.txt"]}}]},
         {"expect_request_contains": "use tabs", "text": "answered"}
     ]}));
-    let server = FakeLlmServer::start(&s).await.unwrap();
-    let env = Env::new(&s);
-    let (gate, mut rx) = gaffer_agents::ChannelGate::new();
-    let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server)));
-    let mut sess = b
-        .start(env.opts(Mode::ReadWrite), Arc::new(gate))
-        .await
-        .unwrap();
-    sess.send_turn("build it").await.unwrap();
+    let (_server, env, mut sess, mut rx) = builtin_turn(&s).await;
     // Mid-turn: the loop waits for the approval of its command.
     let pending = rx.recv().await.unwrap();
     sess.steer("m1", "use tabs").await.unwrap();
@@ -293,15 +307,7 @@ async fn an_interrupted_builtin_turn_keeps_its_conversation() {
         {"tool_calls": [{"name": "run", "arguments": {"argv": ["touch", "b.txt"]}}]},
         {"expect_request_contains": "kept", "text": "went on"}
     ]}));
-    let server = FakeLlmServer::start(&s).await.unwrap();
-    let env = Env::new(&s);
-    let (gate, mut rx) = gaffer_agents::ChannelGate::new();
-    let b = BuiltinBackend::new(BuiltinConfig::new(provider(&server)));
-    let mut sess = b
-        .start(env.opts(Mode::ReadWrite), Arc::new(gate))
-        .await
-        .unwrap();
-    sess.send_turn("build it").await.unwrap();
+    let (_server, env, mut sess, mut rx) = builtin_turn(&s).await;
     let _pending = rx.recv().await.unwrap();
     sess.interrupt().await.unwrap();
     let (_, r) = rest_of_turn(sess.as_mut()).await;
