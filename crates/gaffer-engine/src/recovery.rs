@@ -1,6 +1,23 @@
 //! Crash recovery: steps that were running when their process died (their effect,
 //! or the probe of an earlier crash's unknown effect) are marked interrupted; a non-idempotent one is probed (`reconcile`) and, when its effects
 //! cannot be proven, handed to a person (`ask_human`).
+//!
+//! A crash can fall between any two appends, so every decision the engine writes in
+//! more than one append leaves a state between them that recovery handles; the
+//! others are one append. Checked by the crash-point harness
+//! (`tests/suite/crash_points.rs`), which kills a run after every append and again
+//! after every append of the recovery that follows.
+//!
+//! | decision | appends | the state between, after a crash |
+//! |---|---|---|
+//! | take a task over | one: `task_leased` + the running steps interrupted + their approvals withdrawn | — |
+//! | cancel | one: running steps failed + `task_cancelled` | — |
+//! | a step's outcome | one: completed/failed/retried/manual + its pending approvals withdrawn | — |
+//! | run a step | `step_started`, then its outcome | `started`: interrupted at takeover; reads and idempotent steps run again, the others go to `effect_unknown` |
+//! | probe an unknown effect | `step_reconcile_started`, then what the probe found | `reconciling`: interrupted back to `effect_unknown`, probed again (never a failed task) |
+//! | ask a person | `approval_requested`; the answer (`approval_decided`, by the person's process); then the step's outcome | a step `started`: its question withdrawn and asked again (plan, escalation, ship: under the same key, so an answer already given counts); `manual_required`: the same key finds the answer |
+//! | an agent turn | `session_started`, `session_verified`, `agent_activity` … inside a `started` step | facts only: the turn is interrupted as its step is |
+//! | wait for CI | `ci_status_changed` records inside a `started` step | facts only: the wait starts again |
 
 use crate::error::{EngineError, Result, StepFailure};
 use crate::failure::Failure;

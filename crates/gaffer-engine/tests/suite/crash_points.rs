@@ -34,7 +34,7 @@ const LANES: usize = 3;
 struct Lane {
     world: World,
     forge: FakeForge,
-    _remote: BareRemote,
+    remote: BareRemote,
     project: String,
 }
 
@@ -83,7 +83,7 @@ impl Lane {
         Self {
             world,
             forge,
-            _remote: remote,
+            remote,
             project,
         }
     }
@@ -209,6 +209,12 @@ async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
                     ));
                 }
             }
+            // A run may write less than the one it repeats: the lease writes of
+            // recovery depend on which dead workers other lanes released already.
+            (Some(Ok(Ok(Some(gaffer_core::Stage::Done)))), Some(Point::Nth(_))) => {
+                stand.die();
+                break;
+            }
             (Some(r), Some(p)) => {
                 return Err(format!(
                     "{task}: the run ended ({:?}) before reaching {p}",
@@ -320,7 +326,7 @@ fn points(written: &[String]) -> Vec<Point> {
             *n
         };
         if i == 0 || written[i - 1] != *s {
-            out.push(Point {
+            out.push(Point::After {
                 signature: s.clone(),
                 occurrence,
             });
@@ -329,13 +335,17 @@ fn points(written: &[String]) -> Vec<Point> {
     out
 }
 
-/// The writes of a resumed run up to its first ordinary step: what recovery wrote.
-fn recovery(written: &[String]) -> &[String] {
-    let end = written
+/// What recovery wrote in a resumed run, up to its first ordinary step: each write
+/// with its place in the run. The lease writes of starting (register, release the
+/// dead worker's leases, claim) are left out: a crash after them is one at level 1.
+fn recovery(written: &[String]) -> Vec<(usize, &str)> {
+    written
         .iter()
-        .position(|s| s.starts_with("step_started(") || s.contains("task_done"))
-        .unwrap_or(written.len());
-    &written[..end]
+        .enumerate()
+        .take_while(|(_, s)| !(s.starts_with("step_started(") || s.contains("task_done")))
+        .filter(|(_, s)| !matches!(s.as_str(), "register_worker" | "stop_worker" | "claim_task"))
+        .map(|(i, s)| (i + 1, s.as_str()))
+        .collect()
 }
 
 /// Run `trials` on the lanes, a lane's trials one after another.
@@ -358,7 +368,10 @@ async fn run_all(lanes: &Arc<Vec<Lane>>, trials: Vec<Vec<Point>>) -> Vec<(Vec<Po
                 check_trial(lane, &trial)
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
-                let at: Vec<String> = crashes.iter().map(ToString::to_string).collect();
+                let at: Vec<String> = trial.runs[..crashes.len()]
+                    .iter()
+                    .map(|run| run.last().cloned().unwrap_or_default())
+                    .collect();
                 eprintln!(
                     "lane {n}: crashed at {at:?}: done in {:.1} s",
                     started.elapsed().as_secs_f64()
@@ -390,49 +403,175 @@ async fn every_crash_point(backend: Backend) {
     let first: Vec<Vec<Point>> = points(uncrashed).into_iter().map(|p| vec![p]).collect();
     let level1 = run_all(&lanes, first.clone()).await;
 
-    // Crash again during each distinct recovery those crashes led to.
-    let mut recoveries: BTreeSet<Vec<String>> = BTreeSet::new();
+    // Crash again after each write of each distinct recovery those crashes led to
+    // (named by its place in the run: what a recovery writes can depend on what a
+    // person did meanwhile, as whether an approval was still pending).
+    let mut recoveries: BTreeSet<Vec<&str>> = BTreeSet::new();
     let mut second = Vec::new();
     for (crashes, trial) in &level1 {
         let written = recovery(&trial.runs[1]);
-        if !recoveries.insert(written.to_vec()) {
+        if !recoveries.insert(written.iter().map(|(_, s)| *s).collect()) {
             continue;
         }
-        let common = recoveries.len() > 1;
-        for p in points(written) {
-            if common && matches!(p.signature.as_str(), "register_worker" | "claim_task") {
-                continue;
-            }
-            second.push(vec![crashes[0].clone(), p]);
+        for (n, _) in written {
+            second.push(vec![crashes[0].clone(), Point::Nth(n)]);
         }
     }
     let level2 = run_all(&lanes, second.clone()).await;
+    let crashed_twice = level2.iter().filter(|(_, t)| t.runs.len() == 3).count();
     stop.cancel();
     person.await.unwrap();
 
     let report = journal.verify().await.unwrap();
     assert_eq!(report.broken, None);
     println!(
-        "crash points ({backend:?}): an uncrashed run makes {} writes, {} distinct crash points; \
-         {} trials crashed once at each, {} more crashed again at each of the {} distinct recoveries' {} writes; \
-         every one of the {} trials ended done with no effect repeated without a person's approval",
+        "crash points ({backend:?}): an uncrashed run makes {} writes at {} distinct points; \
+         {} trials crashed once, at each point; {} trials crashed again during the {} distinct \
+         recoveries those crashes led to, after each of their writes ({} reached their second \
+         point); all {} trials ended done, as the uncrashed run, with no effect repeated \
+         without a person's approval",
         uncrashed.len(),
         first.len(),
         level1.len(),
         level2.len(),
         recoveries.len(),
-        second.len(),
+        crashed_twice,
         1 + level1.len() + level2.len(),
     );
     assert_eq!(level1.len(), first.len());
     assert!(first.len() >= 30, "too few crash points: {uncrashed:?}");
+    assert_eq!(level2.len(), second.len());
     // Crashes during recovery include the one of issue #16: after `step_reconcile_started`.
     assert!(
-        second
-            .iter()
-            .any(|c| c[1].signature == "step_reconcile_started(code/1)"),
-        "{second:?}"
+        level2.iter().any(|(_, t)| t.runs.len() == 3
+            && t.runs[1]
+                .last()
+                .is_some_and(|s| s == "step_reconcile_started(code/1)")),
+        "no trial crashed right after step_reconcile_started(code/1)"
     );
+}
+
+/// The real `kill -9` sample: the task runs in child processes (this test binary,
+/// running [`crash_point_child`]), each killed with SIGKILL by the fault point right
+/// after the chosen write — first during the owner's turn or the pull request, then
+/// right after the probe of that crash began (issue #16) — and this process resumes
+/// it to the end. The killed children's agents live on as orphans, as they would.
+async fn real_kill_9(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, location) = backend.journal(dir.path()).await;
+    journal.follow_other_processes().await.unwrap();
+    let lane = Lane::new(journal.clone(), 0).await;
+    let stop = CancellationToken::new();
+    let person = approve_everything(lane.world.app.clone(), stop.clone());
+    let samples = [
+        [
+            "approval_requested(code/1)",
+            "step_reconcile_started(code/1)",
+        ],
+        [
+            "agent_activity(code/1)",
+            "task_leased+step_interrupted(code/1)",
+        ],
+        ["step_started(pr)", "step_reconcile_started(pr)"],
+    ];
+    for crashes in samples {
+        let task = lane.task().await;
+        for at in crashes {
+            let spec = json!({
+                "journal": location,
+                "dir": lane.world.dir.path(),
+                "project": lane.project,
+                "forge": lane.forge.base_url(),
+                "remote": lane.remote.url(),
+                "task": task.as_str(),
+                "at": at,
+            });
+            let out = tokio::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "suite::crash_points::crash_point_child",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env("GAFFER_CRASH_CHILD", spec.to_string())
+                .output()
+                .await
+                .unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                out.status.signal(),
+                Some(9),
+                "the child was to be killed after {at}: {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let stand = Stand::new();
+        let engine = lane.world.engine_on(journal.clone());
+        let stage = engine
+            .run_one(&task, &stand.me, CancellationToken::new())
+            .await
+            .unwrap();
+        stand.die();
+        assert_eq!(
+            stage,
+            Some(gaffer_core::Stage::Done),
+            "after kills at {crashes:?}"
+        );
+        let trial = Trial {
+            task,
+            runs: crashes.iter().map(|c| vec![(*c).to_owned()]).collect(),
+        };
+        check_trial(&lane, &trial)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        println!("kill -9 ({backend:?}) after {crashes:?}, then resumed: done, no effect repeated without a person's approval");
+    }
+    stop.cancel();
+    person.await.unwrap();
+    assert_eq!(journal.verify().await.unwrap().broken, None);
+}
+
+/// A child process of [`real_kill_9`]: runs the task it is given on the shared
+/// journal until the fault point kills it (`kill -9` of this very process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of the real kill -9 tests, started by them"]
+async fn crash_point_child() {
+    let spec: Value = serde_json::from_str(&std::env::var("GAFFER_CRASH_CHILD").unwrap()).unwrap();
+    let text = |k: &str| spec[k].as_str().unwrap().to_owned();
+    let journal = gaffer_store::open(&text("journal"), gaffer_store::Durability::Normal)
+        .await
+        .unwrap();
+    // The person's decisions come from the parent process.
+    journal.follow_other_processes().await.unwrap();
+    let ship = shipping(ForgeKind::Gitea, &text("forge"), &text("remote"), TOKEN);
+    let settings = World::settings(std::path::Path::new(&text("dir")), |s| {
+        s.shipping.insert(text("project"), ship);
+    });
+    let point = Point::After {
+        signature: text("at"),
+        occurrence: 1,
+    };
+    let faulty = Faulty::new(journal, Some(point), Death::Kill9);
+    let app = App::new(faulty, gaffer_app::Policy::default());
+    let engine = gaffer_engine::Engine::new(app, World::agents(&settings), settings);
+    let me = gaffer_engine::this_process(Duration::from_secs(30));
+    let ended = engine
+        .run_one(&TaskId(text("task")), &me, CancellationToken::new())
+        .await;
+    panic!("the run ended ({ended:?}) before writing {}", text("at"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_kill_9_after_a_write_and_during_its_recovery_ends_done_sqlite() {
+    real_kill_9(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_real_kill_9_after_a_write_and_during_its_recovery_ends_done_postgres() {
+    if Backend::Postgres.available() {
+        real_kill_9(Backend::Postgres).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

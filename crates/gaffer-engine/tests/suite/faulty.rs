@@ -20,16 +20,27 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
-/// The write to die after: the `occurrence`-th (from 1) write named `signature`.
+/// The write to die after.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Point {
-    pub signature: String,
-    pub occurrence: usize,
+pub enum Point {
+    /// The `occurrence`-th (from 1) write named `signature`.
+    After {
+        signature: String,
+        occurrence: usize,
+    },
+    /// The n-th (from 1) write, whatever it is.
+    Nth(usize),
 }
 
 impl std::fmt::Display for Point {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} #{}", self.signature, self.occurrence)
+        match self {
+            Point::After {
+                signature,
+                occurrence,
+            } => write!(f, "{signature} #{occurrence}"),
+            Point::Nth(n) => write!(f, "write {n}"),
+        }
     }
 }
 
@@ -165,15 +176,20 @@ impl Faulty {
 
     /// After a write that succeeded: record it, and die if it is the point.
     async fn wrote(&self, signature: String) {
-        let occurrence = {
+        let (nth, occurrence) = {
             let mut written = self.written.lock().unwrap();
             written.push(signature.clone());
-            written.iter().filter(|s| **s == signature).count()
+            let occurrence = written.iter().filter(|s| **s == signature).count();
+            (written.len(), occurrence)
         };
-        let here = self
-            .point
-            .as_ref()
-            .is_some_and(|p| p.signature == signature && p.occurrence == occurrence);
+        let here = match &self.point {
+            None => false,
+            Some(Point::Nth(n)) => *n == nth,
+            Some(Point::After {
+                signature: s,
+                occurrence: o,
+            }) => *s == signature && *o == occurrence,
+        };
         if !here {
             return;
         }
