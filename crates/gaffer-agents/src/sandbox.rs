@@ -630,26 +630,61 @@ pub(crate) fn confine(cmd: &mut tokio::process::Command, decision: &Decision) {
     }
 }
 
+/// What the name of every private temp dir starts with: `gaffer-<agent>-<32 hex digits>`.
+const TEMP_PREFIX: &str = "gaffer-";
+
+/// Whether `name` is one [`PrivateTemp::new`] gives (`gaffer-claude-<uuid>`), and
+/// not another `gaffer-…` entry of the temp dir (a test's PostgreSQL, say).
+fn is_private_temp_name(name: &str) -> bool {
+    name.strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.rsplit_once('-'))
+        .is_some_and(|(agent, id)| {
+            !agent.is_empty()
+                && id.len() == 32
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
 /// A private temp dir for one agent process or command, removed when dropped.
+///
+/// The process that made it holds a lock on the directory while it lives (the
+/// directory itself, which the confined process cannot replace): a process killed
+/// with `kill -9` drops nothing, but the kernel releases its lock, and the next
+/// gaffer to start removes the directory ([`remove_dead_temp_dirs`]).
 #[derive(Debug)]
 pub(crate) struct PrivateTemp {
     path: PathBuf,
+    _alive: std::fs::File,
 }
 
 impl PrivateTemp {
     pub(crate) fn new(agent: &str) -> Result<Self> {
-        let path =
-            std::env::temp_dir().join(format!("gaffer-{agent}-{}", uuid::Uuid::new_v4().simple()));
+        let path = std::env::temp_dir().join(format!(
+            "{TEMP_PREFIX}{agent}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
         let mut builder = std::fs::DirBuilder::new();
         {
             use std::os::unix::fs::DirBuilderExt;
             builder.mode(0o700);
         }
-        builder.create(&path).map_err(|source| AgentError::Spawn {
+        let spawn_error = |source| AgentError::Spawn {
             agent: agent.into(),
             source,
-        })?;
-        Ok(Self { path })
+        };
+        builder.create(&path).map_err(spawn_error)?;
+        let alive = std::fs::File::open(&path)
+            .and_then(|dir| dir.try_lock().map(|()| dir).map_err(std::io::Error::from))
+            .map_err(|e| {
+                let _ = std::fs::remove_dir_all(&path);
+                spawn_error(e)
+            })?;
+        Ok(Self {
+            path,
+            _alive: alive,
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -661,6 +696,51 @@ impl Drop for PrivateTemp {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
+}
+
+/// Private temp dirs younger than this are left alone: the process that made one
+/// takes its lock right after creating it.
+const TEMP_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Remove the private temp dirs (`gaffer-<agent>-<uuid>` in the temp dir) whose process
+/// is gone: no process holds their lock, and they are older than a minute. A
+/// process killed with `kill -9` leaves its agents' dirs behind; the next gaffer
+/// to start calls this. Returns how many were removed; what cannot be read or
+/// removed (another user's, say) is skipped.
+pub fn remove_dead_temp_dirs() -> usize {
+    remove_dead_temp_dirs_in(&std::env::temp_dir(), TEMP_GRACE)
+}
+
+/// [`remove_dead_temp_dirs`] in `dir`, for dirs older than `grace`.
+pub fn remove_dead_temp_dirs_in(dir: &Path, grace: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let is_ours = entry.file_name().to_str().is_some_and(is_private_temp_name);
+        // Never through a symlink: only directories this name itself is.
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        let old_enough = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age >= grace);
+        if !is_ours || !meta.is_dir() || !old_enough {
+            continue;
+        }
+        let Ok(handle) = std::fs::File::open(entry.path()) else {
+            continue;
+        };
+        // Held: its process lives. Taken: nobody holds it any more.
+        if handle.try_lock().is_ok() && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// What the agent, the step and the task page are told when a confined command was

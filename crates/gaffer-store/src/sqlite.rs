@@ -38,6 +38,8 @@ pub struct SqliteJournal {
     /// What [`SqliteJournal::follow_other_processes`] has delivered.
     follow: FollowState,
     watcher: std::sync::Mutex<Option<notify::RecommendedWatcher>>,
+    /// The task delivering other processes' events, stopped before the pool closes.
+    follower: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// `<file>-notify`, touched after each committed append: see [`SqliteJournal::follow_other_processes`].
     committed: Option<std::fs::File>,
     /// What every append goes through first.
@@ -113,6 +115,7 @@ impl SqliteJournal {
             follow: FollowState::default(),
             sanitizer: Default::default(),
             watcher: std::sync::Mutex::new(None),
+            follower: std::sync::Mutex::new(None),
             committed,
         })
     }
@@ -177,7 +180,7 @@ impl SqliteJournal {
         }
         *self.watcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(watcher);
         let (pool, follow, events) = (self.pool.clone(), self.follow.clone(), self.events.clone());
-        tokio::spawn(async move {
+        let follower = tokio::spawn(async move {
             while woken.recv().await.is_some() {
                 while woken.try_recv().is_ok() {}
                 let wanted = crate::shared::lock(&follow).wanted.clone();
@@ -187,6 +190,7 @@ impl SqliteJournal {
                 }
             }
         });
+        *self.follower.lock().unwrap_or_else(|e| e.into_inner()) = Some(follower);
         Ok(())
     }
 
@@ -200,16 +204,34 @@ impl SqliteJournal {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
     }
 
-    /// Close every connection, checkpointing the WAL into the main file.
+    /// Stop following other processes and close every connection.
     pub async fn close(self) {
         self.close_pool().await;
     }
 
+    /// The follower stops first: woken by the file changes the closing itself makes,
+    /// it would read from a closed pool. No checkpoint is forced: one that waits
+    /// for other processes' readers (`TRUNCATE`, `RESTART`, `FULL`) holds the write
+    /// lock while it waits, so every other process's writes stood still behind a
+    /// read-only command's exit (up to the busy timeout). SQLite checkpoints as the
+    /// WAL grows, without waiting, and the last connection to the file to close
+    /// checkpoints it whole and removes the WAL.
     async fn close_pool(&self) {
-        // Best effort: a failed checkpoint leaves the WAL, which the next open replays.
-        let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&self.pool)
-            .await;
+        drop(
+            self.watcher
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        let follower = self
+            .follower
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(follower) = follower {
+            follower.abort();
+            let _ = follower.await;
+        }
         self.pool.close().await;
     }
 

@@ -105,7 +105,8 @@ impl Drop for RedactedLine {
 }
 
 /// Open the journal the configuration names (creating the data dir for a SQLite
-/// file) and follow what other gaffer processes append to it.
+/// file). Commands that wait for what other processes do follow them too
+/// ([`follow_others`]); one-shot commands read and exit.
 pub async fn open_journal(config: &Config) -> Result<Arc<dyn Journal>> {
     let location = config.database_location();
     if let Ok(Location::Sqlite(path)) = Location::parse(&location) {
@@ -118,11 +119,13 @@ pub async fn open_journal(config: &Config) -> Result<Arc<dyn Journal>> {
             })?;
         }
     }
-    let journal = gaffer_store::open(&location, durability(config)).await?;
-    // Decisions made by another gaffer process (another terminal, a server, another
-    // machine on the same PostgreSQL) wake this one.
-    journal.follow_other_processes().await?;
-    Ok(journal)
+    Ok(gaffer_store::open(&location, durability(config)).await?)
+}
+
+/// From now on, what other gaffer processes append (a decision in another
+/// terminal, a server, another machine on the same PostgreSQL) wakes this one too.
+pub async fn follow_others(journal: &dyn Journal) -> Result<()> {
+    Ok(journal.follow_other_processes().await?)
 }
 
 /// The store's durability setting for the configured one.

@@ -292,3 +292,90 @@ fn an_npm_cli_may_read_its_whole_node_modules_for_vendored_binaries_in_sibling_p
     std::fs::write(plain.join("agent"), "").unwrap();
     assert_eq!(sandbox::install_root(&plain.join("agent"), &s), Some(plain));
 }
+
+/// A dir named as a private temp dir (`gaffer-<agent>-<uuid>`) in `parent`, with a
+/// file in it, last modified `age` ago.
+fn temp_dir_named(parent: &Path, name: &str, age: std::time::Duration) -> std::path::PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("scratch"), "left behind").unwrap();
+    backdate(&dir, age);
+    dir
+}
+
+fn backdate(path: &Path, age: std::time::Duration) {
+    std::fs::File::open(path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+}
+
+fn private_name(agent: &str) -> String {
+    format!("gaffer-{agent}-{}", uuid::Uuid::new_v4().simple())
+}
+
+#[test]
+fn temp_dirs_of_dead_processes_are_removed_and_live_young_or_foreign_ones_kept() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let grace = std::time::Duration::from_secs(60);
+    let dead = temp_dir_named(tmp.path(), &private_name("claude"), hour);
+    let young = temp_dir_named(
+        tmp.path(),
+        &private_name("claude"),
+        std::time::Duration::ZERO,
+    );
+    let live = temp_dir_named(tmp.path(), &private_name("codex"), hour);
+    // Other `gaffer-…` entries of a temp dir (a test PostgreSQL's, say) are not ours.
+    let foreign = temp_dir_named(tmp.path(), "gaffer-postgres-test-server", hour);
+    let short = temp_dir_named(tmp.path(), "gaffer-claude-0123abcd", hour);
+    // A symlink with a private temp dir's name is never followed.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep"), "mine").unwrap();
+    let link = tmp.path().join(private_name("claude"));
+    std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+
+    // The process that owns `live` holds its lock, as a gaffer process does for its
+    // agents' dirs (and its child, as a supervisor does); then both are killed with
+    // SIGKILL.
+    let mut owner = std::process::Command::new("flock")
+        .arg("--nonblock")
+        .arg(&live)
+        .args(["sleep", "600"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::File::open(&live).unwrap().try_lock().is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flock never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    assert_eq!(sandbox::remove_dead_temp_dirs_in(tmp.path(), grace), 1);
+    assert!(!dead.exists(), "the dead process's dir is left");
+    for kept in [&young, &live, &foreign, &short] {
+        assert!(
+            kept.join("scratch").exists(),
+            "{} was removed",
+            kept.display()
+        );
+    }
+    assert!(link.symlink_metadata().is_ok() && outside.path().join("keep").exists());
+
+    // SIGKILL: nothing of the owner runs any cleanup.
+    let group = format!("-{}", owner.id());
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    owner.wait().unwrap();
+    assert_eq!(sandbox::remove_dead_temp_dirs_in(tmp.path(), grace), 1);
+    assert!(!live.exists(), "the killed process's dir is left");
+    assert!(young.exists() && foreign.exists() && short.exists());
+    assert!(outside.path().join("keep").exists());
+}

@@ -27,6 +27,11 @@ use tokio_util::sync::CancellationToken;
 /// The engine as configured: roles, data dir, redaction of every secret in the
 /// environment, the project index cached in the journal's database.
 pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engine> {
+    // What agents of gaffer processes killed with `kill -9` left behind.
+    let removed = gaffer_agents::sandbox::remove_dead_temp_dirs();
+    if removed > 0 {
+        tracing::info!("removed {removed} private temp dirs of gaffer processes that are gone");
+    }
     let mut settings = Settings::new(config.data_dir.clone());
     settings.roles = config.roles.clone();
     settings.project_roles = config.project_roles.clone();
@@ -394,6 +399,8 @@ async fn drive(
     after_seq: i64,
     shown: Options,
 ) -> Result<ExitCode> {
+    // Decisions and cancellations made elsewhere reach the run.
+    crate::setup::follow_others(app.journal().as_ref()).await?;
     let cancel = CancellationToken::new();
     let interrupted = Arc::new(AtomicBool::new(false));
     let ctrl_c = tokio::spawn(stop_on_ctrl_c(cancel.clone(), interrupted.clone()));
@@ -408,21 +415,27 @@ async fn drive(
     );
     // This process is a worker for this one task: it holds the task's lease while
     // it runs, so no other worker runs it at the same time.
-    let outcome = engine
-        .run_one(id, &crate::commands::worker::me(config), cancel)
+    let mut outcome = engine
+        .run_one(id, &crate::commands::worker::me(config), cancel.clone())
         .await;
+    if let Ok(None) = outcome {
+        // Another worker on this journal (a `gaffer serve` or `gaffer worker`) took
+        // the task first: it runs there, and this shows it to its end.
+        let holder = app.journal().lease(id.as_str()).await?.map_or_else(
+            || "another worker".to_owned(),
+            |l| format!("worker {}", l.worker_id),
+        );
+        term::note(format_args!(
+            "task {id} is run by {holder}; following it here (Ctrl-C stops following, the task runs on there)"
+        ));
+        outcome = Ok(ended(app, id, &cancel).await?);
+    }
     view.finish().await;
     let stage = match outcome {
         Ok(Some(stage)) => stage,
         Ok(None) => {
             ctrl_c.abort();
-            let holder = app.journal().lease(id.as_str()).await?.map_or_else(
-                || "another worker".to_owned(),
-                |l| format!("worker {}", l.worker_id),
-            );
-            return Err(CliError::failed(format!(
-                "task `{id}` is being run by {holder}; `gaffer workers` lists the workers, `gaffer task show {id}` shows its progress"
-            )));
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         Err(e) => {
             ctrl_c.abort();
@@ -450,6 +463,31 @@ async fn drive(
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// Wait for the task to end, wherever it runs: its final stage, or `None` when
+/// `cancel` (Ctrl-C) came first.
+async fn ended(app: &App, id: &TaskId, cancel: &CancellationToken) -> Result<Option<Stage>> {
+    let mut events = app.journal().subscribe();
+    loop {
+        let view = app
+            .journal()
+            .task(id.as_str())
+            .await?
+            .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
+        let over = serde_json::from_value::<Stage>(Value::String(view.task.stage))
+            .ok()
+            .filter(|s| s.is_final());
+        if over.is_some() {
+            return Ok(over);
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(None),
+            _ = events.recv() => {}
+            // Events of other processes are followed; this only bounds a missed one.
+            () = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        }
+    }
 }
 
 /// The first Ctrl-C stops the run cleanly (the task is cancelled, its worktree

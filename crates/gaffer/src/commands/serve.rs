@@ -31,6 +31,8 @@ const GC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let (mut config, policy, app) = open_app(global).await?;
+    // The page, the API and the workers hear what other processes append.
+    crate::setup::follow_others(app.journal().as_ref()).await?;
     let stop = CancellationToken::new();
     // Before anything runs: a room naming an unknown project is refused here.
     let discord = start_discord(&config, &app, &stop).await?;

@@ -74,6 +74,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     let limits = limits(&config, args.count, args.per_project);
     // This process serves nothing else: it need not read every other worker's events.
     app.journal().follow_only(engine.events_work_needs());
+    crate::setup::follow_others(app.journal().as_ref()).await?;
     Engine::warm_up().await;
     outln!(
         "gaffer worker {} is running up to {} task{} on {} (leases of {}s; Ctrl-C stops it)",

@@ -27,7 +27,7 @@ const TASKS: usize = 100;
 const LEASE_SECS: &str = "3";
 
 /// A gaffer process, killed when dropped.
-pub(super) struct Proc(Child);
+pub(super) struct Proc(pub(super) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {

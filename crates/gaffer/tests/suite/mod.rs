@@ -14,3 +14,4 @@ mod serve;
 mod ship;
 mod support;
 mod terminal;
+mod writers;

@@ -36,7 +36,23 @@ impl Bench {
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-q", "-m", "init"]);
         std::fs::create_dir_all(home.dir.path().join("scenarios")).unwrap();
+        std::fs::create_dir_all(home.dir.path().join("tmp")).unwrap();
         Self { home, repo }
+    }
+
+    /// The temp dir of every gaffer this bench starts (agents get private dirs in it).
+    fn tmp(&self) -> PathBuf {
+        self.home.dir.path().join("tmp")
+    }
+
+    /// The agents' private temp dirs (`gaffer-<agent>-<uuid>`) in [`Bench::tmp`].
+    fn private_temp_dirs(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.tmp())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gaffer-"))
+            .map(|e| e.path())
+            .collect()
     }
 
     pub fn script(&self, role: &str, turns: Vec<Value>) {
@@ -71,7 +87,8 @@ impl Bench {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.home.dir.path())
             .env("GAFFER_CONFIG", self.home.config())
-            .env("GAFFER_DATA_DIR", self.home.data());
+            .env("GAFFER_DATA_DIR", self.home.data())
+            .env("TMPDIR", self.tmp());
         self.fake_env(&mut cmd);
         cmd
     }
@@ -602,6 +619,27 @@ fn crash_and_resume(point: &str) {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    // The killed run's agents' private temp dirs are left: once their processes are
+    // gone (nothing holds their locks) and they are old, the next start removes them.
+    let left = b.private_temp_dirs();
+    for dir in &left {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::File::open(dir).is_ok_and(|d| d.try_lock().is_err()) {
+            assert!(
+                Instant::now() < deadline,
+                "{} is still held after its gaffer was killed",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Ok(d) = std::fs::File::open(dir) {
+            d.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+                .unwrap();
+        }
+    }
+    if point == "code/1" {
+        assert!(!left.is_empty(), "the owner's turn had no private temp dir");
+    }
 
     // Restart. Whatever was in flight: an interrupted owner turn needs a human,
     // who approves it from another process; nothing else may ask.
@@ -679,6 +717,11 @@ fn crash_and_resume(point: &str) {
     b.gaffer_std()
         .args(["journal", "verify"])
         .assert_ok_contains("ok:");
+    assert_eq!(
+        b.private_temp_dirs(),
+        Vec::<PathBuf>::new(),
+        "private temp dirs left after a crash at {point} and a resume"
+    );
 }
 
 #[test]
