@@ -210,12 +210,11 @@ impl SqliteJournal {
     }
 
     /// The follower stops first: woken by the file changes the closing itself makes,
-    /// it would read from a closed pool. No checkpoint is forced: one that waits
-    /// for other processes' readers (`TRUNCATE`, `RESTART`, `FULL`) holds the write
-    /// lock while it waits, so every other process's writes stood still behind a
-    /// read-only command's exit (up to the busy timeout). SQLite checkpoints as the
-    /// WAL grows, without waiting, and the last connection to the file to close
-    /// checkpoints it whole and removes the WAL.
+    /// it would read from a closed pool. The checkpoint is `PASSIVE`: it copies
+    /// what it can into the main file and waits for nobody. One that waits for
+    /// other processes' readers (`TRUNCATE`, as before) held the write lock while
+    /// it waited, so every other process's writes stood still behind a read-only
+    /// command's exit, up to the busy timeout (issue #17).
     async fn close_pool(&self) {
         drop(
             self.watcher
@@ -232,6 +231,10 @@ impl SqliteJournal {
             follower.abort();
             let _ = follower.await;
         }
+        // Best effort: what it leaves in the WAL, the next open replays.
+        let _ = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&self.pool)
+            .await;
         self.pool.close().await;
     }
 
