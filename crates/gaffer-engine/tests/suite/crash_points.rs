@@ -173,7 +173,11 @@ struct Trial {
 async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
     let task = lane.task().await;
     let mut runs = Vec::new();
-    for point in crashes.iter().map(Some).chain([None]) {
+    let mut queue: VecDeque<Option<Point>> =
+        crashes.iter().cloned().map(Some).chain([None]).collect();
+    let mut held = 0;
+    while let Some(point) = queue.pop_front() {
+        let point = point.as_ref();
         let journal = Faulty::new(lane.world.journal.clone(), point.cloned(), Death::Freeze);
         let engine = lane.world.engine_on(journal.clone());
         let stand = Stand::new();
@@ -190,6 +194,16 @@ async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
                 return Err(format!("{task}: a run after {crashes:?} neither ended nor crashed: {:?}", journal.written()));
             }
         };
+        // Not claimable (seen on PostgreSQL only, under load): the run took
+        // nothing. A worker claims it on a later try, as this one does.
+        if matches!(ended, Some(Ok(Ok(None)))) && held < 90 {
+            held += 1;
+            eprintln!("{task}: not claimable yet after {crashes:?}; trying again");
+            stand.die();
+            queue.push_front(point.cloned());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
         runs.push(journal.written());
         match (ended, point) {
             // Died at the point: drop the run (its agent processes go with it).
