@@ -207,6 +207,10 @@ pub enum Event {
         step_id: StepId,
         /// Why, already redacted.
         error: String,
+        /// What the step's agent turns spent before it failed (the `usage` object a
+        /// receipt holds), so a failed task's cost counts them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<serde_json::Value>,
     },
     /// The process running the step died (found at recovery). The reducer decides what
     /// follows from the intent: run again, or `effect_unknown`.

@@ -3,7 +3,8 @@
 //!
 //! Every agent turn's usage is recorded once, in the `usage` object of the receipt
 //! of the step that ran it (`{"input_tokens","output_tokens","cached_input_tokens",
-//! "cost_usd"}`). A task's spend is the sum of those objects and of nothing else:
+//! "cost_usd"}`); a step that failed after its turns spent something records it
+//! the same way (`step_failed`'s `usage`, kept as the failed step's receipt). A task's spend is the sum of those objects and of nothing else:
 //! summaries that repeat a total (the `ship` receipt's `tokens` and `cost_usd`, the
 //! task's outcome) are never added again. Money is summed in whole nanodollars, so
 //! a total is exact and prints without float noise (`0.8733`, not

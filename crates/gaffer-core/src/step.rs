@@ -87,7 +87,8 @@ pub struct Step {
     pub state: StepState,
     /// 1 for the first run; grows when the step is run again.
     pub attempt: u32,
-    /// What the effect produced, once completed.
+    /// What the effect produced, once completed; for a failed step, only what its
+    /// agent turns spent (`{"usage": …}`), when they spent anything.
     pub receipt: Option<serde_json::Value>,
     /// Why it failed or needs a human, when it did.
     pub error: Option<String>,

@@ -221,11 +221,17 @@ impl TaskState {
                     s.error = None;
                 });
             }
-            Event::StepFailed { step_id, error } => {
+            Event::StepFailed {
+                step_id,
+                error,
+                usage,
+            } => {
                 self.step_in(step_id, AWAITING_OUTCOME, event)?;
                 self.set_step(at, step_id, |s| {
                     s.state = StepState::Failed;
                     s.error = Some(error.clone());
+                    // A failed step's receipt holds only what it spent (see `Spend`).
+                    s.receipt = usage.as_ref().map(|u| serde_json::json!({ "usage": u }));
                 });
             }
             Event::StepInterrupted { step_id } => {

@@ -256,6 +256,7 @@ impl Engine {
                 .map(|s| Event::StepFailed {
                     step_id: s.id.clone(),
                     error: "cancelled".into(),
+                    usage: None,
                 })
                 .collect();
             // The engine does not know who pressed Ctrl-C; a cancellation recorded
@@ -428,7 +429,22 @@ impl Engine {
             Err(Failure::Step(StepFailure(error))) => {
                 let error = self.settings.redactor.redact(&error);
                 let step_id = id.clone();
-                let failed = Event::StepFailed { step_id, error };
+                let failed = Event::StepFailed {
+                    step_id,
+                    error,
+                    usage: None,
+                };
+                self.record_outcome(&task.id, id, failed).await
+            }
+            Err(Failure::Spent(StepFailure(error), usage)) => {
+                let error = self.settings.redactor.redact(&error);
+                let step_id = id.clone();
+                let usage = Some(usage);
+                let failed = Event::StepFailed {
+                    step_id,
+                    error,
+                    usage,
+                };
                 self.record_outcome(&task.id, id, failed).await
             }
             // `cancel` fails the step and cancels the task in one append.

@@ -162,7 +162,9 @@ impl Engine {
         let resolution = match resolution {
             Ok(r) => r,
             Err(Failure::Engine(e)) => return Err(e),
-            Err(Failure::Step(StepFailure(e))) => return Err(EngineError::Invalid(e)),
+            Err(Failure::Step(StepFailure(e)) | Failure::Spent(StepFailure(e), _)) => {
+                return Err(EngineError::Invalid(e))
+            }
             Err(Failure::Cancelled) => return Err(EngineError::Cancelled),
         };
         if resolution.approved() {

@@ -3,7 +3,7 @@
 //! against the role's contract (asked again once), and the session ended.
 
 use crate::error::StepFailure;
-use crate::failure::{fail, Failure};
+use crate::failure::{fail, fail_spent, Failure};
 use crate::gate::Gate;
 use crate::{prompts, Engine};
 use gaffer_agents::sandbox::REFUSED_BY_SANDBOX;
@@ -113,7 +113,9 @@ impl Engine {
         let reason = match &outcome {
             Ok(_) => "turn finished".to_owned(),
             Err(Failure::Cancelled) => "cancelled".to_owned(),
-            Err(Failure::Step(StepFailure(e))) => prompts::head(e, 300),
+            Err(Failure::Step(StepFailure(e)) | Failure::Spent(StepFailure(e), _)) => {
+                prompts::head(e, 300)
+            }
             Err(Failure::Engine(e)) => prompts::head(&e.to_string(), 300),
         };
         let _ = self
@@ -319,13 +321,16 @@ impl Engine {
                 TurnStatus::Completed => {}
                 TurnStatus::Interrupted => return Err(Failure::Cancelled),
                 other => {
-                    return Err(fail(format!(
-                        "the agent's turn ended {other:?}: {}",
-                        result
-                            .reason
-                            .clone()
-                            .unwrap_or_else(|| prompts::head(&result.text, 500))
-                    )))
+                    return Err(fail_spent(
+                        format!(
+                            "the agent's turn ended {other:?}: {}",
+                            result
+                                .reason
+                                .clone()
+                                .unwrap_or_else(|| prompts::head(&result.text, 500))
+                        ),
+                        &usage,
+                    ))
                 }
             }
             match contract(&result.text) {

@@ -32,6 +32,19 @@ pub enum ContractError {
     },
 }
 
+impl ContractError {
+    /// What was wrong, for the task's reader: the [`Display`](std::fmt::Display)
+    /// text without the shape the agent is told to send (a JSON example that a
+    /// person reading a failure needs no more than a raw dump).
+    pub fn brief(&self) -> String {
+        match self {
+            ContractError::NoJson { .. } => "its answer has no ```json block".to_owned(),
+            ContractError::BadJson(e) => format!("its ```json block is not valid JSON ({e})"),
+            ContractError::Field { .. } => self.to_string(),
+        }
+    }
+}
+
 fn field(field: impl Into<String>, problem: impl Into<String>) -> ContractError {
     ContractError::Field {
         field: field.into(),

@@ -37,6 +37,7 @@ fn failed(id: &str) -> Event {
     Event::StepFailed {
         step_id: id.into(),
         error: "boom".into(),
+        usage: None,
     }
 }
 
@@ -173,6 +174,37 @@ fn completing_a_step_that_never_started_is_rejected() {
         ),
         "{err}"
     );
+}
+
+/// What a failed step's turns spent is kept (as its receipt's `usage`), so the
+/// task's cost counts it; an older `step_failed` without it leaves no receipt.
+#[test]
+fn a_failed_step_keeps_what_its_turns_spent() {
+    let usage = json!({"input_tokens": 1600, "output_tokens": 100, "cached_input_tokens": 0, "cost_usd": 0.008});
+    let spent = Event::StepFailed {
+        step_id: "plan".into(),
+        error: "the planner's answer is not a valid plan after a retry".into(),
+        usage: Some(usage.clone()),
+    };
+    let t = given(&[
+        created(),
+        step("plan", Intent::ReadOnly, &[]),
+        started("plan"),
+        spent,
+    ]);
+    let s = &t.steps[&StepId::from("plan")];
+    assert_eq!(s.state, StepState::Failed);
+    assert_eq!(s.receipt, Some(json!({ "usage": usage })));
+    let cost = Spend::of_receipts(t.steps.values().filter_map(|s| s.receipt.as_ref()));
+    assert_eq!((cost.tokens(), cost.cost_usd()), (1700, Some(0.008)));
+
+    let t = given(&[
+        created(),
+        step("plan", Intent::ReadOnly, &[]),
+        started("plan"),
+        failed("plan"),
+    ]);
+    assert_eq!(t.steps[&StepId::from("plan")].receipt, None);
 }
 
 #[test]

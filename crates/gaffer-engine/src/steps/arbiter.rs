@@ -48,7 +48,10 @@ impl Engine {
             .await?;
         let ruling = turn.parsed.unwrap_or_else(|e| {
             json!(Ruling::Escalate {
-                reason: format!("the arbiter's ruling could not be read after a retry: {e}")
+                reason: format!(
+                    "the arbiter's ruling could not be read after a retry: {}",
+                    e.brief()
+                )
             })
         });
         Ok(json!({ "ruling": ruling, "usage": turn.usage }))

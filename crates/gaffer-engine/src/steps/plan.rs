@@ -1,6 +1,6 @@
 //! The planner's turn (read-only) and the plan's approval by a person.
 
-use crate::failure::{fail, Failure};
+use crate::failure::{fail, fail_spent, Failure};
 use crate::pipeline::plan_of;
 use crate::{prompts, Engine};
 use gaffer_agents::Mode;
@@ -39,9 +39,13 @@ impl Engine {
             Ok(plan) => Ok(
                 json!({ "plan": plan, "usage": turn.usage, "text": prompts::head(&turn.text, 4000) }),
             ),
-            Err(e) => Err(fail(format!(
-                "the planner's answer is not a valid plan after a retry: {e}"
-            ))),
+            Err(e) => Err(fail_spent(
+                format!(
+                    "the planner's answer is not a valid plan after a retry: {}",
+                    e.brief()
+                ),
+                &turn.usage,
+            )),
         }
     }
 

@@ -93,7 +93,10 @@ impl Engine {
             .await?;
         let verdict = turn.parsed.unwrap_or_else(|e| {
             json!(Verdict::Blocked {
-                reason: format!("the reviewer's verdict could not be read after a retry: {e}")
+                reason: format!(
+                    "the reviewer's verdict could not be read after a retry: {}",
+                    e.brief()
+                )
             })
         });
         Ok(json!({ "verdict": verdict, "usage": turn.usage }))

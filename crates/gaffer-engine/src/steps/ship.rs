@@ -791,7 +791,7 @@ fn connect_forge(
 
 fn failure_text(f: Failure) -> String {
     match f {
-        Failure::Step(s) => s.0,
+        Failure::Step(s) | Failure::Spent(s, _) => s.0,
         Failure::Cancelled => "cancelled".into(),
         Failure::Engine(e) => e.to_string(),
     }

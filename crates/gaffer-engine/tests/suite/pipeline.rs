@@ -396,6 +396,7 @@ fn a_denied_ship_approval_fails_the_task_and_keeps_the_branch_local() {
                     Event::StepFailed {
                         step_id: step,
                         error: "denied by ana (cli): not today".into(),
+                        usage: None,
                     },
                 ]);
             }

@@ -36,7 +36,8 @@ fn arb_event() -> impl Strategy<Value = Event> {
         }),
         step.clone().prop_map(|s| Event::StepFailed {
             step_id: s.into(),
-            error: "x".into()
+            error: "x".into(),
+            usage: None,
         }),
         step.clone()
             .prop_map(|s| Event::StepInterrupted { step_id: s.into() }),

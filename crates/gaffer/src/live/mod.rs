@@ -430,8 +430,15 @@ impl View {
                     ),
                 );
             }
-            Event::StepFailed { step_id, error } => {
-                // A failed step has no receipt: the task's cost leaves it out.
+            Event::StepFailed {
+                step_id,
+                error,
+                usage,
+            } => {
+                // What the failed step's turns spent counts, as the task's cost does.
+                if let Some(usage) = usage {
+                    self.settled += Spend::of_receipt(&serde_json::json!({ "usage": usage }));
+                }
                 self.running = Spend::default();
                 self.say(
                     at,

@@ -257,6 +257,7 @@ impl Home {
             failed.push(Event::StepFailed {
                 step_id: "plan".into(),
                 error: "claude sent a malformed line 4: \x1b[2Jnot JSON".into(),
+                usage: None,
             });
             failed.push(Event::TaskFailed {
                 reason: "the plan failed twice:\nclaude sent a malformed line 4: \x1b[2Jnot JSON\n\tat the second try".into(),
