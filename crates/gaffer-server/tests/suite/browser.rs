@@ -158,6 +158,27 @@ async fn every_screen_at_phone_and_laptop_width_in_light_and_dark() {
                 b.screenshot(&artifact(&format!("{page}-{w}-{scheme}.png")))
                     .await
                     .unwrap();
+                if page == "approvals" && !dark {
+                    // A countdown on every waiting card (the default 30-minute expiry).
+                    let left = b
+                        .eval("[...document.querySelectorAll('.approval .expiry')].map((e) => e.textContent.trim())")
+                        .await
+                        .unwrap();
+                    let left = left.as_array().unwrap();
+                    assert!(!left.is_empty(), "{what}: no countdown");
+                    for l in left {
+                        let l = l.as_str().unwrap();
+                        let m = l.strip_prefix("expires in ").unwrap_or_else(|| panic!("{what}: {l}"));
+                        assert!(m.starts_with("29m ") || m.starts_with("30m "), "{what}: {l}");
+                    }
+                }
+                if page == "board" && !dark {
+                    // Filters: by project, then by words of the request.
+                    b.eval("(() => { const s = document.querySelector('#filter-project'); s.value = 'alpha'; s.dispatchEvent(new Event('change', { bubbles: true })); })()").await.unwrap();
+                    b.wait_for("alpha's tasks only", "[...document.querySelectorAll('.task-card .chip')].every((c) => c.textContent === 'alpha') && document.querySelectorAll('.task-card').length === 1").await.unwrap();
+                    b.eval("(() => { const s = document.querySelector('#filter-project'); s.value = ''; s.dispatchEvent(new Event('change', { bubbles: true })); const q = document.querySelector('#filter-text'); q.value = 'readme'; q.dispatchEvent(new Event('input', { bubbles: true })); })()").await.unwrap();
+                    b.wait_for("the matching task only", "document.querySelectorAll('.task-card').length === 1 && document.querySelector('.task-card').innerText.includes('Rewrite the README intro')").await.unwrap();
+                }
             }
         }
         b.close().await.unwrap();
