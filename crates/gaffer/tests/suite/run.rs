@@ -853,8 +853,10 @@ fn agent_garbage_mid_stream_fails_the_task_with_a_clear_error() {
         ("the planner step", &plan_step["error"]),
     ] {
         let text = text.as_str().unwrap_or_default();
+        // With `--replay-user-messages` Claude Code echoes the prompt as one more
+        // line before the garbage: it is line 5.
         for says in [
-            "claude sent a malformed line 4",
+            "claude sent a malformed line 5",
             "not UTF-8 (invalid byte at offset 0)",
             "garbage",
         ] {
