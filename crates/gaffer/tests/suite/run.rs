@@ -907,6 +907,61 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
     assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
 }
 
+/// #15 "bad input": a sandbox rule this machine cannot apply refuses the run under
+/// `mode = "required"` before anything is stored (exit 78, naming the rule), and is a
+/// warning under `auto`, where the task runs.
+#[test]
+fn a_sandbox_rule_that_cannot_be_applied_refuses_under_required_and_warns_under_auto() {
+    let support = gaffer_agents::sandbox::support();
+    if !support.filesystem() {
+        eprintln!("skipping: {}", support.describe());
+        return;
+    }
+    let b = Bench::new();
+    b.script_all();
+    let missing = b.home.dir.path().join("no-such-dir");
+    let config = |mode: &str| {
+        format!(
+            "[sandbox]\nmode = \"{mode}\"\nreadable = [\"{}\"]\n",
+            missing.display()
+        )
+    };
+    let run = || {
+        b.gaffer_std()
+            .args(["run", REQUEST, "--repo"])
+            .arg(&b.repo)
+            .args(["--yes", "--json", "--agent", "claude"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    b.home.write_config(&config("required"));
+    let out = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("sandbox.readable") && stderr.contains("no-such-dir"),
+        "{stderr}"
+    );
+    let list = b
+        .gaffer_std()
+        .args(["task", "list", "--json"])
+        .output()
+        .unwrap();
+    let tasks: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(tasks, Value::Array(vec![]), "a refused run stored a task");
+
+    b.home.write_config(&config("auto"));
+    let out = run();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: sandbox: sandbox.readable"),
+        "{stderr}"
+    );
+    assert_eq!(json_of(&out)["state"], "done");
+}
+
 /// `gaffer run --yes --json` of [`REQUEST`], which must fail (exit 1, state
 /// `failed`): what it printed, and what `gaffer task show --json` shows then.
 pub fn run_to_failure(b: &Bench) -> (Value, Value) {
