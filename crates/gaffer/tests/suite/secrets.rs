@@ -68,31 +68,11 @@ async fn a_key_the_agent_prints_appears_nowhere() {
     );
 
     let log_path = d.join("server.log");
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &d)
-        .env("GAFFER_CONFIG", home.config())
-        .env("GAFFER_DATA_DIR", home.data())
-        .env(
-            "GAFFER_CLAUDE_BIN",
-            gaffer_testkit::bins::fake_bin("fake-claude"),
-        )
-        .env("GAFFER_FAKE_SCENARIO", &scenarios)
-        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
-        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
-        .env(
-            "GAFFER_AGENTS_ENV",
-            gaffer_testkit::scenario::FAKE_ENV_NAMES,
-        )
-        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
-        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
-        .env("ANTHROPIC_API_KEY", API_KEY)
+    let mut cmd = super::serve::serve_with_fake_agents(&home, &d, &scenarios);
+    cmd.env("ANTHROPIC_API_KEY", API_KEY)
         .env("MY_SERVICE_CRED", SERVICE_SECRET)
         .env("GAFFER_DISCORD_TOKEN", BOT_TOKEN)
         .env("GAFFER_DISCORD_API_URL", discord.api_url())
-        .env("USER", "tester")
-        .args(["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log_path).unwrap());
     let mut child = cmd.spawn().unwrap();
@@ -578,28 +558,8 @@ async fn a_secret_as_a_key_a_file_name_in_a_diff_and_an_escalation_appears_nowhe
     );
 
     let log_path = d.join("server.log");
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &d)
-        .env("GAFFER_CONFIG", home.config())
-        .env("GAFFER_DATA_DIR", home.data())
-        .env(
-            "GAFFER_CLAUDE_BIN",
-            gaffer_testkit::bins::fake_bin("fake-claude"),
-        )
-        .env("GAFFER_FAKE_SCENARIO", &scenarios)
-        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
-        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
-        .env(
-            "GAFFER_AGENTS_ENV",
-            gaffer_testkit::scenario::FAKE_ENV_NAMES,
-        )
-        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
-        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
-        .env("MY_SERVICE_CRED", SERVICE_SECRET)
-        .env("USER", "tester")
-        .args(["serve", "--listen", "127.0.0.1:0"])
+    let mut cmd = super::serve::serve_with_fake_agents(&home, &d, &scenarios);
+    cmd.env("MY_SERVICE_CRED", SERVICE_SECRET)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log_path).unwrap());
     let mut child = cmd.spawn().unwrap();

@@ -6,6 +6,7 @@ use super::support::Home;
 use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,29 +88,8 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
         json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] }),
     );
 
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
-    cmd.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", &d)
-        .env("GAFFER_CONFIG", home.config())
-        .env("GAFFER_DATA_DIR", home.data())
-        .env(
-            "GAFFER_CLAUDE_BIN",
-            gaffer_testkit::bins::fake_bin("fake-claude"),
-        )
-        .env("GAFFER_FAKE_SCENARIO", &scenarios)
-        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
-        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
-        .env(
-            "GAFFER_AGENTS_ENV",
-            gaffer_testkit::scenario::FAKE_ENV_NAMES,
-        )
-        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
-        .env("USER", "tester")
-        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(&d))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let mut cmd = serve_with_fake_agents(&home, &d, &scenarios);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -243,4 +223,32 @@ async fn serve_starts_the_discord_adapter_when_a_token_is_set() {
         .await;
     assert_eq!(discord.gateway_logins(), (1, 0));
     assert_eq!(discord.commands().as_array().map(Vec::len), Some(8));
+}
+
+/// `gaffer serve` on a free loopback port, the fake Claude Code playing the scenarios in
+/// `scenarios`, with nothing of this process's environment; agents get only the fake's
+/// own variables (the sandbox's env allowlist) and may write its state under `d`.
+pub fn serve_with_fake_agents(home: &Home, d: &Path, scenarios: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", d)
+        .env("GAFFER_CONFIG", home.config())
+        .env("GAFFER_DATA_DIR", home.data())
+        .env(
+            "GAFFER_CLAUDE_BIN",
+            gaffer_testkit::bins::fake_bin("fake-claude"),
+        )
+        .env("GAFFER_FAKE_SCENARIO", scenarios)
+        .env("GAFFER_FAKE_STATE_DIR", d.join("fake-state"))
+        .env("GAFFER_FAKE_LOG", d.join("effects.log"))
+        .env(
+            "GAFFER_AGENTS_ENV",
+            gaffer_testkit::scenario::FAKE_ENV_NAMES,
+        )
+        .env("CLAUDE_CONFIG_DIR", d.join("fake-state/claude"))
+        .env("USER", "tester")
+        .env("GAFFER_SANDBOX_WRITABLE", super::run::fake_writable(d))
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    cmd
 }
