@@ -592,13 +592,45 @@ fn receipt_note(receipt: &Value) -> String {
     String::new()
 }
 
+/// A tool call's input as a person reads it: the command or path it names, else its
+/// fields as `name value` pairs; never JSON.
+fn tool_input(input: &Value) -> String {
+    const MAIN: &[&str] = &[
+        "command",
+        "cmd",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "query",
+    ];
+    fn plain(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(" "),
+            other => other.to_string(),
+        }
+    }
+    match input {
+        Value::Object(fields) => match MAIN.iter().find_map(|k| fields.get(*k)) {
+            Some(main) => plain(main),
+            None => fields
+                .iter()
+                .map(|(k, v)| format!("{k} {}", plain(v)))
+                .collect::<Vec<_>>()
+                .join(" · "),
+        },
+        other => plain(other),
+    }
+}
+
 /// An agent's action in one line.
 fn activity_line(a: &Value) -> Option<String> {
     match a["type"].as_str()? {
         "tool_call" => Some(format!(
             "↳ {} {}",
             one_line(a["name"].as_str().unwrap_or("tool"), 30),
-            one_line(&a["input"].to_string(), 100)
+            one_line(&tool_input(&a["input"]), 100)
         )),
         "file_change" => Some(format!(
             "✎ {} ({})",
@@ -614,5 +646,42 @@ fn activity_line(a: &Value) -> Option<String> {
             one_line(a["text"].as_str().unwrap_or(""), 100)
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tool_call_shows_its_command_or_path_or_fields_never_json() {
+        let line = |name: &str, input: Value| {
+            activity_line(&json!({"type": "tool_call", "name": name, "input": input})).unwrap()
+        };
+        assert_eq!(
+            line("Bash", json!({"command": "make test", "timeout": 5})),
+            "↳ Bash make test"
+        );
+        assert_eq!(
+            line(
+                "commandExecution",
+                json!({"command": ["bash", "-lc", "ls"]})
+            ),
+            "↳ commandExecution bash -lc ls"
+        );
+        assert_eq!(
+            line("Read", json!({"file_path": "src/lib.rs"})),
+            "↳ Read src/lib.rs"
+        );
+        assert_eq!(
+            line("Task", json!({"description": "look", "max": 3})),
+            "↳ Task description look · max 3"
+        );
+        // Control sequences from the agent are shown, not sent to the terminal.
+        assert_eq!(
+            line("Bash", json!({"command": "ls \u{1b}]0;pwned\u{7}"})),
+            "↳ Bash ls \\x1b]0;pwned\\x07"
+        );
     }
 }

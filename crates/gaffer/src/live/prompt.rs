@@ -165,7 +165,8 @@ pub async fn ask(
     ));
     input.discard_typed();
     loop {
-        prompt_line(&format!("{} [y/N] ", s.clone().bold().apply_to("Approve?")));
+        // No default: Enter alone decides nothing, so neither letter is capitalised.
+        prompt_line(&format!("{} [y/n] ", s.clone().bold().apply_to("Approve?")));
         tokio::select! {
             biased;
             () = cancel.cancelled() => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const REQUEST: &str = "Add an installation section to README";
 /// The end of the question's last line, where the answer is typed (the words
 /// before it are styled).
-const PROMPT: &str = "[y/N] ";
+const PROMPT: &str = "[y/n] ";
 
 /// The terminal: what the program wrote so far, byte for byte.
 struct Screen {
