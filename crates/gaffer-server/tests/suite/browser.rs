@@ -606,6 +606,34 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
     .await
     .unwrap();
 
+    // A blocked task says so, with the reason, where it stopped, and offers a retry.
+    let blocked = Scene::new(&h.app, "alpha", "Rename the index module").await;
+    for stage in [Stage::Planning, Stage::Coding, Stage::Reviewing] {
+        blocked.stage(stage).await;
+    }
+    blocked
+        .push(vec![Event::TaskBlocked {
+            reason: "owner and reviewer did not converge after 2 arbiter rulings".into(),
+        }])
+        .await;
+    b.goto(&h.url(&format!("/tasks/{}", blocked.task)))
+        .await
+        .unwrap();
+    b.wait_for(
+        "the blocked outcome",
+        "(document.querySelector('#outcome')?.innerText || '').includes('did not converge after 2 arbiter rulings')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        b.eval("[document.querySelector('#outcome strong').innerText, document.querySelector('.progress li.stopped')?.innerText, !!document.querySelector('#retry'), !!document.querySelector('#cancel')]")
+            .await
+            .unwrap(),
+        json!(["Blocked", "reviewing · blocked here", true, false]),
+        "a blocked task names itself, stops at review, can be retried and no longer cancelled"
+    );
+    assert_no_horizontal_scroll(&b, "a blocked task").await;
+
     // Retry a failed task: a new task with the same request, and its page.
     let failed = Scene::new(&h.app, "alpha", "Make the index build incremental").await;
     failed.stage(Stage::Planning).await;
@@ -655,7 +683,7 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
         (t.request.as_str(), t.stage.as_str()),
         ("Make the index build incremental", "queued")
     );
-    assert_eq!(h.app.tasks(&Default::default()).await.unwrap().len(), 3);
+    assert_eq!(h.app.tasks(&Default::default()).await.unwrap().len(), 4);
     b.close().await.unwrap();
 }
 
