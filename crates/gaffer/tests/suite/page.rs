@@ -117,6 +117,16 @@ async fn the_page_shows_the_cost_gaffer_run_json_reports() {
             ["reviewer", "$0.0078"]
         ])
     );
+    // How it ended, in words: done, and where the work is.
+    let outcome = page
+        .eval("document.querySelector('#outcome').innerText")
+        .await
+        .unwrap();
+    let outcome = outcome.as_str().unwrap();
+    assert!(
+        outcome.starts_with("Done") && outcome.contains(&format!("Branch gaffer/{task}")),
+        "{outcome}"
+    );
     page.screenshot(&artifact("cost-390.png")).await.unwrap();
     page.close().await.unwrap();
 }
