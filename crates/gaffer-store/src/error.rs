@@ -82,6 +82,9 @@ pub enum StoreError {
     /// A journal copy was refused or stopped.
     #[error("journal copy refused: {0}")]
     Copy(String),
+    /// A backup or restore was refused or failed; what is named was left as it was.
+    #[error("{0}")]
+    Backup(String),
     /// Migrating the schema failed.
     #[error("schema migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -8,6 +8,7 @@
 //! [`SqliteJournal`] is the embedded default, [`PgJournal`] the one many
 //! machines share; [`open`] picks one from a URL or path.
 
+mod backup;
 mod copy;
 mod error;
 mod hash;
@@ -19,6 +20,7 @@ mod projection;
 mod shared;
 mod sqlite;
 
+pub use backup::{backup_sqlite, restore_sqlite, Backup, Restored};
 pub use copy::{copy_journal, Copied};
 pub use error::{Result, StoreError};
 pub use hash::{event_hash, GENESIS_HASH};
@@ -30,7 +32,7 @@ pub use lease::{
     EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, LeaseState, TaskLease, WorkerInfo,
     WorkerRow,
 };
-pub use open::{open, Location};
+pub use open::{open, schema_found, Location, SchemaFound};
 pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};
 pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
 pub use sqlite::{Durability, SqliteJournal};

@@ -50,3 +50,35 @@ pub async fn open(url_or_path: &str, durability: Durability) -> Result<Arc<dyn J
         Location::Postgres(url) => Ok(Arc::new(PgJournal::open(&url, durability).await?)),
     }
 }
+
+/// The schema a database is at, against the one this build migrates it to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SchemaFound {
+    /// The version the database holds (`None`: no database or no tables yet).
+    pub found: Option<i64>,
+    /// The newest version this build knows.
+    pub supported: i64,
+}
+
+impl SchemaFound {
+    /// Migrations the next open will apply (0 for a new database, which is
+    /// simply created).
+    pub fn pending(&self) -> i64 {
+        self.found.map_or(0, |f| (self.supported - f).max(0))
+    }
+}
+
+/// The schema version of the journal at `url_or_path`, read without migrating or
+/// creating anything. A newer or foreign schema is the same error [`open`] gives.
+pub async fn schema_found(url_or_path: &str) -> Result<SchemaFound> {
+    match Location::parse(url_or_path).map_err(crate::StoreError::Unsupported)? {
+        Location::Sqlite(path) => Ok(SchemaFound {
+            found: SqliteJournal::schema_found(&path).await?,
+            supported: SqliteJournal::supported_schema_version(),
+        }),
+        Location::Postgres(url) => Ok(SchemaFound {
+            found: PgJournal::schema_found(&url).await?,
+            supported: PgJournal::supported_schema_version(),
+        }),
+    }
+}

@@ -105,17 +105,7 @@ impl PgJournal {
                 options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
         }
         let current = {
-            // An unreachable host would otherwise wait for the system's TCP timeout.
-            let mut conn =
-                tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
-                    .await
-                    .map_err(|_| {
-                        open_err(sqlx::Error::Io(std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
-                        )))
-                    })?
-                    .map_err(open_err)?;
+            let mut conn = connect_one(&options, &shown).await?;
             let verdict = check_schema(&mut conn, &shown).await;
             conn.close().await.ok();
             verdict? == Some(Self::supported_schema_version())
@@ -207,6 +197,21 @@ impl PgJournal {
         self.shown.clone()
     }
 
+    /// The schema version of the database at `url` (`None`: it holds no tables yet),
+    /// read without changing anything; a newer or foreign schema is refused as by
+    /// [`PgJournal::open`].
+    pub async fn schema_found(url: &str) -> Result<Option<i64>> {
+        let shown = mask_url(url);
+        let options = PgConnectOptions::from_str(url).map_err(|source| StoreError::Open {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut conn = connect_one(&options, &shown).await?;
+        let verdict = check_schema(&mut conn, &shown).await;
+        conn.close().await.ok();
+        verdict
+    }
+
     /// The newest schema version this build knows.
     pub fn supported_schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
@@ -247,6 +252,24 @@ impl Drop for PgJournal {
     fn drop(&mut self) {
         self.stop_listening();
     }
+}
+
+/// One connection, given up after [`CONNECT_TIMEOUT`]: an unreachable host would
+/// otherwise wait for the system's TCP timeout.
+async fn connect_one(options: &PgConnectOptions, shown: &str) -> Result<PgConnection> {
+    let open_err = |source| StoreError::Open {
+        path: shown.to_owned(),
+        source,
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(options))
+        .await
+        .map_err(|_| {
+            open_err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+            )))
+        })?
+        .map_err(open_err)
 }
 
 /// Refuse a newer or foreign schema, reading only; the version found.

@@ -48,7 +48,7 @@ pub struct SqliteJournal {
 
 /// What follows the database file's name in the name of the file touched after
 /// each committed append.
-const COMMITTED_SUFFIX: &str = "-notify";
+pub(crate) const COMMITTED_SUFFIX: &str = "-notify";
 
 impl SqliteJournal {
     /// Open (or create) the journal at `path`, migrating it to this build's schema.
@@ -199,6 +199,16 @@ impl SqliteJournal {
         &self.path
     }
 
+    /// The schema version of the file at `path` (`None`: no such file, or no tables
+    /// yet), read without changing anything; a newer or foreign schema is refused as
+    /// by [`SqliteJournal::open`].
+    pub async fn schema_found(path: &Path) -> Result<Option<i64>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        check_schema_read_only(path).await
+    }
+
     /// The newest schema version this build knows.
     pub fn supported_schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
@@ -259,7 +269,7 @@ impl SqliteJournal {
 }
 
 /// `path` with `suffix` added to its file name (`gaffer.db` → `gaffer.db-notify`).
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -317,21 +327,31 @@ async fn migrate(pool: &SqlitePool, path: &Path) -> Result<()> {
     }
 }
 
-/// Refuse a newer or foreign database using a read-only connection, so a refusal changes nothing.
-/// Returns the schema version found (`None` for an empty database).
-async fn check_schema_read_only(path: &Path) -> Result<Option<i64>> {
-    let shown = path.display().to_string();
+/// A read-only connection to the SQLite file at `path`, which must exist: whatever
+/// is done on it changes nothing in the file.
+pub(crate) async fn connect_read_only(path: &Path) -> Result<SqliteConnection> {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)
-        .create_if_missing(false);
+        .create_if_missing(false)
+        .busy_timeout(Duration::from_millis(5000));
+    SqliteConnection::connect_with(&options)
+        .await
+        .map_err(|source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
+/// Refuse a newer or foreign database using a read-only connection, so a refusal changes nothing.
+/// Returns the schema version found (`None` for an empty database).
+pub(crate) async fn check_schema_read_only(path: &Path) -> Result<Option<i64>> {
+    let shown = path.display().to_string();
     let open_err = |source| StoreError::Open {
         path: shown.clone(),
         source,
     };
-    let mut conn = SqliteConnection::connect_with(&options)
-        .await
-        .map_err(open_err)?;
+    let mut conn = connect_read_only(path).await?;
     let tables: Vec<String> =
         sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
             .fetch_all(&mut conn)

@@ -76,6 +76,19 @@ pub enum Command {
     /// Move the journal between databases (SQLite to PostgreSQL when adding machines).
     #[command(subcommand)]
     Db(DbCommand),
+    /// Back up a SQLite journal into a new file while gaffer runs: the copy is the
+    /// journal as of one commit (every task's chain and state together). For a
+    /// PostgreSQL journal this tells you the `pg_dump` command instead.
+    ///
+    /// `--json` prints {"path","bytes","schema_version","streams","events"}.
+    Backup(BackupArgs),
+    /// Restore a backup made by `gaffer backup` as the journal (--data-dir or --db).
+    /// Refused if that journal holds any event; the restored copy is migrated to
+    /// this gaffer's schema and must verify (every hash chain, every projection)
+    /// before it takes the journal's place. The backup file itself is not changed.
+    ///
+    /// `--json` prints {"path","backup_schema_version","schema_version","streams","events"}.
+    Restore(BackupArgs),
     /// List approvals waiting for a decision (every approval with --all).
     Approvals(ApprovalsArgs),
     /// Show one approval: what is asked (the plan, the command and why, the diff),
@@ -434,6 +447,15 @@ pub enum DbCommand {
     /// on the way; the copy then verifies. Example:
     /// `gaffer db copy --from ~/.local/share/gaffer/gaffer.db --to postgres://gaffer:PASSWORD@db:5432/gaffer`
     Copy(DbCopyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The backup file (`gaffer backup`: a new file; it is never overwritten).
+    pub path: PathBuf,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

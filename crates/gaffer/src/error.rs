@@ -77,7 +77,8 @@ impl From<gaffer_store::StoreError> for CliError {
             | E::Open { .. }
             | E::Migrate(_)
             | E::Unsupported(_)
-            | E::Copy(_) => Self::config(e.to_string()),
+            | E::Copy(_)
+            | E::Backup(_) => Self::config(e.to_string()),
             other => Self::failed(other.to_string()),
         }
     }

@@ -1,3 +1,4 @@
+mod backup;
 mod copy;
 mod counters;
 mod crash;

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod audit;
+mod backup;
 mod db;
 mod doctor;
 mod gc;
@@ -43,6 +44,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Journal(JournalCommand::Rebuild(args)) => {
             journal::rebuild(&cli.global, args.json).await
         }
+        Command::Backup(args) => backup::backup(&cli.global, &args).await,
+        Command::Restore(args) => backup::restore(&cli.global, &args).await,
         Command::Db(DbCommand::Copy(args)) => db::copy(&cli.global, &args).await,
         Command::Approvals(args) => approvals::list(&cli.global, args.json, args.all).await,
         Command::Approval(ApprovalCommand::Show(args)) => approvals::show(&cli.global, &args).await,

@@ -6,6 +6,7 @@ mod db;
 mod failover;
 mod listing;
 mod nodes;
+mod ops;
 mod page;
 mod real_cli;
 mod run;
