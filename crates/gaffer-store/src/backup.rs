@@ -121,7 +121,10 @@ pub async fn restore_sqlite(
         return refuse(format!("{}: no such backup file", backup.display()));
     }
     let Some(backup_schema_version) = check_schema_read_only(backup).await? else {
-        return refuse(format!("{} is empty: not a gaffer backup", backup.display()));
+        return refuse(format!(
+            "{} is empty: not a gaffer backup",
+            backup.display()
+        ));
     };
     if SqliteJournal::schema_found(target).await?.is_some() {
         let (events, _) = counts(target).await?;

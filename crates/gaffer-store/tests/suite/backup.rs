@@ -42,9 +42,15 @@ async fn keep_appending(j: Arc<dyn Journal>, stop: Arc<AtomicBool>) -> usize {
         )
         .await
         .unwrap();
-        j.append(&t, 2, vec![at(Event::StepStarted { step_id: "s".into() })])
-            .await
-            .unwrap();
+        j.append(
+            &t,
+            2,
+            vec![at(Event::StepStarted {
+                step_id: "s".into(),
+            })],
+        )
+        .await
+        .unwrap();
         n += 1;
     }
     n
@@ -69,7 +75,10 @@ async fn backups_taken_during_appends_restore_to_one_commit_of_the_journal() {
         }
         let path = dir.path().join(format!("backup-{i}.db"));
         let b = backup_sqlite(&src.path(), &path).await.unwrap();
-        assert_eq!(b.schema_version, gaffer_store::SqliteJournal::supported_schema_version());
+        assert_eq!(
+            b.schema_version,
+            gaffer_store::SqliteJournal::supported_schema_version()
+        );
         assert!(b.bytes > 0);
         backups.push(b);
     }
@@ -83,7 +92,9 @@ async fn backups_taken_during_appends_restore_to_one_commit_of_the_journal() {
     assert!(appended > 0);
     let source = chain(&*src.journal).await;
     for b in &backups {
-        let target = dir.path().join(format!("{}.restored", b.path.rsplit('/').next().unwrap()));
+        let target = dir
+            .path()
+            .join(format!("{}.restored", b.path.rsplit('/').next().unwrap()));
         let restored = restore_sqlite(b.path.as_ref(), &target, Durability::Full)
             .await
             .unwrap();
@@ -134,7 +145,11 @@ async fn restore_refuses_a_journal_with_events_and_leaves_both_files_alone() {
         .await
         .unwrap();
     assert_eq!((r.streams, r.events), (2, 3));
-    assert_eq!(std::fs::read(&backup).unwrap(), backup_bytes, "the backup changed");
+    assert_eq!(
+        std::fs::read(&backup).unwrap(),
+        backup_bytes,
+        "the backup changed"
+    );
 }
 
 #[tokio::test]

@@ -28,11 +28,7 @@ pub async fn backup(global: &Global, args: &BackupArgs) -> Result<ExitCode> {
         )
     })?;
     if !args.json {
-        errln!(
-            "backing up {} to {} …",
-            from.display(),
-            args.path.display()
-        );
+        errln!("backing up {} to {} …", from.display(), args.path.display());
     }
     let b = gaffer_store::backup_sqlite(&from, &args.path).await?;
     if args.json {
@@ -68,11 +64,7 @@ pub async fn restore(global: &Global, args: &BackupArgs) -> Result<ExitCode> {
         })?;
     }
     if !args.json {
-        errln!(
-            "restoring {} into {} …",
-            args.path.display(),
-            to.display()
-        );
+        errln!("restoring {} into {} …", args.path.display(), to.display());
     }
     let r = gaffer_store::restore_sqlite(&args.path, &to, durability(&config)).await?;
     if args.json {

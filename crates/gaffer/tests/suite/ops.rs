@@ -66,9 +66,16 @@ fn backup_then_restore_into_a_new_data_dir_gives_the_same_verified_journal() {
         .arg(&backup)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("restored into") && said.contains("verified"), "{said}");
+    assert!(
+        said.contains("restored into") && said.contains("verified"),
+        "{said}"
+    );
     let (verify, tasks) = verified_tasks(&home, &restored_dir);
     let (source_verify, source_tasks) = verified_tasks(&home, &home.data());
     assert_eq!(verify, source_verify);
@@ -84,7 +91,10 @@ fn backup_then_restore_into_a_new_data_dir_gives_the_same_verified_journal() {
         .assert()
         .code(78)
         .stderr(predicate::str::contains("already holds"));
-    assert_eq!(std::fs::read(restored_dir.join("gaffer.db")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(restored_dir.join("gaffer.db")).unwrap(),
+        before
+    );
 }
 
 #[test]
@@ -100,8 +110,15 @@ fn backup_of_a_postgres_journal_points_to_pg_dump_without_the_password() {
             .unwrap();
         assert_eq!(out.status.code(), Some(78));
         let err = String::from_utf8_lossy(&out.stderr);
-        let tool = if command == "backup" { "pg_dump" } else { "pg_restore" };
-        assert!(err.contains(tool) && err.contains("docs/operations.md"), "{err}");
+        let tool = if command == "backup" {
+            "pg_dump"
+        } else {
+            "pg_restore"
+        };
+        assert!(
+            err.contains(tool) && err.contains("docs/operations.md"),
+            "{err}"
+        );
         assert!(!err.contains("s3cret-pw"), "{err}");
     }
 }
