@@ -9,6 +9,9 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod setup;
+pub use setup::WorktreeSetup;
+
 /// The commented configuration file `gaffer init` writes.
 pub const TEMPLATE: &str = include_str!("default.toml");
 
@@ -227,6 +230,9 @@ pub struct Config {
     /// `[projects.<name>] check_env`: names of variables of gaffer's environment the
     /// project's check gets, on top of the allowlist, by project name.
     pub check_env: std::collections::BTreeMap<String, Vec<String>>,
+    /// `[projects.<name>] setup`, `copy`, `port`: how a new worktree of the project is
+    /// made ready before the owner starts, by project name (absent: nothing to do).
+    pub worktree_setup: std::collections::BTreeMap<String, WorktreeSetup>,
 }
 
 /// Default environment variable holding the Discord bot token.
@@ -339,6 +345,7 @@ impl Config {
             discord: DiscordConfig::default(),
             agent_env: Vec::new(),
             check_env: Default::default(),
+            worktree_setup: Default::default(),
         }
     }
 
@@ -477,6 +484,9 @@ struct RawProject {
     forge: Option<RawForge>,
     tracker: Option<RawTracker>,
     check_env: Option<Vec<String>>,
+    setup: Option<Vec<String>>,
+    copy: Option<Vec<String>>,
+    port: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -908,6 +918,9 @@ fn resolve(
             config
                 .check_env
                 .insert(project.clone(), env_names(origin, &field, names)?);
+        }
+        if let Some(setup) = setup::resolve(origin, &project, p.setup, p.copy, p.port)? {
+            config.worktree_setup.insert(project.clone(), setup);
         }
         config.project_roles.insert(project, roles);
     }

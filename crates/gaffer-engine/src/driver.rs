@@ -60,6 +60,9 @@ pub struct Settings {
     pub trackers: std::collections::BTreeMap<String, crate::Tracker>,
     /// How agent processes are confined (see `gaffer_agents::sandbox`).
     pub sandbox: gaffer_agents::sandbox::Sandbox,
+    /// How each project's new worktrees are made ready, by project name
+    /// (`[projects.<name>] setup`, `copy`, `port`).
+    pub worktree_setup: std::collections::BTreeMap<String, gaffer_config::WorktreeSetup>,
 }
 
 impl Settings {
@@ -79,6 +82,7 @@ impl Settings {
             shipping: Default::default(),
             trackers: Default::default(),
             sandbox: Default::default(),
+            worktree_setup: Default::default(),
         }
     }
 }
@@ -462,6 +466,7 @@ impl Engine {
     ) -> Result<Value, Failure> {
         match kind {
             StepKind::Worktree => self.make_worktree(task).await,
+            StepKind::Setup => self.setup(task).await,
             StepKind::Plan => self.plan(task, step, cancel).await,
             StepKind::PlanApproval => self.plan_approval(task, step).await,
             StepKind::Code(n) => {

@@ -79,6 +79,10 @@ impl Engine {
         {
             env.insert("MAX_THINKING_TOKENS".into(), tokens);
         }
+        // A dev server the agent starts listens where the task's setup said.
+        if let Some(port) = crate::steps::command::task_port(task) {
+            env.insert("GAFFER_PORT".into(), port.to_string());
+        }
         let opts = StartOptions {
             workspace: wt.path.clone(),
             role: role.as_str().into(),

@@ -652,6 +652,25 @@ impl Worktree {
         self.git(&["diff", "--no-ext-diff", "--no-textconv", &self.base, "--"])
     }
 
+    /// Whether git ignores `path` (relative to the worktree) here: untracked and
+    /// matched by an ignore rule, so a commit of the worktree leaves it out.
+    pub fn is_ignored(&self, path: &str) -> Result<bool> {
+        let at = At::Worktree {
+            git_dir: &self.git_dir,
+            path: &self.path,
+        };
+        let out = run(at, &["check-ignore", "-q", "--", path])?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(ForgeError::Git {
+                args: format!("check-ignore -q -- {path}"),
+                dir: self.path.clone(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            }),
+        }
+    }
+
     /// Files changed against the base, sorted: committed or not, and new files git
     /// does not track yet (which `git diff` leaves out), but not ignored ones. Names
     /// are as on disk (`-z`: no quoting of unusual characters).

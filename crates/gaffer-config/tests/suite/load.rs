@@ -653,3 +653,36 @@ fn prices_are_read_per_model_and_checked() {
         assert!(err.contains(field), "{text}: {err}");
     }
 }
+
+#[test]
+fn a_projects_worktree_setup_is_read_and_bad_entries_are_named() {
+    let c = load_text(
+        "[projects.web]\nsetup = [\"npm ci\", \"make gen\"]\ncopy = [\".env\", \"config/local.toml\"]\nport = true\n\n[projects.api]\ncheck_env = [\"X\"]\n",
+        &[],
+    )
+    .unwrap();
+    let web = &c.worktree_setup["web"];
+    assert_eq!(web.commands, vec!["npm ci".to_string(), "make gen".into()]);
+    assert_eq!(
+        web.copy,
+        vec![".env".to_string(), "config/local.toml".into()]
+    );
+    assert!(web.port);
+    assert!(!c.worktree_setup.contains_key("api"), "no setup: no step");
+    for bad in ["\"../secrets\"", "\"/etc/passwd\"", "\"\"", "\"a/../../b\""] {
+        let err = load_text(&format!("[projects.web]\ncopy = [{bad}]\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("projects.web.copy") && err.contains("relative to the repository root"),
+            "{bad}: {err}"
+        );
+    }
+    let err = load_text("[projects.web]\nsetup = [\"  \"]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("projects.web.setup") && err.contains("empty command"),
+        "{err}"
+    );
+}

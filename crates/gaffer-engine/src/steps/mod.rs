@@ -4,10 +4,12 @@
 
 pub(crate) mod arbiter;
 pub(crate) mod check;
+pub(crate) mod command;
 pub(crate) mod owner;
 pub(crate) mod plan;
 pub(crate) mod review;
 pub(crate) mod scan;
+pub(crate) mod setup;
 pub mod ship;
 pub(crate) mod summary;
 pub(crate) mod worktree;

@@ -75,8 +75,10 @@ impl Engine {
         // Whether the plan's subtasks become tracker tasks: decided once, here, so
         // `decide` reads it from the journal.
         let tracker = self.settings.trackers.contains_key(&project.name);
+        // Whether a `setup` step follows: decided here too, for the same reason.
+        let setup = self.settings.worktree_setup.contains_key(&project.name);
         Ok(
-            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "git_dir": wt.git_dir, "base_ref": base, "tracker": tracker }),
+            json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "git_dir": wt.git_dir, "base_ref": base, "tracker": tracker, "setup": setup }),
         )
     }
 

@@ -8,3 +8,4 @@ mod sessions;
 mod ship;
 mod support;
 mod workers;
+mod worktree_setup;

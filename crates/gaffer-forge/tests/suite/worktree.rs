@@ -187,6 +187,24 @@ fn changed_files_lists_new_files_but_not_ignored_ones() {
     );
 }
 
+#[test]
+fn is_ignored_says_whether_a_commit_would_leave_a_path_out() {
+    let repo = fixture();
+    std::fs::write(repo.path().join(".gitignore"), ".env\nconfig/local.toml\n").unwrap();
+    sh(repo.path(), &["add", "."]);
+    sh(repo.path(), &["commit", "-q", "-m", "ignore env"]);
+    let data = tempfile::tempdir().unwrap();
+    let wt = Repo::open(repo.path())
+        .unwrap()
+        .ensure_worktree(&data.path().join("wt/t-1"), "gaffer/t-1", "main")
+        .unwrap();
+    assert!(wt.is_ignored(".env").unwrap());
+    assert!(wt.is_ignored("config/local.toml").unwrap());
+    // Tracked or matched by no rule: a commit would take it.
+    assert!(!wt.is_ignored("README.md").unwrap());
+    assert!(!wt.is_ignored("notes.txt").unwrap());
+}
+
 /// A git dir of the attacker's own making, whose config and hooks run `touch marker`
 /// whenever a git uses it (fsmonitor on status/diff/add, the post-commit hook).
 fn attacker_git_dir(at: &Path, marker: &Path) {

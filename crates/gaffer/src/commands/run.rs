@@ -40,6 +40,7 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
     let mut tokens = crate::setup::configured_token_values(config);
     tokens.extend(shipping(config, &mut settings)?);
     settings.sandbox = agent_sandbox(global, config);
+    settings.worktree_setup = config.worktree_setup.clone();
     settings.agent_env = from_environment(&config.agent_env);
     settings.check_env = config
         .check_env

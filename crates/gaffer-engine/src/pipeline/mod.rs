@@ -1,6 +1,7 @@
 //! The pipeline as a pure function: given a task's state, what happens next.
 //!
-//! Steps are named by what they do (`worktree`, `plan`, `plan-approval`,
+//! Steps are named by what they do (`worktree`, `setup` for a project that sets
+//! its worktrees up, `plan`, `plan-approval`,
 //! `tracker-open`, `code/2`, `commit/2`, `review/1`, `fix/1`, `commit-fix/1`,
 //! `arbiter/1`, `escalation/1`, `check/1`, `ship`, and for a project with a forge
 //! `ship-approval`, `push/1`, `pr`, `ci/1`, `report`). Their receipts carry what later
@@ -14,7 +15,11 @@
 //! `ci/2`, bounded by the project's `ci_fix_attempts`; on success `report` marks the
 //! tracker tasks done and comments on the issue, and the task is done.
 
-use gaffer_core::{Event, Intent, Stage, Step, StepId, StepState, TaskState};
+mod kind;
+
+pub use kind::StepKind;
+
+use gaffer_core::{Event, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
 use gaffer_protocol::receipts::{CiReceipt, PullRequestReceipt};
 use serde_json::{json, Value};
@@ -57,170 +62,6 @@ pub enum Next {
     Finished,
 }
 
-/// What kind of step an id names, and its number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepKind {
-    /// Create the task's worktree.
-    Worktree,
-    /// The planner's turn.
-    Plan,
-    /// A human (or policy) approves the plan.
-    PlanApproval,
-    /// The owner works on subtask n.
-    Code(u32),
-    /// Commit subtask n.
-    Commit(u32),
-    /// The reviewer's round n.
-    Review(u32),
-    /// The owner fixes (feedback, ruling or check output), round n.
-    Fix(u32),
-    /// Commit fix n.
-    CommitFix(u32),
-    /// The arbiter's call n.
-    Arbiter(u32),
-    /// A human settles escalation n.
-    Escalation(u32),
-    /// The project's check, run n.
-    Check(u32),
-    /// Prepare the branch and the summary.
-    Ship,
-    /// Open one tracker task per plan subtask (projects with a tracker).
-    TrackerOpen,
-    /// A human (or policy) allows the push and the pull request.
-    ShipApproval,
-    /// Push the task branch, n-th time.
-    Push(u32),
-    /// Find or open the pull request.
-    PullRequest,
-    /// Wait for CI on the commit of push n.
-    Ci(u32),
-    /// Mark tracker tasks done, comment on the issue.
-    Report,
-}
-
-impl StepKind {
-    /// Steps that only wait for a person's decision: stopping one mid-wait (Ctrl-C)
-    /// changes nothing, and its approval is asked again when the task resumes.
-    pub fn waits_for_a_person(self) -> bool {
-        matches!(
-            self,
-            StepKind::PlanApproval | StepKind::Escalation(_) | StepKind::ShipApproval
-        )
-    }
-
-    /// Parse a step id.
-    pub fn of(id: &StepId) -> Option<Self> {
-        let (name, n) = match id.as_str().split_once('/') {
-            Some((name, n)) => (name, n.parse::<u32>().ok()?),
-            None => (id.as_str(), 0),
-        };
-        Some(match (name, n) {
-            ("worktree", 0) => Self::Worktree,
-            ("plan", 0) => Self::Plan,
-            ("plan-approval", 0) => Self::PlanApproval,
-            ("ship", 0) => Self::Ship,
-            ("tracker-open", 0) => Self::TrackerOpen,
-            ("ship-approval", 0) => Self::ShipApproval,
-            (PullRequestReceipt::STEP, 0) => Self::PullRequest,
-            ("report", 0) => Self::Report,
-            ("push", n) if n > 0 => Self::Push(n),
-            ("ci", n) if n > 0 => Self::Ci(n),
-            ("code", n) if n > 0 => Self::Code(n),
-            ("commit", n) if n > 0 => Self::Commit(n),
-            ("review", n) if n > 0 => Self::Review(n),
-            ("fix", n) if n > 0 => Self::Fix(n),
-            ("commit-fix", n) if n > 0 => Self::CommitFix(n),
-            ("arbiter", n) if n > 0 => Self::Arbiter(n),
-            ("escalation", n) if n > 0 => Self::Escalation(n),
-            ("check", n) if n > 0 => Self::Check(n),
-            _ => return None,
-        })
-    }
-
-    /// The step id of this kind.
-    pub fn id(self) -> StepId {
-        StepId(match self {
-            Self::Worktree => "worktree".into(),
-            Self::Plan => "plan".into(),
-            Self::PlanApproval => "plan-approval".into(),
-            Self::Ship => "ship".into(),
-            Self::TrackerOpen => "tracker-open".into(),
-            Self::ShipApproval => "ship-approval".into(),
-            Self::PullRequest => PullRequestReceipt::STEP.into(),
-            Self::Report => "report".into(),
-            Self::Push(n) => format!("push/{n}"),
-            Self::Ci(n) => format!("{}{n}", CiReceipt::STEP_PREFIX),
-            Self::Code(n) => format!("code/{n}"),
-            Self::Commit(n) => format!("commit/{n}"),
-            Self::Review(n) => format!("review/{n}"),
-            Self::Fix(n) => format!("fix/{n}"),
-            Self::CommitFix(n) => format!("commit-fix/{n}"),
-            Self::Arbiter(n) => format!("arbiter/{n}"),
-            Self::Escalation(n) => format!("escalation/{n}"),
-            Self::Check(n) => format!("check/{n}"),
-        })
-    }
-
-    /// Whether running the step again asks its approval under the same key, and so
-    /// finds the one an interrupted run asked (pending or decided): the steps that
-    /// only ask a person (the plan, an escalation, the ship) ask as attempt 1.
-    pub fn asks_again_under_the_same_key(self) -> bool {
-        matches!(
-            self,
-            Self::PlanApproval | Self::Escalation(_) | Self::ShipApproval
-        )
-    }
-
-    /// What running the step does to the world.
-    pub fn intent(self) -> Intent {
-        match self {
-            // The planner, reviewer and arbiter run read-only; approvals only ask.
-            Self::Plan
-            | Self::PlanApproval
-            | Self::Review(_)
-            | Self::Arbiter(_)
-            | Self::Escalation(_)
-            | Self::ShipApproval
-            | Self::Ci(_) => Intent::ReadOnly,
-            Self::Worktree | Self::Commit(_) | Self::CommitFix(_) | Self::Check(_) | Self::Ship => {
-                Intent::Idempotent
-            }
-            // Tracker tasks and the issue comment carry a unique marker and are looked
-            // up before they are created, so running them again never makes a second.
-            Self::TrackerOpen | Self::Report => Intent::Idempotent,
-            // An agent turn that edits the worktree and runs commands; a push and a
-            // pull request create change the forge: after a crash, a probe decides.
-            Self::Code(_) | Self::Fix(_) | Self::Push(_) | Self::PullRequest => {
-                Intent::NonIdempotent
-            }
-        }
-    }
-
-    /// A short human name.
-    pub fn name(self) -> String {
-        match self {
-            Self::Worktree => "create worktree".into(),
-            Self::Plan => "planner turn".into(),
-            Self::PlanApproval => "plan approval".into(),
-            Self::Code(n) => format!("owner turn, subtask {n}"),
-            Self::Commit(n) => format!("commit subtask {n}"),
-            Self::Review(n) => format!("review round {n}"),
-            Self::Fix(n) => format!("owner fix {n}"),
-            Self::CommitFix(n) => format!("commit fix {n}"),
-            Self::Arbiter(n) => format!("arbiter call {n}"),
-            Self::Escalation(n) => format!("escalation {n} to a human"),
-            Self::Check(n) => format!("check run {n}"),
-            Self::Ship => "ship".into(),
-            Self::TrackerOpen => "open tracker tasks".into(),
-            Self::ShipApproval => "approve push and pull request".into(),
-            Self::Push(n) => format!("push, run {n}"),
-            Self::PullRequest => "pull request".into(),
-            Self::Ci(n) => format!("CI run {n}"),
-            Self::Report => "tracker and issue report".into(),
-        }
-    }
-}
-
 fn record(kind: StepKind, depends_on: Option<&Step>, input: Value) -> Event {
     Event::StepIntentRecorded {
         step_id: kind.id(),
@@ -255,6 +96,13 @@ fn ruling_of(step: &Step) -> Option<Ruling> {
 /// The receipt of the step `kind` names, once it completed.
 pub(crate) fn receipt_of(task: &TaskState, kind: StepKind) -> Option<&Value> {
     task.steps.get(&kind.id())?.receipt.as_ref()
+}
+
+/// Whether the `worktree` step found the project has a setup to run (`setup`,
+/// `copy` or `port` in its config): decided once, there, so a config change does not
+/// change a task already under way.
+fn needs_setup(worktree: &Step) -> bool {
+    worktree.receipt.as_ref().and_then(|r| r.get("setup")) == Some(&Value::Bool(true))
 }
 
 /// Whether the project has a tracker (the worktree step records it).
@@ -449,7 +297,12 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
     let failed = last.state == StepState::Failed;
     let why = || last.error.clone().unwrap_or_default();
     match kind {
-        StepKind::Worktree => Next::Record(vec![record(StepKind::Plan, Some(last), json!({}))]),
+        StepKind::Worktree if needs_setup(last) => {
+            Next::Record(vec![record(StepKind::Setup, Some(last), json!({}))])
+        }
+        StepKind::Worktree | StepKind::Setup => {
+            Next::Record(vec![record(StepKind::Plan, Some(last), json!({}))])
+        }
         StepKind::Plan if failed => fail(format!("planning failed: {}", why())),
         StepKind::Plan => go(
             task,

@@ -1,0 +1,179 @@
+//! The step kinds: the id each step has in the journal, its intent and its name.
+
+use gaffer_core::{Intent, StepId};
+use gaffer_protocol::receipts::{CiReceipt, PullRequestReceipt};
+
+/// What kind of step an id names, and its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// Create the task's worktree.
+    Worktree,
+    /// Make the worktree ready (copied files, setup commands, a port), for a project
+    /// that configures it.
+    Setup,
+    /// The planner's turn.
+    Plan,
+    /// A human (or policy) approves the plan.
+    PlanApproval,
+    /// The owner works on subtask n.
+    Code(u32),
+    /// Commit subtask n.
+    Commit(u32),
+    /// The reviewer's round n.
+    Review(u32),
+    /// The owner fixes (feedback, ruling or check output), round n.
+    Fix(u32),
+    /// Commit fix n.
+    CommitFix(u32),
+    /// The arbiter's call n.
+    Arbiter(u32),
+    /// A human settles escalation n.
+    Escalation(u32),
+    /// The project's check, run n.
+    Check(u32),
+    /// Prepare the branch and the summary.
+    Ship,
+    /// Open one tracker task per plan subtask (projects with a tracker).
+    TrackerOpen,
+    /// A human (or policy) allows the push and the pull request.
+    ShipApproval,
+    /// Push the task branch, n-th time.
+    Push(u32),
+    /// Find or open the pull request.
+    PullRequest,
+    /// Wait for CI on the commit of push n.
+    Ci(u32),
+    /// Mark tracker tasks done, comment on the issue.
+    Report,
+}
+
+impl StepKind {
+    /// Steps that only wait for a person's decision: stopping one mid-wait (Ctrl-C)
+    /// changes nothing, and its approval is asked again when the task resumes.
+    pub fn waits_for_a_person(self) -> bool {
+        matches!(
+            self,
+            StepKind::PlanApproval | StepKind::Escalation(_) | StepKind::ShipApproval
+        )
+    }
+
+    /// Parse a step id.
+    pub fn of(id: &StepId) -> Option<Self> {
+        let (name, n) = match id.as_str().split_once('/') {
+            Some((name, n)) => (name, n.parse::<u32>().ok()?),
+            None => (id.as_str(), 0),
+        };
+        Some(match (name, n) {
+            ("worktree", 0) => Self::Worktree,
+            ("setup", 0) => Self::Setup,
+            ("plan", 0) => Self::Plan,
+            ("plan-approval", 0) => Self::PlanApproval,
+            ("ship", 0) => Self::Ship,
+            ("tracker-open", 0) => Self::TrackerOpen,
+            ("ship-approval", 0) => Self::ShipApproval,
+            (PullRequestReceipt::STEP, 0) => Self::PullRequest,
+            ("report", 0) => Self::Report,
+            ("push", n) if n > 0 => Self::Push(n),
+            ("ci", n) if n > 0 => Self::Ci(n),
+            ("code", n) if n > 0 => Self::Code(n),
+            ("commit", n) if n > 0 => Self::Commit(n),
+            ("review", n) if n > 0 => Self::Review(n),
+            ("fix", n) if n > 0 => Self::Fix(n),
+            ("commit-fix", n) if n > 0 => Self::CommitFix(n),
+            ("arbiter", n) if n > 0 => Self::Arbiter(n),
+            ("escalation", n) if n > 0 => Self::Escalation(n),
+            ("check", n) if n > 0 => Self::Check(n),
+            _ => return None,
+        })
+    }
+
+    /// The step id of this kind.
+    pub fn id(self) -> StepId {
+        StepId(match self {
+            Self::Worktree => "worktree".into(),
+            Self::Setup => "setup".into(),
+            Self::Plan => "plan".into(),
+            Self::PlanApproval => "plan-approval".into(),
+            Self::Ship => "ship".into(),
+            Self::TrackerOpen => "tracker-open".into(),
+            Self::ShipApproval => "ship-approval".into(),
+            Self::PullRequest => PullRequestReceipt::STEP.into(),
+            Self::Report => "report".into(),
+            Self::Push(n) => format!("push/{n}"),
+            Self::Ci(n) => format!("{}{n}", CiReceipt::STEP_PREFIX),
+            Self::Code(n) => format!("code/{n}"),
+            Self::Commit(n) => format!("commit/{n}"),
+            Self::Review(n) => format!("review/{n}"),
+            Self::Fix(n) => format!("fix/{n}"),
+            Self::CommitFix(n) => format!("commit-fix/{n}"),
+            Self::Arbiter(n) => format!("arbiter/{n}"),
+            Self::Escalation(n) => format!("escalation/{n}"),
+            Self::Check(n) => format!("check/{n}"),
+        })
+    }
+
+    /// Whether running the step again asks its approval under the same key, and so
+    /// finds the one an interrupted run asked (pending or decided): the steps that
+    /// only ask a person (the plan, an escalation, the ship) ask as attempt 1.
+    pub fn asks_again_under_the_same_key(self) -> bool {
+        matches!(
+            self,
+            Self::PlanApproval | Self::Escalation(_) | Self::ShipApproval
+        )
+    }
+
+    /// What running the step does to the world.
+    pub fn intent(self) -> Intent {
+        match self {
+            // The planner, reviewer and arbiter run read-only; approvals only ask.
+            Self::Plan
+            | Self::PlanApproval
+            | Self::Review(_)
+            | Self::Arbiter(_)
+            | Self::Escalation(_)
+            | Self::ShipApproval
+            | Self::Ci(_) => Intent::ReadOnly,
+            // Setup commands install and generate; run again after a crash, they
+            // find their own work done (`npm ci`, `make`), as after a manual rerun.
+            Self::Worktree
+            | Self::Setup
+            | Self::Commit(_)
+            | Self::CommitFix(_)
+            | Self::Check(_)
+            | Self::Ship => Intent::Idempotent,
+            // Tracker tasks and the issue comment carry a unique marker and are looked
+            // up before they are created, so running them again never makes a second.
+            Self::TrackerOpen | Self::Report => Intent::Idempotent,
+            // An agent turn that edits the worktree and runs commands; a push and a
+            // pull request create change the forge: after a crash, a probe decides.
+            Self::Code(_) | Self::Fix(_) | Self::Push(_) | Self::PullRequest => {
+                Intent::NonIdempotent
+            }
+        }
+    }
+
+    /// A short human name.
+    pub fn name(self) -> String {
+        match self {
+            Self::Worktree => "create worktree".into(),
+            Self::Setup => "set up worktree".into(),
+            Self::Plan => "planner turn".into(),
+            Self::PlanApproval => "plan approval".into(),
+            Self::Code(n) => format!("owner turn, subtask {n}"),
+            Self::Commit(n) => format!("commit subtask {n}"),
+            Self::Review(n) => format!("review round {n}"),
+            Self::Fix(n) => format!("owner fix {n}"),
+            Self::CommitFix(n) => format!("commit fix {n}"),
+            Self::Arbiter(n) => format!("arbiter call {n}"),
+            Self::Escalation(n) => format!("escalation {n} to a human"),
+            Self::Check(n) => format!("check run {n}"),
+            Self::Ship => "ship".into(),
+            Self::TrackerOpen => "open tracker tasks".into(),
+            Self::ShipApproval => "approve push and pull request".into(),
+            Self::Push(n) => format!("push, run {n}"),
+            Self::PullRequest => "pull request".into(),
+            Self::Ci(n) => format!("CI run {n}"),
+            Self::Report => "tracker and issue report".into(),
+        }
+    }
+}
