@@ -7,4 +7,5 @@ mod journal;
 mod leases;
 mod schema;
 mod support;
+mod upgrade;
 mod workload;

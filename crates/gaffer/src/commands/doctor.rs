@@ -189,18 +189,39 @@ async fn journal_check(config: &gaffer_config::Config) -> Check {
             );
         }
     }
+    let open_err = |e| Check {
+        name: "database".into(),
+        status: Status::Fail,
+        detail: crate::error::CliError::from(e).message().to_owned(),
+        hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
+    };
+    // Opening migrates: an older schema is reported, not opened.
+    match gaffer_store::schema_found(&location).await {
+        Ok(schema) if schema.pending() > 0 => {
+            return Check {
+                name: "database".into(),
+                status: Status::Warn,
+                detail: format!(
+                    "{} is at schema v{}; this gaffer migrates it to v{} ({} pending migration{}) when it next opens it",
+                    Location::parse(&location).map(|l| l.shown()).unwrap_or_default(),
+                    schema.found.unwrap_or_default(),
+                    schema.supported,
+                    schema.pending(),
+                    if schema.pending() == 1 { "" } else { "s" }
+                ),
+                hint: Some("back it up first (`gaffer backup PATH`, or pg_dump for PostgreSQL): an older gaffer cannot open it once migrated".into()),
+            }
+        }
+        Ok(_) => {}
+        Err(e) => return open_err(e),
+    }
     match gaffer_store::open(&location, durability(config)).await {
         Ok(journal) => {
             let c = database_check(journal.as_ref()).await;
             journal.shutdown().await;
             c
         }
-        Err(e) => Check {
-            name: "database".into(),
-            status: Status::Fail,
-            detail: crate::error::CliError::from(e).message().to_owned(),
-            hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
-        },
+        Err(e) => open_err(e),
     }
 }
 

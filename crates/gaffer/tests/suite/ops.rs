@@ -122,3 +122,44 @@ fn backup_of_a_postgres_journal_points_to_pg_dump_without_the_password() {
         assert!(!err.contains("s3cret-pw"), "{err}");
     }
 }
+
+/// The previous schema's fixture (see gaffer-store's `suite::upgrade`).
+fn previous_schema_fixture() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gaffer-store/tests/fixtures");
+    let v = gaffer_store::SqliteJournal::supported_schema_version() - 1;
+    dir.join(format!("journal-schema-v{v}.db"))
+}
+
+#[test]
+fn doctor_reports_a_pending_migration_without_migrating_and_the_next_open_migrates() {
+    let home = Home::new();
+    home.write_config("");
+    std::fs::create_dir_all(home.data()).unwrap();
+    std::fs::copy(previous_schema_fixture(), home.db()).unwrap();
+    let before = std::fs::read(home.db()).unwrap();
+    let supported = gaffer_store::SqliteJournal::supported_schema_version();
+
+    let out = home.gaffer().args(["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let db = super::cli::doctor_check(&report, "database");
+    assert_eq!(db["status"], "warn", "{db}");
+    let detail = db["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("schema v{}", supported - 1))
+            && detail.contains(&format!("to v{supported}"))
+            && detail.contains("1 pending migration"),
+        "{detail}"
+    );
+    assert!(db["hint"].as_str().unwrap().contains("gaffer backup"), "{db}");
+    assert_eq!(std::fs::read(home.db()).unwrap(), before, "doctor migrated");
+
+    // The new binary opens, migrates and verifies it.
+    let (verify, tasks) = verified_tasks(&home, &home.data());
+    assert_eq!(verify["broken"], Value::Null);
+    assert_eq!(tasks.len(), 3, "{tasks:?}");
+    let out = home.gaffer().args(["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let db = super::cli::doctor_check(&report, "database");
+    assert_eq!(db["status"], "ok", "{db}");
+    assert!(db["detail"].as_str().unwrap().contains(&format!("schema v{supported}")), "{db}");
+}
