@@ -60,7 +60,10 @@ async fn every_old_schema_fixture_is_migrated_and_verifies() {
         let found = gaffer_store::schema_found(&path.display().to_string())
             .await
             .unwrap();
-        assert_eq!((found.found, found.pending()), (Some(version), supported - version));
+        assert_eq!(
+            (found.found, found.pending()),
+            (Some(version), supported - version)
+        );
         let chain: Vec<(String, i64, String, Option<String>)> = rows(
             &path,
             "SELECT stream_id, seq, hash, worker_id FROM events ORDER BY pos",
@@ -71,15 +74,21 @@ async fn every_old_schema_fixture_is_migrated_and_verifies() {
             "SELECT task_id, worker_id, generation FROM task_leases ORDER BY task_id",
         )
         .await;
-        assert!(chain.len() > 10 && !leases.is_empty(), "the fixture holds real data");
+        assert!(
+            chain.len() > 10 && !leases.is_empty(),
+            "the fixture holds real data"
+        );
 
         let j = gaffer_store::open(&path.display().to_string(), Durability::Full)
             .await
             .unwrap_or_else(|e| panic!("v{version} fixture does not open: {e}"));
         assert_eq!(j.verify().await.unwrap().broken, None, "v{version} fixture");
         j.shutdown().await;
-        let applied: Vec<(i64,)> =
-            rows(&path, "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version").await;
+        let applied: Vec<(i64,)> = rows(
+            &path,
+            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .await;
         assert_eq!(
             applied.into_iter().map(|(v,)| v).collect::<Vec<_>>(),
             (1..=supported).collect::<Vec<_>>(),
@@ -219,7 +228,9 @@ async fn write_the_previous_schema_fixture() {
     let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
     for entry in std::fs::read_dir(&migrations).unwrap() {
         let path = entry.unwrap().path();
-        let n: i64 = path.file_name().unwrap().to_str().unwrap()[..4].parse().unwrap();
+        let n: i64 = path.file_name().unwrap().to_str().unwrap()[..4]
+            .parse()
+            .unwrap();
         if n <= version {
             std::fs::copy(&path, old.path().join(path.file_name().unwrap())).unwrap();
         }
@@ -263,7 +274,10 @@ async fn write_the_previous_schema_fixture() {
         .await
         .unwrap();
     }
-    sqlx::query("DETACH DATABASE cur").execute(&mut conn).await.unwrap();
+    sqlx::query("DETACH DATABASE cur")
+        .execute(&mut conn)
+        .await
+        .unwrap();
     sqlx::query("VACUUM").execute(&mut conn).await.unwrap();
     conn.close().await.unwrap();
 }

@@ -189,11 +189,13 @@ async fn journal_check(config: &gaffer_config::Config) -> Check {
             );
         }
     }
-    let open_err = |e| Check {
+    let open_err = |e| {
+        Check {
         name: "database".into(),
         status: Status::Fail,
         detail: crate::error::CliError::from(e).message().to_owned(),
         hint: Some("fix --db, GAFFER_DATABASE_URL or database.url (or --data-dir for the default file), or move the file away".into()),
+    }
     };
     // Opening migrates: an older schema is reported, not opened.
     match gaffer_store::schema_found(&location).await {

@@ -125,7 +125,8 @@ fn backup_of_a_postgres_journal_points_to_pg_dump_without_the_password() {
 
 /// The previous schema's fixture (see gaffer-store's `suite::upgrade`).
 fn previous_schema_fixture() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gaffer-store/tests/fixtures");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gaffer-store/tests/fixtures");
     let v = gaffer_store::SqliteJournal::supported_schema_version() - 1;
     dir.join(format!("journal-schema-v{v}.db"))
 }
@@ -150,7 +151,10 @@ fn doctor_reports_a_pending_migration_without_migrating_and_the_next_open_migrat
             && detail.contains("1 pending migration"),
         "{detail}"
     );
-    assert!(db["hint"].as_str().unwrap().contains("gaffer backup"), "{db}");
+    assert!(
+        db["hint"].as_str().unwrap().contains("gaffer backup"),
+        "{db}"
+    );
     assert_eq!(std::fs::read(home.db()).unwrap(), before, "doctor migrated");
 
     // The new binary opens, migrates and verifies it.
@@ -161,5 +165,11 @@ fn doctor_reports_a_pending_migration_without_migrating_and_the_next_open_migrat
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let db = super::cli::doctor_check(&report, "database");
     assert_eq!(db["status"], "ok", "{db}");
-    assert!(db["detail"].as_str().unwrap().contains(&format!("schema v{supported}")), "{db}");
+    assert!(
+        db["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("schema v{supported}")),
+        "{db}"
+    );
 }
