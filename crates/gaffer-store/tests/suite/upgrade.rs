@@ -8,7 +8,7 @@
 //! `GAFFER_WRITE_FIXTURE=1 cargo test -p gaffer-store -- --ignored write_the_previous_schema_fixture`.
 use super::support::*;
 use gaffer_core::*;
-use gaffer_store::{Durability, Journal, SqliteJournal, WorkerInfo};
+use gaffer_store::{Durability, SqliteJournal, WorkerInfo};
 use pretty_assertions::assert_eq;
 use sqlx::Connection;
 use std::path::{Path, PathBuf};
