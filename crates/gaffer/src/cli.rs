@@ -129,6 +129,12 @@ pub enum Command {
     /// the local secret itself: `Authorization: Bearer $(cat <data dir>/local-secret)`.
     /// `--json` prints {"link","expires_at","secret_file"}.
     LoginLink(LoginLinkArgs),
+    /// Run `gaffer serve` (or `gaffer worker`) as a systemd service: install writes
+    /// the unit (restart on failure with a growing delay, never after exit 78, secrets
+    /// from an environment file, logs in journald) and starts it; status shows its
+    /// state and last errors. Without systemd the unit is printed (exit 78).
+    #[command(subcommand)]
+    Service(ServiceCommand),
     /// Run tasks without HTTP. Start as many as you like, on as many machines as
     /// share the database: each leases tasks, and takes over a dead worker's tasks
     /// once their leases expire (workers.lease_secs).
@@ -447,6 +453,33 @@ pub enum DbCommand {
     /// on the way; the copy then verifies. Example:
     /// `gaffer db copy --from ~/.local/share/gaffer/gaffer.db --to postgres://gaffer:PASSWORD@db:5432/gaffer`
     Copy(DbCopyArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the unit and the environment file (kept if it exists, mode 600), then
+    /// enable and start it. `--json` prints {"action","unit","unit_path","env_file",
+    /// "systemd","done","text","note"}.
+    Install(ServiceArgs),
+    /// Stop, disable and remove the unit (the environment file is kept).
+    Uninstall(ServiceArgs),
+    /// Whether it runs, its last exit status and restarts, and its last warnings and
+    /// errors from journald. Exits 1 when installed but not active, 78 when not installed.
+    Status(ServiceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    /// A user unit (`systemctl --user`, in ~/.config/systemd/user) instead of a
+    /// system one (/etc/systemd/system, needs root).
+    #[arg(long)]
+    pub user: bool,
+    /// The unit for `gaffer worker` (gaffer-worker.service) instead of `gaffer serve`.
+    #[arg(long)]
+    pub worker: bool,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -13,12 +13,13 @@ mod manual;
 mod project;
 mod run;
 mod serve;
+mod service;
 mod task;
 mod worker;
 
 use crate::cli::{
-    ApprovalCommand, Cli, Command, DbCommand, JournalCommand, ProjectCommand, TaskCommand,
-    TokenCommand,
+    ApprovalCommand, Cli, Command, DbCommand, JournalCommand, ProjectCommand, ServiceCommand,
+    TaskCommand, TokenCommand,
 };
 use crate::error::Result;
 use std::process::ExitCode;
@@ -74,6 +75,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::LoginLink(args) => serve::login_link(&cli.global, &args),
         Command::Gc(args) => gc::run(&cli.global, &args).await,
         Command::Audit(args) => audit::run(&cli.global, &args).await,
+        Command::Service(ServiceCommand::Install(args)) => {
+            service::install(&cli.global, &args).await
+        }
+        Command::Service(ServiceCommand::Uninstall(args)) => {
+            service::uninstall(&cli.global, &args).await
+        }
+        Command::Service(ServiceCommand::Status(args)) => service::status(&cli.global, &args).await,
         Command::Worker(args) => worker::worker(&cli.global, &args).await,
         Command::Workers(args) => worker::workers(&cli.global, &args).await,
         Command::Token(TokenCommand::New(args)) => audit::new_token(&args),

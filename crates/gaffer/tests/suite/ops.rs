@@ -173,3 +173,144 @@ fn doctor_reports_a_pending_migration_without_migrating_and_the_next_open_migrat
         "{db}"
     );
 }
+
+/// The `Key=value` lines of a unit file's `[section]`.
+fn unit_section<'a>(unit: &'a str, section: &str) -> Vec<(&'a str, &'a str)> {
+    let header = format!("[{section}]");
+    unit.lines()
+        .skip_while(|l| *l != header)
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            l.split_once('=')
+                .unwrap_or_else(|| panic!("not Key=value: {l}"))
+        })
+        .collect()
+}
+
+fn value<'a>(lines: &[(&'a str, &'a str)], key: &str) -> Vec<&'a str> {
+    lines
+        .iter()
+        .filter(|(k, _)| *k == key)
+        .map(|(_, v)| *v)
+        .collect()
+}
+
+#[test]
+fn service_install_without_systemd_prints_the_unit_and_installs_nothing() {
+    if std::path::Path::new("/run/systemd/system").exists() {
+        eprintln!("systemd runs here: this test is for machines without it");
+        return;
+    }
+    let home = Home::new();
+    home.write_config("");
+    for (worker, name, command) in [
+        (false, "gaffer-serve", "serve"),
+        (true, "gaffer-worker", "worker"),
+    ] {
+        let mut cmd = home.gaffer();
+        cmd.args(["--db", "postgres://gaffer:s3cret-pw@db:5432/gaffer"])
+            .args(["service", "install", "--user"]);
+        if worker {
+            cmd.arg("--worker");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(78));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("systemd is not running") && err.contains("nothing was installed"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(".config/systemd/user/{name}.service")),
+            "{err}"
+        );
+        let unit = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !unit.contains("s3cret-pw"),
+            "a database password in the unit:\n{unit}"
+        );
+        let service = unit_section(&unit, "Service");
+        let exec = value(&service, "ExecStart");
+        let bin = assert_cmd::cargo::cargo_bin("gaffer")
+            .canonicalize()
+            .unwrap();
+        assert_eq!(
+            exec,
+            [format!(
+                "\"{}\" \"--config\" \"{}\" \"--data-dir\" \"{}\" \"{command}\"",
+                bin.display(),
+                home.config().display(),
+                home.data().display()
+            )
+            .as_str()],
+            "{unit}"
+        );
+        assert_eq!(
+            value(&service, "RestartPreventExitStatus"),
+            ["78"],
+            "{unit}"
+        );
+        assert_eq!(value(&service, "Restart"), ["on-failure"]);
+        assert_eq!(value(&service, "RestartSec"), ["5s"]);
+        assert_eq!(value(&service, "RestartSteps"), ["8"]);
+        assert_eq!(value(&service, "RestartMaxDelaySec"), ["5min"]);
+        assert_eq!(value(&service, "StandardOutput"), ["journal"]);
+        assert_eq!(value(&service, "StandardError"), ["journal"]);
+        assert_eq!(value(&service, "SyslogIdentifier"), [name]);
+        assert_eq!(
+            value(&service, "EnvironmentFile"),
+            [format!("-{}", home.dir.path().join("env").display()).as_str()]
+        );
+        assert!(
+            value(&service, "User").is_empty(),
+            "a user unit names no User="
+        );
+        assert_eq!(
+            value(&unit_section(&unit, "Install"), "WantedBy"),
+            ["default.target"]
+        );
+        assert!(!value(&unit_section(&unit, "Unit"), "StartLimitBurst").is_empty());
+        assert!(
+            !home.dir.path().join(".config/systemd").exists(),
+            "something was installed"
+        );
+        assert!(!home.dir.path().join("env").exists());
+    }
+
+    // A system unit runs as the installing user, and goes to /etc/systemd/system.
+    let out = home
+        .gaffer()
+        .env("USER", "gafferd")
+        .args(["service", "install", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["systemd"], false);
+    assert_eq!(report["done"], false);
+    assert_eq!(
+        report["unit_path"],
+        "/etc/systemd/system/gaffer-serve.service"
+    );
+    let unit = report["text"].as_str().unwrap();
+    let service = unit_section(unit, "Service");
+    assert_eq!(value(&service, "User"), ["gafferd"]);
+    assert_eq!(
+        value(&unit_section(unit, "Install"), "WantedBy"),
+        ["multi-user.target"]
+    );
+
+    // Status and uninstall say what there is, and exit 78.
+    for action in ["status", "uninstall"] {
+        let out = home
+            .gaffer()
+            .args(["service", action, "--user"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(78), "{action}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("gaffer-serve.service"), "{action}: {said}");
+    }
+}
