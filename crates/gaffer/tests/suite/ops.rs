@@ -314,3 +314,133 @@ fn service_install_without_systemd_prints_the_unit_and_installs_nothing() {
         assert!(said.contains("gaffer-serve.service"), "{action}: {said}");
     }
 }
+
+/// The instructions of a Dockerfile (continuation lines joined, comments dropped)
+/// as (INSTRUCTION, arguments).
+fn dockerfile_instructions(text: &str) -> Vec<(String, String)> {
+    let mut joined = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || (t.is_empty() && current.is_empty()) {
+            continue;
+        }
+        match t.strip_suffix('\\') {
+            Some(part) => current.push_str(part),
+            None => {
+                current.push_str(t);
+                joined.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    joined
+        .into_iter()
+        .map(|l| {
+            let (i, rest) = l.split_once(' ').unwrap_or((&l, ""));
+            (i.to_ascii_uppercase(), rest.trim().to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_dockerfile_builds_a_non_root_image_with_a_volume_and_a_health_check() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let all = dockerfile_instructions(&std::fs::read_to_string(root.join("Dockerfile")).unwrap());
+    let froms: Vec<usize> = (0..all.len()).filter(|&i| all[i].0 == "FROM").collect();
+    assert!(
+        froms.len() >= 2,
+        "multi-stage: a build stage and a runtime stage"
+    );
+    for &i in &froms {
+        let image = all[i].1.split_whitespace().next().unwrap();
+        assert!(
+            image.contains(':') && !image.ends_with(":latest"),
+            "base images are pinned to a tag: {image}"
+        );
+    }
+    let build_stage = all[froms[0]]
+        .1
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .to_owned();
+    let last = &all[*froms.last().unwrap()..];
+    let get = |name: &str| -> Vec<&str> {
+        last.iter()
+            .filter(|(i, _)| i == name)
+            .map(|(_, a)| a.as_str())
+            .collect()
+    };
+    assert!(
+        get("COPY")
+            .iter()
+            .any(|a| a.starts_with(&format!("--from={build_stage} "))),
+        "the runtime stage copies the binary from the build stage"
+    );
+    assert!(!all[..*froms.last().unwrap()]
+        .iter()
+        .any(|(i, _)| i == "USER"));
+    let users = get("USER");
+    let user = users.last().expect("the runtime stage sets USER");
+    let uid = user.split(':').next().unwrap();
+    assert!(uid != "root" && uid != "0", "USER {user} is root");
+    assert!(uid.parse::<u32>().is_ok(), "a numeric uid: USER {user}");
+    let user_at = last.iter().rposition(|(i, _)| i == "USER").unwrap();
+    assert!(
+        last[user_at..].iter().all(|(i, _)| i != "RUN"),
+        "nothing runs as root after USER"
+    );
+    assert!(
+        get("VOLUME").iter().any(|v| v.contains("\"/data\"")),
+        "{:?}",
+        get("VOLUME")
+    );
+    let env = get("ENV").join(" ");
+    assert!(env.contains("GAFFER_DATA_DIR=/data"), "{env}");
+    assert!(env.contains("GAFFER_SERVER_LISTEN=0.0.0.0:7777"), "{env}");
+    assert_eq!(get("EXPOSE"), ["7777"]);
+    let health = get("HEALTHCHECK");
+    assert_eq!(health.len(), 1);
+    assert!(
+        health[0].contains("http://127.0.0.1:7777/healthz"),
+        "{}",
+        health[0]
+    );
+    assert!(
+        health[0].contains("--fail"),
+        "a failing /healthz fails the check"
+    );
+    for run in get("RUN").iter().filter(|r| r.contains("apt-get install")) {
+        assert!(
+            run.contains("--no-install-recommends") && run.contains("rm -rf /var/lib/apt/lists"),
+            "{run}"
+        );
+        for needed in ["git", "ca-certificates", "curl", "tini"] {
+            assert!(
+                run.split_whitespace().any(|w| w == needed),
+                "{needed} is installed: {run}"
+            );
+        }
+    }
+    let entry = get("ENTRYPOINT");
+    assert!(
+        entry[0].contains("tini") && entry[0].contains("gaffer"),
+        "{entry:?}"
+    );
+
+    let compose = std::fs::read_to_string(root.join("deploy/compose.yaml")).unwrap();
+    for needed in [
+        "image: postgres:",
+        "GAFFER_DATABASE_URL: postgres://gaffer:${POSTGRES_PASSWORD",
+        "condition: service_healthy",
+        "command: [\"serve\", \"--workers\", \"0\"]",
+        "command: [\"worker\"]",
+        "- data:/data",
+    ] {
+        assert!(compose.contains(needed), "compose.yaml lacks {needed}");
+    }
+    assert!(
+        !compose.contains("restart: on-failure\n"),
+        "unbounded restarts on exit 78"
+    );
+}
