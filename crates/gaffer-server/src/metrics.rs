@@ -11,6 +11,23 @@ use std::time::Instant;
 
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
 
+/// Seconds from an approval's request to its decision: a minute to a day.
+const DECISION_BUCKETS: [f64; 8] = [
+    10.0, 60.0, 300.0, 900.0, 3600.0, 14_400.0, 43_200.0, 86_400.0,
+];
+
+/// What the journal says about the work, read at each scrape (so every process
+/// serving the same journal shows the same numbers).
+#[derive(Debug, Default)]
+pub struct Work {
+    /// Approvals waiting for a decision.
+    pub pending_approvals: usize,
+    /// Tasks by stage name.
+    pub tasks_by_stage: BTreeMap<String, u64>,
+    /// Seconds from request to decision of every decided approval.
+    pub decision_secs: Vec<f64>,
+}
+
 /// How long a worker that stopped or was lost stays in the per-worker series: long
 /// enough for an alert on `gaffer_worker_up == 0` to fire, short enough that every
 /// restart (a new worker id) does not add series forever.
@@ -56,31 +73,55 @@ impl Metrics {
 
     /// The exposition text. `workers` are every registered worker (`now_ms` on the
     /// database's clock): every worker process sharing the journal, on any machine.
-    pub fn render(&self, pending_approvals: usize, workers: &[WorkerRow], now_ms: i64) -> String {
+    pub fn render(&self, work: &Work, workers: &[WorkerRow], now_ms: i64) -> String {
         use std::fmt::Write;
         let mut out = String::new();
+        let _ = writeln!(out, "# HELP gaffer_build_info The gaffer version serving these metrics (always 1).\n# TYPE gaffer_build_info gauge\ngaffer_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        out.push_str(
+            "# HELP gaffer_tasks Tasks in the journal by stage.\n# TYPE gaffer_tasks gauge\n",
+        );
+        for stage in gaffer_core::Stage::ALL {
+            let n = work
+                .tasks_by_stage
+                .get(stage.as_str())
+                .copied()
+                .unwrap_or(0);
+            let _ = writeln!(out, "gaffer_tasks{{stage=\"{stage}\"}} {n}");
+        }
+        let mut decided = [0u64; DECISION_BUCKETS.len()];
+        for secs in &work.decision_secs {
+            for (i, b) in DECISION_BUCKETS.iter().enumerate() {
+                if secs <= b {
+                    decided[i] += 1;
+                }
+            }
+        }
+        histogram(
+            &mut out,
+            "gaffer_approval_decision_seconds",
+            "Time from an approval's request to its decision, over every decided approval in the journal.",
+            &DECISION_BUCKETS,
+            &decided,
+            work.decision_secs.len() as u64,
+            work.decision_secs.iter().sum(),
+        );
+        let pending_approvals = work.pending_approvals;
         out.push_str("# HELP gaffer_http_requests_total HTTP requests by method, route and status.\n# TYPE gaffer_http_requests_total counter\n");
         if let Ok(r) = self.requests.lock() {
             for ((m, route, status), n) in r.iter() {
                 let _ = writeln!(out, "gaffer_http_requests_total{{method=\"{m}\",route=\"{route}\",status=\"{status}\"}} {n}");
             }
         }
-        out.push_str("# HELP gaffer_http_request_duration_seconds Time to the response head (SSE: to the stream's start).\n# TYPE gaffer_http_request_duration_seconds histogram\n");
         if let Ok(l) = self.latency.lock() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "gaffer_http_request_duration_seconds_bucket{{le=\"{b}\"}} {}",
-                    l.0[i]
-                );
-            }
-            let _ = writeln!(
-                out,
-                "gaffer_http_request_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-                l.1
+            histogram(
+                &mut out,
+                "gaffer_http_request_duration_seconds",
+                "Time to the response head (SSE: to the stream's start).",
+                &BUCKETS,
+                &l.0,
+                l.1,
+                l.2,
             );
-            let _ = writeln!(out, "gaffer_http_request_duration_seconds_sum {}", l.2);
-            let _ = writeln!(out, "gaffer_http_request_duration_seconds_count {}", l.1);
         }
         let _ = writeln!(out, "# HELP gaffer_sse_clients Open SSE streams.\n# TYPE gaffer_sse_clients gauge\ngaffer_sse_clients {}", self.sse_clients.load(Ordering::Relaxed));
         let _ = writeln!(out, "# HELP gaffer_approvals_pending Approvals waiting for a decision.\n# TYPE gaffer_approvals_pending gauge\ngaffer_approvals_pending {pending_approvals}");
@@ -152,6 +193,26 @@ fn render_workers(out: &mut String, workers: &[WorkerRow], now_ms: i64) {
             );
         }
     }
+}
+
+/// A histogram's HELP, TYPE, cumulative buckets, `+Inf`, sum and count.
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    bounds: &[f64],
+    cumulative: &[u64],
+    count: u64,
+    sum: f64,
+) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    for (b, n) in bounds.iter().zip(cumulative) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum {sum}");
+    let _ = writeln!(out, "{name}_count {count}");
 }
 
 /// A label value escaped as the exposition format requires.

@@ -130,21 +130,39 @@ pub async fn healthz() -> Json<api::Health> {
 /// Prometheus metrics (text exposition format).
 #[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain", body = String)))]
 pub async fn metrics(State(s): State<ServerState>) -> Response {
-    let pending = s
-        .app
-        .approvals(Some("pending"))
+    let journal = s.app.journal();
+    // The work as the journal has it; an unreadable table leaves its series at
+    // zero rather than failing the scrape.
+    let mut work = crate::metrics::Work::default();
+    let all = gaffer_store::TaskFilter {
+        limit: Some(i64::MAX),
+        ..Default::default()
+    };
+    for t in journal.tasks(&all).await.unwrap_or_default() {
+        *work.tasks_by_stage.entry(t.stage).or_default() += 1;
+    }
+    for a in journal
+        .approvals(&gaffer_store::ApprovalFilter::default())
         .await
-        .map(|a| a.len())
-        .unwrap_or(0);
+        .unwrap_or_default()
+    {
+        match a.decided_at {
+            _ if a.state == "pending" => work.pending_approvals += 1,
+            Some(at) => work
+                .decision_secs
+                .push((at - a.requested_at).max(0) as f64 / 1e3),
+            None => {}
+        }
+    }
     // Every worker sharing the journal, wherever it runs; an unreadable table
     // leaves the series out rather than failing the scrape.
-    let workers = s.app.journal().workers().await.unwrap_or_default();
+    let workers = journal.workers().await.unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        s.metrics.render(pending, &workers, gaffer_store::now_ms()),
+        s.metrics.render(&work, &workers, gaffer_store::now_ms()),
     )
         .into_response()
 }

@@ -2,6 +2,7 @@ mod api;
 mod browser;
 mod control;
 mod limits;
+mod metrics;
 mod scene;
 mod sse;
 mod support;
