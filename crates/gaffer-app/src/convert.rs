@@ -36,20 +36,11 @@ pub(crate) fn approval(r: &ApprovalRow) -> api::Approval {
         state: r.state.clone(),
         summary: r.summary.clone(),
         details,
-        decided_by: r.decided_by.as_deref().and_then(|a| {
-            serde_json::from_str::<gaffer_core::Actor>(a)
-                .ok()
-                .map(|a| api::DecidedBy {
-                    kind: match a.kind {
-                        gaffer_core::ActorKind::User => "user",
-                        gaffer_core::ActorKind::Policy => "policy",
-                        gaffer_core::ActorKind::System => "system",
-                    }
-                    .into(),
-                    name: a.name,
-                    via: a.via,
-                })
-        }),
+        decided_by: r
+            .decided_by
+            .as_deref()
+            .and_then(|a| serde_json::from_str::<gaffer_core::Actor>(a).ok())
+            .map(|a| actor(&a)),
         note: r.note.clone(),
         requested_at: r.requested_at,
         decided_at: r.decided_at,
@@ -156,4 +147,35 @@ pub(crate) fn role_spend(steps: &[StepRow], sessions: &[SessionRow]) -> Vec<api:
             cost_usd: s.cost_usd(),
         })
         .collect()
+}
+
+/// Who did something, as the API shows it.
+pub(crate) fn actor(a: &gaffer_core::Actor) -> api::DecidedBy {
+    api::DecidedBy {
+        kind: match a.kind {
+            gaffer_core::ActorKind::User => "user",
+            gaffer_core::ActorKind::Policy => "policy",
+            gaffer_core::ActorKind::System => "system",
+        }
+        .into(),
+        name: a.name.clone(),
+        via: a.via.clone(),
+    }
+}
+
+/// A person's message to a task's agent, as the API shows it.
+pub(crate) fn message(task_id: &str, m: &gaffer_core::Message) -> api::Message {
+    api::Message {
+        id: m.id.clone(),
+        task_id: task_id.to_owned(),
+        text: m.text.clone(),
+        by: actor(&m.by),
+        sent_at: m.sent_at,
+        delivery: m
+            .delivered
+            .as_ref()
+            .map_or("pending", |d| d.delivery.as_str())
+            .into(),
+        delivered_at: m.delivered.as_ref().map(|d| d.at),
+    }
 }

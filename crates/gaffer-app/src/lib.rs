@@ -78,6 +78,14 @@
 //! [`App::add_project`] registers a git work tree by its physical path;
 //! [`App::create_task`] queues a request (the engine picks queued tasks up);
 //! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
+//!
+//! # Live control
+//!
+//! [`App::send_message`] records a person's message for the task's running agent
+//! (`message_sent`, with who sent it and from where, the text redacted);
+//! [`App::interrupt`] records that a person stopped the running turn
+//! (`turn_interrupted`). The engine running the task is woken by these events and
+//! delivers or interrupts; [`App::messages`] lists what was sent and delivered.
 
 #![deny(missing_docs)]
 
@@ -85,6 +93,7 @@ mod approvals;
 pub mod audit;
 mod convert;
 mod error;
+mod live;
 pub mod policy;
 mod projects;
 pub mod sanitize;

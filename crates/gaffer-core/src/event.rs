@@ -1,5 +1,6 @@
 use crate::{
-    ApprovalId, ApprovalKind, Decision, Intent, ProjectId, Role, SessionId, Stage, StepId, TaskId,
+    ApprovalId, ApprovalKind, Decision, Delivery, Intent, ProjectId, Role, SessionId, Stage,
+    StepId, TaskId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -316,6 +317,33 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+
+    /// A person's message to the task's running agent (see [`crate::Message`]).
+    MessageSent {
+        /// Unique in the task (`m-…`).
+        message_id: String,
+        /// What they wrote, redacted.
+        text: String,
+        /// Who: always a person, with the channel they were authenticated by.
+        by: Actor,
+    },
+    /// The agent got the message; recorded once per message.
+    MessageDelivered {
+        /// The message.
+        message_id: String,
+        /// The session that got it.
+        session_id: SessionId,
+        /// Into the running turn, or as the next turn's prompt.
+        delivery: Delivery,
+    },
+    /// A person stopped the running turn, keeping the task and its session: the
+    /// step waits for their next message, which starts the next turn.
+    TurnInterrupted {
+        /// The session whose turn was stopped.
+        session_id: SessionId,
+        /// Who: always a person.
+        by: Actor,
+    },
 }
 
 /// Which projection rows an event changes, so a store updates only those.
@@ -382,6 +410,9 @@ event_kinds! {
     SessionStarted => "session_started",
     SessionVerified => "session_verified",
     SessionEnded => "session_ended",
+    MessageSent => "message_sent",
+    MessageDelivered => "message_delivered",
+    TurnInterrupted => "turn_interrupted",
 }
 
 impl Event {
@@ -405,7 +436,10 @@ impl Event {
             | Event::TaskStageEntered { .. }
             | Event::TaskLeased { .. }
             | Event::AgentActivity { .. }
-            | Event::CiStatusChanged { .. } => Touched::Task,
+            | Event::CiStatusChanged { .. }
+            | Event::MessageSent { .. }
+            | Event::MessageDelivered { .. }
+            | Event::TurnInterrupted { .. } => Touched::Task,
             Event::TaskDone { .. }
             | Event::TaskFailed { .. }
             | Event::TaskCancelled { .. }

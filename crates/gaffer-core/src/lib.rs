@@ -12,6 +12,7 @@ mod approval;
 mod event;
 mod frontier;
 mod ids;
+mod message;
 mod project;
 mod rejected;
 mod session;
@@ -26,6 +27,7 @@ pub use approval::{
 };
 pub use event::{Actor, ActorKind, Event, TaskOptions, Touched};
 pub use frontier::Frontier;
+pub use message::{Delivered, Delivery, Interrupt, Message, MAX_MESSAGE_BYTES};
 pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};
 pub use project::ProjectState;
 pub use rejected::Rejected;

@@ -1,5 +1,6 @@
 use crate::{ApprovalId, ApprovalState, SessionId, Stage, StepId, StepState};
 
+
 /// Why the reducer refused an event. The state it was offered is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejected {
@@ -128,6 +129,32 @@ pub enum Rejected {
         /// The newest generation recorded.
         current: i64,
     },
+    /// Only a person may do this (send a message, interrupt a turn).
+    #[error("only a person may {what}; `{by}` is not one")]
+    NotAPerson {
+        /// What was refused.
+        what: &'static str,
+        /// The actor's name.
+        by: String,
+    },
+    /// A message or an interrupt needs an agent session that is open.
+    #[error("no agent is running in this task; `{got}` is refused")]
+    NoRunningAgent {
+        /// The event offered.
+        got: &'static str,
+    },
+    /// A message id used twice.
+    #[error("message `{0}` already exists")]
+    DuplicateMessage(String),
+    /// The event names a message this task does not have.
+    #[error("message `{0}` does not exist in this task")]
+    UnknownMessage(String),
+    /// A message is delivered once.
+    #[error("message `{0}` was already delivered")]
+    MessageAlreadyDelivered(String),
+    /// The turn was already interrupted and waits for a message.
+    #[error("the turn of session `{0}` is already interrupted; a message goes on")]
+    AlreadyInterrupted(SessionId),
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

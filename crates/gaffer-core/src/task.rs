@@ -1,7 +1,7 @@
 use crate::{
-    Actor, ActorKind, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision, Event, Intent,
-    ProjectId, Rejected, Session, SessionId, Stage, Step, StepId, StepState, TaskId, TaskOptions,
-    Timestamp,
+    Actor, ActorKind, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision, Delivered,
+    Event, Intent, Interrupt, Message, ProjectId, Rejected, Session, SessionId, Stage, Step,
+    StepId, StepState, TaskId, TaskOptions, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -37,6 +37,13 @@ pub struct TaskState {
     /// The newest lease generation recorded (`task_leased`).
     #[serde(default)]
     pub lease_generation: i64,
+    /// People's messages to its agent, in the order they were sent.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The running turn a person stopped, until their next message (or the
+    /// session's end).
+    #[serde(default)]
+    pub interrupted: Option<Interrupt>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -76,6 +83,8 @@ impl TaskState {
                     sessions: BTreeMap::new(),
                     worker: None,
                     lease_generation: 0,
+                    messages: Vec::new(),
+                    interrupted: None,
                     created_at: at,
                     updated_at: at,
                 })
@@ -407,6 +416,79 @@ impl TaskState {
             Event::SessionEnded { session_id, reason } => {
                 let session = self.live_session(session_id)?;
                 session.ended = Some(reason.clone());
+                if self
+                    .interrupted
+                    .as_ref()
+                    .is_some_and(|i| i.session_id == *session_id)
+                {
+                    self.interrupted = None;
+                }
+            }
+            Event::MessageSent {
+                message_id,
+                text,
+                by,
+            } => {
+                self.person("send a message to the agent", by)?;
+                if message_id.is_empty() {
+                    return Err(Rejected::Empty("message_id"));
+                }
+                if text.trim().is_empty() {
+                    return Err(Rejected::Empty("text"));
+                }
+                if self.messages.iter().any(|m| m.id == *message_id) {
+                    return Err(Rejected::DuplicateMessage(message_id.clone()));
+                }
+                self.running_session()
+                    .ok_or(Rejected::NoRunningAgent { got: event.kind() })?;
+                self.messages.push(Message {
+                    id: message_id.clone(),
+                    text: text.clone(),
+                    by: by.clone(),
+                    sent_at: at,
+                    delivered: None,
+                });
+                // The message is what the interrupted turn waited for.
+                self.interrupted = None;
+            }
+            Event::MessageDelivered {
+                message_id,
+                session_id,
+                delivery,
+            } => {
+                if !self.sessions.contains_key(session_id) {
+                    return Err(Rejected::UnknownSession(session_id.clone()));
+                }
+                let message = self
+                    .messages
+                    .iter_mut()
+                    .find(|m| m.id == *message_id)
+                    .ok_or_else(|| Rejected::UnknownMessage(message_id.clone()))?;
+                if message.delivered.is_some() {
+                    return Err(Rejected::MessageAlreadyDelivered(message_id.clone()));
+                }
+                message.delivered = Some(Delivered {
+                    session_id: session_id.clone(),
+                    delivery: *delivery,
+                    at,
+                });
+            }
+            Event::TurnInterrupted { session_id, by } => {
+                self.person("interrupt the agent", by)?;
+                let running = self
+                    .running_session()
+                    .ok_or(Rejected::NoRunningAgent { got: event.kind() })?;
+                if running.id != *session_id {
+                    return Err(Rejected::SessionEnded(session_id.clone()));
+                }
+                if let Some(i) = &self.interrupted {
+                    return Err(Rejected::AlreadyInterrupted(i.session_id.clone()));
+                }
+                self.interrupted = Some(Interrupt {
+                    session_id: session_id.clone(),
+                    by: by.clone(),
+                    at,
+                });
             }
             Event::ProjectRegistered { .. }
             | Event::ProjectCheckCommandSet { .. }
@@ -426,6 +508,20 @@ impl TaskState {
         self.approvals
             .values()
             .filter(|a| a.state == ApprovalState::Pending)
+    }
+
+    /// The agent session open now (the newest, if a crash left an older one open):
+    /// the one a person's message or interrupt is for.
+    pub fn running_session(&self) -> Option<&Session> {
+        self.sessions
+            .values()
+            .filter(|s| s.ended.is_none())
+            .max_by_key(|s| (s.started_at, s.id.clone()))
+    }
+
+    /// Messages the agent has not got yet, oldest first.
+    pub fn undelivered_messages(&self) -> impl Iterator<Item = &Message> {
+        self.messages.iter().filter(|m| m.delivered.is_none())
     }
 
     /// Steps in the order they were recorded.
@@ -452,6 +548,19 @@ impl TaskState {
             .iter()
             .find(|d| !self.steps.get(*d).is_some_and(Step::is_settled))
             .cloned()
+    }
+
+    /// Messages and interrupts come from people only: an agent, a policy rule or
+    /// gaffer itself cannot steer an agent.
+    fn person(&self, what: &'static str, by: &Actor) -> Result<(), Rejected> {
+        if by.kind == ActorKind::User {
+            Ok(())
+        } else {
+            Err(Rejected::NotAPerson {
+                what,
+                by: by.name.clone(),
+            })
+        }
     }
 
     fn finish(&mut self, at: Timestamp, stage: Stage, outcome: serde_json::Value) {

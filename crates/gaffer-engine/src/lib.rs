@@ -13,7 +13,8 @@
 //! holds each step kind's body (worktree, plan, owner, review, arbiter, check,
 //! summary, ship); `turn` runs one agent session for a step; `gate` records the
 //! approvals steps and agents ask for, after `read_only` refused what a read-only
-//! role may not do; `recovery` handles steps a crash
+//! role may not do; `live` carries people's messages and
+//! interrupts into the running turn; `recovery` handles steps a crash
 //! interrupted; `context` picks repository files for prompts; `workers` leases
 //! tasks.
 
@@ -23,6 +24,7 @@ mod driver;
 mod error;
 mod failure;
 mod gate;
+mod live;
 pub mod pipeline;
 pub mod prompts;
 mod read_only;

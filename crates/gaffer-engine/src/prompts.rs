@@ -11,6 +11,8 @@ pub const OWNER: &str = include_str!("../prompts/owner.md");
 pub const REVIEWER: &str = include_str!("../prompts/reviewer.md");
 /// The arbiter's message.
 pub const ARBITER: &str = include_str!("../prompts/arbiter.md");
+/// A turn made of people's messages (see `live`).
+pub const MESSAGES: &str = include_str!("../prompts/messages.md");
 /// Sent when an answer breaks its contract.
 pub const RETRY: &str = include_str!("../prompts/retry.md");
 

@@ -5,6 +5,7 @@
 use crate::error::StepFailure;
 use crate::failure::{fail, fail_spent, Failure};
 use crate::gate::Gate;
+use crate::live::Live;
 use crate::{prompts, Engine};
 use gaffer_agents::sandbox::REFUSED_BY_SANDBOX;
 use gaffer_agents::{
@@ -259,20 +260,38 @@ impl Engine {
     ) -> Result<Turn, Failure> {
         let mut usage = Usage::default();
         let mut refused = Vec::new();
-        let mut prompt = prompt;
+        let mut live = Live::new(self, &task.id, session_id);
+        // A person stopped this session's turn and a crash came before their
+        // message: the resumed step waits for it, as the stopped one did.
+        let mut people = if live.waits().await? {
+            live.next_prompt(true, cancel).await?
+        } else {
+            None
+        };
+        let mut prompt = people.as_ref().map_or(prompt, |p| p.prompt.clone());
         let mut tries = 0;
         loop {
-            tries += 1;
+            if people.is_none() {
+                tries += 1;
+            }
             session
                 .send_turn(&prompt)
                 .await
                 .map_err(|e| fail(format!("agent turn: {e}")))?;
+            if let Some(turn) = people.take() {
+                live.sent(&turn).await?;
+            }
+            live.steer(session).await?;
             let result = loop {
                 let event = tokio::select! {
                     ev = session.next_event() => ev,
                     () = cancel.cancelled() => {
                         let _ = session.interrupt().await;
                         return Err(Failure::Cancelled);
+                    }
+                    () = live.changed() => {
+                        live.steer(session).await?;
+                        continue;
                     }
                 };
                 let event = match event {
@@ -299,6 +318,10 @@ impl Engine {
                         )
                         .await?;
                     }
+                    AgentEvent::MessageDelivered {
+                        message_id,
+                        delivery,
+                    } => live.reported(message_id, *delivery).await?,
                     AgentEvent::PermissionRequested { .. }
                     | AgentEvent::PermissionResolved { .. } => {}
                     other => {
@@ -323,6 +346,14 @@ impl Engine {
             usage += result.usage;
             match result.status {
                 TurnStatus::Completed => {}
+                // A person stopped the turn: the session's next turn is their next message.
+                TurnStatus::Interrupted if live.stopped_by_a_person() => {
+                    people = live.next_prompt(true, cancel).await?;
+                    if let Some(p) = &people {
+                        prompt = p.prompt.clone();
+                    }
+                    continue;
+                }
                 TurnStatus::Interrupted => return Err(Failure::Cancelled),
                 other => {
                     return Err(fail_spent(
@@ -336,6 +367,13 @@ impl Engine {
                         &usage,
                     ))
                 }
+            }
+            // People's messages the turn could not take: the session answers them
+            // before its answer counts.
+            people = live.next_prompt(false, cancel).await?;
+            if let Some(p) = &people {
+                prompt = p.prompt.clone();
+                continue;
             }
             match contract(&result.text) {
                 Ok(parsed) => {

@@ -115,6 +115,50 @@ pub struct CancelTaskParams {
     pub reason: Option<String>,
 }
 
+/// `POST /api/tasks/{id}/messages`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SendMessageParams {
+    /// What to tell the task's running agent (at most 8000 bytes).
+    pub text: String,
+}
+
+/// A person's message to a task's running agent, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Message {
+    /// `m-…`, unique in the task.
+    pub id: String,
+    /// The task.
+    pub task_id: String,
+    /// What was sent, its secrets redacted.
+    pub text: String,
+    /// Who sent it, and from where.
+    pub by: DecidedBy,
+    /// Recorded at (ms).
+    pub sent_at: i64,
+    /// `pending` until the agent got it, then `live` (into the running turn) or
+    /// `next_turn` (as the prompt of the session's next turn).
+    pub delivery: String,
+    /// When the delivery was recorded (ms).
+    pub delivered_at: Option<i64>,
+}
+
+/// `POST /api/tasks/{id}/interrupt`: the turn is stopped; the task and its session go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Interrupted {
+    /// The task.
+    pub task_id: String,
+    /// The agent session whose turn was stopped.
+    pub session_id: String,
+    /// Who stopped it, and from where.
+    pub by: DecidedBy,
+    /// What happens next, in words.
+    pub next: String,
+}
+
 /// `GET /api/tasks` query.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]

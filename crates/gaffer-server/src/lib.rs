@@ -186,6 +186,11 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/tasks/{id}", get(r::get_task))
         .route("/api/tasks/{id}/cancel", post(r::cancel_task))
         .route("/api/tasks/{id}/retry", post(r::retry_task))
+        .route(
+            "/api/tasks/{id}/messages",
+            get(r::list_messages).post(r::send_message),
+        )
+        .route("/api/tasks/{id}/interrupt", post(r::interrupt_task))
         .route("/api/tasks/{id}/sessions", get(r::task_sessions))
         .route("/api/tasks/{id}/diff", get(r::task_diff))
         .route("/api/tasks/{id}/events", get(sse::task_events))

@@ -22,6 +22,7 @@ use utoipa::OpenApi;
         healthz, metrics, openapi_json,
         list_projects, add_project, get_project, set_auto,
         list_tasks, create_task, get_task, cancel_task, retry_task, task_sessions, task_diff, task_history,
+        send_message, list_messages, interrupt_task,
         list_approvals, get_approval, decide,
         usage,
         crate::sse::all_events, crate::sse::task_events,
@@ -342,6 +343,45 @@ pub async fn cancel_task(
     Ok(Json(
         s.app.cancel_task(&id, caller.actor(), p.reason).await?,
     ))
+}
+
+/// Send a message to the task's running agent (approver; a person). It is recorded
+/// with who sent it and delivered into the agent's live turn, or as its next turn,
+/// exactly once (also across a crash of the server).
+#[utoipa::path(post, path = "/api/tasks/{id}/messages", params(("id" = String, Path)), request_body = api::SendMessageParams,
+    responses((status = 201, body = api::Message, description = "recorded; `delivery` is `pending` until the agent got it"),
+        (status = 409, body = api::ErrorResponse, description = "`no_running_agent` (no agent session is open now) or `task_finished`")))]
+pub async fn send_message(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(p): ApiJson<api::SendMessageParams>,
+) -> ApiResult<(StatusCode, Json<api::Message>)> {
+    let m = s.app.send_message(&id, &p.text, caller.actor()).await?;
+    Ok((StatusCode::CREATED, Json(m)))
+}
+
+/// The messages people sent to the task's agent, oldest first, with their delivery.
+#[utoipa::path(get, path = "/api/tasks/{id}/messages", params(("id" = String, Path)),
+    responses((status = 200, body = Vec<api::Message>)))]
+pub async fn list_messages(
+    State(s): State<ServerState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Vec<api::Message>>> {
+    Ok(Json(s.app.messages(&id).await?))
+}
+
+/// Stop the running agent turn without cancelling the task (approver; a person). The
+/// step then waits for the next message, which starts the agent's next turn.
+#[utoipa::path(post, path = "/api/tasks/{id}/interrupt", params(("id" = String, Path)),
+    responses((status = 200, body = api::Interrupted),
+        (status = 409, body = api::ErrorResponse, description = "`no_running_agent`, `already_interrupted` or `task_finished`")))]
+pub async fn interrupt_task(
+    State(s): State<ServerState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<api::Interrupted>> {
+    Ok(Json(s.app.interrupt(&id, caller.actor()).await?))
 }
 
 /// Queue the same request again as a new task (approver); for failed, cancelled or blocked tasks.

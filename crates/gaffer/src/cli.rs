@@ -101,6 +101,20 @@ pub enum Command {
     Deny(DecideArgs),
     /// Turn a project's auto-approve toggle on or off.
     Auto(AutoArgs),
+    /// Send a message to a task's running agent: it gets it in its current turn
+    /// (Claude Code, Codex, ACP agents, the built-in loop each as their protocol
+    /// allows) or as its next turn, exactly once, also if gaffer restarts meanwhile.
+    /// Recorded with who sent it. Exits 78 when no agent of the task runs now.
+    ///
+    /// `--json` prints {"id","task_id","text","by":{"kind","name","via"},"sent_at","delivery","delivered_at"}.
+    Say(SayArgs),
+    /// Stop the running turn of a task's agent without cancelling the task: the
+    /// agent keeps its work and conversation and waits; the next `gaffer say` starts
+    /// its next turn (`gaffer say TASK continue` to just go on). Exits 78 when no
+    /// agent of the task runs now or it is already stopped.
+    ///
+    /// `--json` prints {"task_id","session_id","by":{"kind","name","via"},"next"}.
+    Interrupt(TaskIdArgs),
     /// Serve the HTTP API, live event streams and the web page on one port
     /// (with workers, like `gaffer worker`).
     Serve(ServeArgs),
@@ -389,6 +403,18 @@ pub struct TaskIdArgs {
     /// The task id, or a unique start of it (as `gaffer task list` prints it).
     pub id: String,
     /// Print JSON for scripts instead of text (`task resume`: JSON Lines, like `gaffer run --json`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SayArgs {
+    /// The task id, or a unique start of it (as `gaffer task list` prints it).
+    pub id: String,
+    /// What to tell the agent (the words are joined with spaces).
+    #[arg(required = true, num_args = 1.., value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Print JSON for scripts instead of text.
     #[arg(long)]
     pub json: bool,
 }

@@ -5,3 +5,4 @@ mod projects;
 mod redaction;
 mod seed000;
 mod support;
+mod live;

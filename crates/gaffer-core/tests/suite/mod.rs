@@ -1,2 +1,3 @@
 mod reducer;
 mod reducer_props;
+mod messages;

@@ -9,6 +9,7 @@ mod gc;
 mod index;
 mod init;
 mod journal;
+mod live;
 mod manual;
 mod project;
 mod run;
@@ -71,6 +72,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             )
             .await
         }
+        Command::Say(args) => live::say(&cli.global, &args).await,
+        Command::Interrupt(args) => live::interrupt(&cli.global, &args).await,
         Command::Serve(args) => serve::run(&cli.global, args).await,
         Command::LoginLink(args) => serve::login_link(&cli.global, &args),
         Command::Gc(args) => gc::run(&cli.global, &args).await,

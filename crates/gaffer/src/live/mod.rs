@@ -556,6 +556,32 @@ impl View {
                     one_line(&by.via, 40)
                 ),
             ),
+            Event::MessageSent { text, by, .. } => self.say(
+                at,
+                "✉",
+                &format!(
+                    "{} ({}): {}",
+                    one_line(&by.name, 60),
+                    one_line(&by.via, 40),
+                    one_line(text, 300)
+                ),
+            ),
+            Event::MessageDelivered { delivery, .. } => {
+                let how = match delivery {
+                    gaffer_core::Delivery::Live => "into the running turn",
+                    gaffer_core::Delivery::NextTurn => "as the next turn",
+                };
+                self.say(at, " ", &format!("the agent got the message {how}"));
+            }
+            Event::TurnInterrupted { by, .. } => self.say(
+                at,
+                "‖",
+                &format!(
+                    "turn stopped by {} ({}); waits for a message",
+                    one_line(&by.name, 60),
+                    one_line(&by.via, 40)
+                ),
+            ),
             _ => {}
         }
         self.refresh();

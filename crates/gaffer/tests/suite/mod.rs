@@ -5,6 +5,7 @@ mod context;
 mod db;
 mod failover;
 mod listing;
+mod live;
 mod nodes;
 mod ops;
 mod page;

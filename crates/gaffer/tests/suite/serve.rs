@@ -19,6 +19,24 @@ impl Drop for Served {
     }
 }
 
+/// Start `cmd` (a `gaffer serve` with a piped stdout) and read the address it serves on.
+pub fn serve(cmd: &mut Command) -> (Served, String) {
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let served = Served(child);
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("not serving: {first}"))
+        .split('/')
+        .next()
+        .unwrap();
+    (served, format!("http://{addr}"))
+}
+
 pub async fn until<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -90,20 +108,7 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
 
     let mut cmd = serve_with_fake_agents(&home, &d, &scenarios);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let _served = Served(child);
-    let base = first
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    let base = format!("http://{base}");
+    let (_served, base) = serve(&mut cmd);
     let http = home.http();
 
     let r = http

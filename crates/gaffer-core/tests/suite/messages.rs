@@ -1,0 +1,188 @@
+//! People's messages to a running agent and interrupts of its turn, in the reducer.
+use gaffer_core::*;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn created() -> Event {
+    Event::TaskCreated {
+        task_id: "t-1".into(),
+        project_id: "p-1".into(),
+        request: "add a README section".into(),
+        by: Actor::user("ana", "cli"),
+        options: Default::default(),
+    }
+}
+
+fn session(id: &str) -> Event {
+    Event::SessionStarted {
+        session_id: id.into(),
+        agent: "claude".into(),
+        role: Role::Owner,
+        workspace_key: "/work/wt".into(),
+        agent_session_id: Some("c-1".into()),
+        step_id: Some("code/1".into()),
+    }
+}
+
+fn ended(id: &str) -> Event {
+    Event::SessionEnded {
+        session_id: id.into(),
+        reason: "turn finished".into(),
+    }
+}
+
+fn said(id: &str, by: Actor) -> Event {
+    Event::MessageSent {
+        message_id: id.into(),
+        text: "also update the changelog".into(),
+        by,
+    }
+}
+
+fn delivered(id: &str, session: &str) -> Event {
+    Event::MessageDelivered {
+        message_id: id.into(),
+        session_id: session.into(),
+        delivery: Delivery::Live,
+    }
+}
+
+fn interrupted(session: &str, by: Actor) -> Event {
+    Event::TurnInterrupted {
+        session_id: session.into(),
+        by,
+    }
+}
+
+fn ana() -> Actor {
+    Actor::user("ana", "api:phone")
+}
+
+/// The task after `events` (after its creation and a coding step), each accepted.
+fn given(events: &[Event]) -> TaskState {
+    let mut all = vec![
+        created(),
+        Event::StepIntentRecorded {
+            step_id: "code/1".into(),
+            name: "code".into(),
+            intent: Intent::NonIdempotent,
+            depends_on: vec![],
+            input: json!({}),
+        },
+        Event::StepStarted {
+            step_id: "code/1".into(),
+        },
+    ];
+    all.extend_from_slice(events);
+    match StreamState::replay(all.iter().enumerate().map(|(i, e)| (i as i64, e))) {
+        Ok(Some(StreamState::Task(t))) => *t,
+        other => panic!("not accepted: {other:?}"),
+    }
+}
+
+fn rejects(task: &TaskState, event: Event) -> Rejected {
+    let mut after = task.clone();
+    let err = after.apply(999, &event).expect_err("should be rejected");
+    assert_eq!(&after, task, "a rejected event changed the state");
+    err
+}
+
+#[test]
+fn a_message_is_recorded_with_its_sender_and_owed_until_delivered() {
+    let t = given(&[session("s-1"), said("m-1", ana())]);
+    let owed: Vec<_> = t.undelivered_messages().map(|m| m.id.as_str()).collect();
+    assert_eq!(owed, vec!["m-1"]);
+    assert_eq!(t.messages[0].by, ana());
+    let t = given(&[session("s-1"), said("m-1", ana()), delivered("m-1", "s-1")]);
+    assert_eq!(t.undelivered_messages().count(), 0);
+    let d = t.messages[0].delivered.as_ref().unwrap();
+    assert_eq!((d.session_id.as_str(), d.delivery), ("s-1", Delivery::Live));
+}
+
+#[test]
+fn a_message_is_delivered_once() {
+    let t = given(&[session("s-1"), said("m-1", ana()), delivered("m-1", "s-1")]);
+    assert_eq!(
+        rejects(&t, delivered("m-1", "s-1")),
+        Rejected::MessageAlreadyDelivered("m-1".into())
+    );
+    assert_eq!(
+        rejects(&t, delivered("m-2", "s-1")),
+        Rejected::UnknownMessage("m-2".into())
+    );
+}
+
+#[test]
+fn only_a_person_sends_a_message_or_interrupts() {
+    let t = given(&[session("s-1")]);
+    for who in [Actor::system("engine"), Actor::policy("auto: cargo test")] {
+        assert!(matches!(
+            rejects(&t, said("m-1", who.clone())),
+            Rejected::NotAPerson { .. }
+        ));
+        assert!(matches!(
+            rejects(&t, interrupted("s-1", who)),
+            Rejected::NotAPerson { .. }
+        ));
+    }
+}
+
+#[test]
+fn a_message_needs_a_running_agent_and_an_unfinished_task() {
+    let none = given(&[]);
+    assert!(matches!(
+        rejects(&none, said("m-1", ana())),
+        Rejected::NoRunningAgent { .. }
+    ));
+    let over = given(&[session("s-1"), ended("s-1")]);
+    assert!(matches!(
+        rejects(&over, said("m-1", ana())),
+        Rejected::NoRunningAgent { .. }
+    ));
+    let cancelled = given(&[
+        session("s-1"),
+        Event::TaskCancelled {
+            by: ana(),
+            reason: None,
+        },
+    ]);
+    assert!(matches!(
+        rejects(&cancelled, said("m-1", ana())),
+        Rejected::TaskFinished { .. }
+    ));
+    let t = given(&[session("s-1"), said("m-1", ana())]);
+    assert_eq!(
+        rejects(&t, said("m-1", ana())),
+        Rejected::DuplicateMessage("m-1".into())
+    );
+    let blank = Event::MessageSent {
+        message_id: "m-2".into(),
+        text: "  \n".into(),
+        by: ana(),
+    };
+    assert_eq!(rejects(&t, blank), Rejected::Empty("text"));
+}
+
+#[test]
+fn an_interrupt_waits_for_the_next_message_once() {
+    let t = given(&[session("s-1"), interrupted("s-1", ana())]);
+    assert_eq!(t.interrupted.as_ref().unwrap().by, ana());
+    assert_eq!(
+        rejects(&t, interrupted("s-1", ana())),
+        Rejected::AlreadyInterrupted("s-1".into())
+    );
+    let answered = given(&[
+        session("s-1"),
+        interrupted("s-1", ana()),
+        said("m-1", ana()),
+    ]);
+    assert_eq!(answered.interrupted, None);
+    let over = given(&[session("s-1"), interrupted("s-1", ana()), ended("s-1")]);
+    assert_eq!(over.interrupted, None);
+    // Only the session open now can be interrupted.
+    let t = given(&[session("s-1")]);
+    assert_eq!(
+        rejects(&t, interrupted("s-0", ana())),
+        Rejected::SessionEnded("s-0".into())
+    );
+}
