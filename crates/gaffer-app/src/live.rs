@@ -22,12 +22,18 @@ impl App {
         Self::person(&by, "sends a message to an agent")?;
         let text = self.redacted(text.trim());
         if text.is_empty() {
-            return Err(AppError::invalid("text", "`text` is empty; say what the agent should know"));
+            return Err(AppError::invalid(
+                "text",
+                "`text` is empty; say what the agent should know",
+            ));
         }
         if text.len() > MAX_MESSAGE_BYTES {
             return Err(AppError::invalid(
                 "text",
-                format!("`text` is {} bytes; at most {MAX_MESSAGE_BYTES} are sent to an agent", text.len()),
+                format!(
+                    "`text` is {} bytes; at most {MAX_MESSAGE_BYTES} are sent to an agent",
+                    text.len()
+                ),
             ));
         }
         let message_id = new_id("m");
@@ -55,7 +61,11 @@ impl App {
         let session = match (&state.stage, state.running_session()) {
             (stage, _) if stage.is_final() => {
                 let got = "turn_interrupted";
-                return Err(self.refusal(id, &state, Rejected::TaskFinished { stage: *stage, got }));
+                return Err(self.refusal(
+                    id,
+                    &state,
+                    Rejected::TaskFinished { stage: *stage, got },
+                ));
             }
             (_, Some(s)) => s.id.clone(),
             (_, None) => {
@@ -79,7 +89,11 @@ impl App {
     /// The messages people sent to task `id`'s agent, oldest first.
     pub async fn messages(&self, id: &str) -> Result<Vec<api::Message>> {
         let (task, _) = self.live_state(id).await?;
-        Ok(task.messages.iter().map(|m| convert::message(id, m)).collect())
+        Ok(task
+            .messages
+            .iter()
+            .map(|m| convert::message(id, m))
+            .collect())
     }
 
     fn person(by: &Actor, what: &str) -> Result<()> {

@@ -27,8 +27,8 @@ pub use approval::{
 };
 pub use event::{Actor, ActorKind, Event, TaskOptions, Touched};
 pub use frontier::Frontier;
-pub use message::{Delivered, Delivery, Interrupt, Message, MAX_MESSAGE_BYTES};
 pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};
+pub use message::{Delivered, Delivery, Interrupt, Message, MAX_MESSAGE_BYTES};
 pub use project::ProjectState;
 pub use rejected::Rejected;
 pub use session::{Role, Session};

@@ -1,6 +1,5 @@
 use crate::{ApprovalId, ApprovalState, SessionId, Stage, StepId, StepState};
 
-
 /// Why the reducer refused an event. The state it was offered is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejected {

@@ -74,9 +74,7 @@ impl Live {
     pub(crate) async fn changed(&mut self) {
         loop {
             match self.wake.recv().await {
-                Ok(e) if e.stream_id == self.task.as_str() && touches_the_agent(&e.event) => {
-                    return
-                }
+                Ok(e) if e.stream_id == self.task.as_str() && touches_the_agent(&e.event) => return,
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => return,
                 Err(RecvError::Closed) => std::future::pending::<()>().await,
@@ -188,7 +186,14 @@ impl Live {
                 }
                 let prompt = prompts::fill(
                     prompts::MESSAGES,
-                    &[("messages", &owed.iter().map(for_the_agent).collect::<Vec<_>>().join("\n\n"))],
+                    &[(
+                        "messages",
+                        &owed
+                            .iter()
+                            .map(for_the_agent)
+                            .collect::<Vec<_>>()
+                            .join("\n\n"),
+                    )],
                 );
                 return Ok(Some(NextTurn {
                     prompt,
@@ -228,13 +233,13 @@ pub(crate) struct NextTurn {
 }
 
 fn touches_the_agent(e: &Event) -> bool {
-    matches!(
-        e,
-        Event::MessageSent { .. } | Event::TurnInterrupted { .. }
-    )
+    matches!(e, Event::MessageSent { .. } | Event::TurnInterrupted { .. })
 }
 
 /// A message as the agent reads it: who wrote it, then what.
 fn for_the_agent(m: &Message) -> String {
-    format!("Message from {} (a person supervising you):\n{}", m.by.name, m.text)
+    format!(
+        "Message from {} (a person supervising you):\n{}",
+        m.by.name, m.text
+    )
 }

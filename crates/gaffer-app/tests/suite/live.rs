@@ -95,12 +95,24 @@ async fn a_message_is_redacted_bounded_and_needs_a_running_agent() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, AppError::Conflict { code: "no_running_agent", .. }),
+        matches!(
+            err,
+            AppError::Conflict {
+                code: "no_running_agent",
+                ..
+            }
+        ),
         "{err}"
     );
     let err = e.app.interrupt(&idle, user("ana")).await.unwrap_err();
     assert!(
-        matches!(err, AppError::Conflict { code: "no_running_agent", .. }),
+        matches!(
+            err,
+            AppError::Conflict {
+                code: "no_running_agent",
+                ..
+            }
+        ),
         "{err}"
     );
     let task = running(&e).await;
@@ -109,9 +121,16 @@ async fn a_message_is_redacted_bounded_and_needs_a_running_agent() {
         .send_message(&task, " \n ", user("ana"))
         .await
         .unwrap_err();
-    assert!(matches!(err, AppError::Invalid { ref field, .. } if field == "text"), "{err}");
+    assert!(
+        matches!(err, AppError::Invalid { ref field, .. } if field == "text"),
+        "{err}"
+    );
     let long = "x".repeat(gaffer_core::MAX_MESSAGE_BYTES + 1);
-    let err = e.app.send_message(&task, &long, user("ana")).await.unwrap_err();
+    let err = e
+        .app
+        .send_message(&task, &long, user("ana"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, AppError::Invalid { .. }), "{err}");
     let err = e
         .app
@@ -139,7 +158,13 @@ async fn an_interrupt_is_recorded_once_with_who_until_the_next_message() {
     assert_eq!((i.session_id.as_str(), i.by.name.as_str()), ("s-1", "ana"));
     let err = e.app.interrupt(&task, user("bob")).await.unwrap_err();
     assert!(
-        matches!(err, AppError::Conflict { code: "already_interrupted", .. }),
+        matches!(
+            err,
+            AppError::Conflict {
+                code: "already_interrupted",
+                ..
+            }
+        ),
         "{err}"
     );
     e.app

@@ -1,3 +1,3 @@
+mod messages;
 mod reducer;
 mod reducer_props;
-mod messages;
