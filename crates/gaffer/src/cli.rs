@@ -115,6 +115,14 @@ pub enum Command {
     ///
     /// `--json` prints {"task_id","session_id","by":{"kind","name","via"},"next"}.
     Interrupt(TaskIdArgs),
+    /// Watch a task's agent live from any terminal: the current session's transcript
+    /// (assistant text, tool calls, approvals, messages) so far, then as it happens,
+    /// wherever the task runs. Each line you type is sent to the agent as a message
+    /// (as `gaffer say`). Ctrl-C detaches and exits 0; the task goes on. Exits 0 when
+    /// the task ends, 78 if it already has.
+    ///
+    /// `--json` prints the events as JSON Lines (the API's event-stream shape) instead.
+    Attach(AttachArgs),
     /// Serve the HTTP API, live event streams and the web page on one port
     /// (with workers, like `gaffer worker`).
     Serve(ServeArgs),
@@ -403,6 +411,15 @@ pub struct TaskIdArgs {
     /// The task id, or a unique start of it (as `gaffer task list` prints it).
     pub id: String,
     /// Print JSON for scripts instead of text (`task resume`: JSON Lines, like `gaffer run --json`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The task id, or a unique start of it (as `gaffer task list` prints it).
+    pub id: String,
+    /// JSON Lines on stdout, one object per event, instead of the view on stderr.
     #[arg(long)]
     pub json: bool,
 }

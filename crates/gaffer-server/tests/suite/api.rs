@@ -765,6 +765,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /api/tasks/{id}/diff",
         "GET /api/tasks/{id}/events",
         "GET /api/tasks/{id}/history",
+        "GET /api/tasks/{id}/messages",
         "GET /api/tasks/{id}/sessions",
         "GET /api/usage",
         "GET /healthz",
@@ -774,6 +775,8 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "POST /api/projects/{id}/auto",
         "POST /api/tasks",
         "POST /api/tasks/{id}/cancel",
+        "POST /api/tasks/{id}/interrupt",
+        "POST /api/tasks/{id}/messages",
         "POST /api/tasks/{id}/retry",
     ];
     assert_eq!(seen, expected);
@@ -1007,7 +1010,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 21);
+    assert_eq!(operations, 24);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

@@ -73,6 +73,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             .await
         }
         Command::Say(args) => live::say(&cli.global, &args).await,
+        Command::Attach(args) => live::attach(&cli.global, &args).await,
         Command::Interrupt(args) => live::interrupt(&cli.global, &args).await,
         Command::Serve(args) => serve::run(&cli.global, args).await,
         Command::LoginLink(args) => serve::login_link(&cli.global, &args),

@@ -1,4 +1,5 @@
-//! The live view of a task run in the foreground (`gaffer run`, `gaffer task resume`).
+//! The live view of a task run in the foreground (`gaffer run`, `gaffer task resume`),
+//! or followed from another terminal (`gaffer attach`).
 //!
 //! It follows the task's events as they are recorded (the journal's broadcast only
 //! wakes it; the events are read from the store in order, so none is lost or
@@ -86,6 +87,11 @@ impl Follow {
             done.clone(),
         ));
         Self { handle, done }
+    }
+
+    /// Until the view stopped by itself: the task ended.
+    pub async fn ended(&mut self) {
+        let _ = (&mut self.handle).await;
     }
 
     /// The run is over: show the events not shown yet, then stop.

@@ -289,3 +289,79 @@ fn progress_in_a_pipe_has_no_escape_byte() {
         "{progress}"
     );
 }
+
+/// `gaffer attach` in a terminal, while `gaffer run` runs the task elsewhere: the
+/// current session's transcript shows (escaped), a typed line reaches the agent's
+/// running turn as a message, and Ctrl-C detaches with exit 0, the task going on
+/// to its end.
+#[test]
+fn attach_shows_the_transcript_live_sends_typed_lines_and_ctrl_c_only_detaches() {
+    let b = Bench::new();
+    b.script_all();
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    b.script(
+        "planner",
+        vec![json!({ "steps": [
+            { "say": "reading the README\x1b]0;pwned\x07 first" },
+            { "await_message": null },
+            { "say": "noted: binstall too" },
+            { "say": format!("```json\n{plan}\n```") }
+        ] })],
+    );
+    let mut run = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--yes", "--json", "--repo"])
+        .arg(&b.repo)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let id = super::run::wait_for_step(&b.home.db(), "plan", &mut run, &rt);
+    let log = b.home.dir.path().join("effects.log");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("fake-claude turn")
+    {
+        assert!(Instant::now() < deadline, "the planner's turn never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut cmd = b.gaffer_std();
+    cmd.args(["attach", &id[..10]]);
+    let mut screen = Screen::spawn(cmd);
+    screen.expect("Ctrl-C detaches");
+    // What the session did before we attached, escaped.
+    screen.expect("reading the README\\x1b]0;pwned\\x07 first");
+    screen
+        .session
+        .send_line("mention cargo binstall too")
+        .unwrap();
+    screen.expect("sent as message m-");
+    screen.expect("the agent got the message into the running turn");
+    // Live: what the agent says after the message.
+    screen.expect("noted: binstall too");
+    screen.session.send_control('c').unwrap();
+    screen.expect("detached from task");
+    assert_eq!(screen.finish(), 0, "{}", screen.text());
+    let text = screen.text();
+    assert!(
+        !text.contains("\x1b]0;pwned"),
+        "raw OSC reached the terminal:\n{text}"
+    );
+    let message_lines = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.starts_with("fake-claude message") && l.contains("mention cargo binstall too")
+        })
+        .count();
+    assert_eq!(message_lines, 1);
+
+    // Detaching did not stop the task: the run goes on to its end.
+    let out = run.wait_with_output().unwrap();
+    let s = json_of(&out);
+    assert_eq!(s["state"], "done", "{s}");
+}
