@@ -614,8 +614,17 @@ fn crash_and_resume(point: &str) {
         .unwrap();
     let id = wait_for_step(&b.home.db(), point, &mut child, &rt);
     if point == "code/1" {
-        // Inside the owner's turn: it has written, and is still working.
-        std::thread::sleep(Duration::from_millis(150));
+        // Inside the owner's turn: it has written, and is still working (the step
+        // starts well before its agent on a busy machine: wait for the write).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(b.log())
+            .unwrap_or_default()
+            .contains("fake-claude write README.md")
+        {
+            assert!(Instant::now() < deadline, "the owner never wrote");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
