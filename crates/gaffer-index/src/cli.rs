@@ -56,14 +56,17 @@ pub struct ContextArgs {
     #[arg(long, value_enum, default_value_t = TokenizerKind::Cl100k)]
     pub tokenizer: TokenizerKind,
     /// Share of the budget full files may take (the rest goes to skeletons).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.9)]
     pub full_share: f32,
     /// Share of the budget one full file may take (a larger one goes in as a skeleton).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.8)]
     pub file_share: f32,
     /// Share of the budget one skeleton may take (the top files' skeletons are cut to it).
     #[arg(long, default_value_t = 0.15)]
     pub skeleton_share: f32,
+    /// Share of the budget kept for listing lower-ranked files (path and top-level names).
+    #[arg(long, default_value_t = 0.15)]
+    pub list_share: f32,
     /// Consider at most this many ranked files.
     #[arg(long, default_value_t = 200)]
     pub max_files: usize,
@@ -89,6 +92,7 @@ impl ContextArgs {
             full_share: p.full_share,
             file_share: p.file_share,
             skeleton_share: p.skeleton_share,
+            list_share: p.list_share,
             max_files: p.max_candidates,
             max_file_bytes: IndexOptions::default().max_file_bytes,
             weights: Vec::new(),
@@ -234,6 +238,7 @@ pub fn run_context(args: &ContextArgs, cache: &dyn IndexCache, out: &mut dyn Wri
         full_share: args.full_share,
         file_share: args.file_share,
         skeleton_share: args.skeleton_share,
+        list_share: args.list_share,
         max_candidates: args.max_files,
         ..PackOptions::default()
     };

@@ -116,18 +116,23 @@ pub struct PackOptions {
     pub map_reserve: usize,
     /// How many ranked files are considered at most.
     pub max_candidates: usize,
+    /// Share of the budget kept for a listing of the ranked files that got no entry otherwise:
+    /// the path and the top-level names, one short skeleton each, so a file ranked lower still
+    /// reaches the agent's map.
+    pub list_share: f32,
 }
 
 impl Default for PackOptions {
     fn default() -> Self {
         Self {
             budget: 8000,
-            full_share: 0.8,
-            file_share: 0.5,
+            full_share: 0.9,
+            file_share: 0.8,
             skeleton_share: 0.15,
             cut_skeletons: 10,
             map_reserve: 48,
             max_candidates: 200,
+            list_share: 0.15,
         }
     }
 }
@@ -172,8 +177,46 @@ fn render_skeleton(f: &IndexedFile, lines: &[String], omitted: usize) -> String 
     s
 }
 
-/// `fit` stops once fewer tokens than this are left: no entry is that small.
+/// The listing skeleton: the header and the top-level names (at most `LISTED_NAMES`).
+fn render_listing(f: &IndexedFile) -> String {
+    let top: Vec<&str> = f
+        .facts
+        .defs
+        .iter()
+        .filter(|d| d.parent.is_none())
+        .map(|d| d.name.as_str())
+        .collect();
+    let mut s = format!("----- {} (skeleton) -----\n", f.path);
+    if !top.is_empty() {
+        s.push_str(&top[..top.len().min(LISTED_NAMES)].join(", "));
+        if top.len() > LISTED_NAMES {
+            s.push_str(&format!(" … {} more", top.len() - LISTED_NAMES));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Top-level names a listing shows.
+const LISTED_NAMES: usize = 4;
+
+/// `fit`'s first pass stops once fewer tokens than this are left: no full file or skeleton is
+/// that small.
 pub(crate) const USED_UP_BELOW: usize = 24;
+
+/// The listing stops once fewer tokens than this are left: no listed file is that small.
+pub(crate) const LISTED_BELOW: usize = 6;
+
+fn entry(r: &Ranked, f: &IndexedFile, mode: Mode, text: String, tokens: usize) -> Entry {
+    Entry {
+        path: f.path.clone(),
+        tokens,
+        mode,
+        score: r.score,
+        reasons: r.reasons.clone(),
+        text,
+    }
+}
 
 /// Fits `ranked` into `opts.budget` tokens, in rank order: a file goes in full if it fits the
 /// room left for full files (and its own cap), else as a skeleton (cut to its cap). The first
@@ -181,22 +224,39 @@ pub(crate) const USED_UP_BELOW: usize = 24;
 /// top of the ranking is at least on the map, never crowded out by full files above it. Reads
 /// full files from the working tree; a file that can no longer be read goes in as a skeleton.
 pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer) -> Selection {
+    fit_placing(index, ranked, opts, tok).0
+}
+
+/// [`fit`], and whether its first pass (full files and skeletons) used up the budget less the
+/// listing's share: then candidates ranked lower could only be listed.
+pub(crate) fn fit_placing(
+    index: &Index,
+    ranked: &[Ranked],
+    opts: &PackOptions,
+    tok: &Tokenizer,
+) -> (Selection, bool) {
     let budget = opts.budget;
     let share = |x: f32| ((budget as f32) * x.clamp(0.0, 1.0)) as usize;
     let full_cap = share(opts.full_share);
     let file_cap = share(opts.file_share);
     let skeleton_cap = share(opts.skeleton_share).max(400);
     let top = opts.cut_skeletons.min(ranked.len());
+    let list_reserve = share(opts.list_share);
     let mut used = 0usize;
-    let mut files = Vec::new();
+    let mut files: Vec<(usize, Entry)> = Vec::new();
+    let mut unplaced = Vec::new();
     for (k, r) in ranked.iter().take(opts.max_candidates).enumerate() {
         let remaining = budget.saturating_sub(used);
         if remaining < USED_UP_BELOW {
             break;
         }
-        // Room kept for the top files ranked below this one.
-        let reserve = top.saturating_sub(k + 1) * opts.map_reserve;
+        // Room kept for the top files ranked below this one, and for the listing.
+        let reserve = top.saturating_sub(k + 1) * opts.map_reserve + list_reserve;
         let free = remaining.saturating_sub(reserve);
+        if free < USED_UP_BELOW && k >= top {
+            unplaced.push(k);
+            continue;
+        }
         let f = &index.files[r.file];
         let room = full_cap.saturating_sub(used).min(file_cap).min(free);
         let mut chosen: Option<(Mode, String, usize)> = None;
@@ -243,21 +303,36 @@ pub fn fit(index: &Index, ranked: &[Ranked], opts: &PackOptions, tok: &Tokenizer
                 chosen = best;
             }
         }
-        if let Some((mode, text, tokens)) = chosen {
-            used += tokens;
-            files.push(Entry {
-                path: f.path.clone(),
-                tokens,
-                mode,
-                score: r.score,
-                reasons: r.reasons.clone(),
-                text,
-            });
+        match chosen {
+            Some((mode, text, tokens)) => {
+                used += tokens;
+                files.push((k, entry(r, f, mode, text, tokens)));
+            }
+            None => unplaced.push(k),
         }
     }
-    Selection {
+    let placed_all = budget.saturating_sub(used + list_reserve) < USED_UP_BELOW;
+    // The listing: files that got nothing above, in rank order, while they fit.
+    for k in unplaced {
+        let remaining = budget.saturating_sub(used);
+        if remaining < LISTED_BELOW {
+            break;
+        }
+        let r = &ranked[k];
+        let f = &index.files[r.file];
+        let text = render_listing(f);
+        let tokens = tok.count(&text);
+        if tokens <= remaining {
+            used += tokens;
+            files.push((k, entry(r, f, Mode::Skeleton, text, tokens)));
+        }
+    }
+    files.sort_by_key(|(k, _)| *k);
+    let files = files.into_iter().map(|(_, e)| e).collect();
+    let sel = Selection {
         budget,
         used,
         files,
-    }
+    };
+    (sel, placed_all)
 }

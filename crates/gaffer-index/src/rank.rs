@@ -72,7 +72,7 @@ impl Default for Weights {
             neighbour_sources: 3,
             test_prior: 0.4,
             text_prior: 0.25,
-            prose_mention: 0.35,
+            prose_mention: 0.0,
         }
     }
 }
@@ -286,13 +286,39 @@ fn stopword(t: &str) -> bool {
         .contains(t)
 }
 
+/// A path the text mentions: `File "x.py", line 3, in f`, `x.py:3`, `x.py in f(…)`, `x.py`.
+struct PathMention {
+    path: String,
+    line: Option<u32>,
+    /// The function a traceback line names after the path (`in f`).
+    func: Option<String>,
+    at: usize,
+}
+
+impl PathMention {
+    fn is_frame(&self) -> bool {
+        self.line.is_some() || self.func.is_some()
+    }
+}
+
+/// The function a traceback line names right after a path (`, in f`, ` in Class.f(`).
+fn frame_function(after: &str) -> Option<String> {
+    let rest = after.trim_start_matches(|c: char| c == ',' || c == ' ');
+    let rest = rest.strip_prefix("in ")?;
+    let name: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+        .collect();
+    let name = name.rsplit('.').next().unwrap_or("").to_string();
+    (name.len() >= 3 && name != "module").then_some(name)
+}
+
 /// What the text names or mentions.
 struct Query {
     /// Lower-cased terms with weights.
     terms: HashMap<String, f32>,
-    /// Path-like mentions in text order: (path, line if given, byte offset). A mention with a
-    /// line is a stack frame (`File "x.py", line 3`, `x.py:3`).
-    paths: Vec<(String, Option<u32>, usize)>,
+    /// Path-like mentions in text order. One with a line or a function is a stack frame.
+    paths: Vec<PathMention>,
     /// Identifier mentions: name → best context weight (1 in code, `prose_mention` in prose).
     idents: HashMap<String, f32>,
     /// `Outer.inner` pairs.
@@ -411,8 +437,12 @@ fn parse_query(text: &str, w: &Weights) -> Query {
     for c in frame_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
         covered.push((m.start(), m.end()));
-        q.paths
-            .push((c[1].replace('\\', "/"), c[2].parse().ok(), m.start()));
+        q.paths.push(PathMention {
+            path: c[1].replace('\\', "/"),
+            line: c[2].parse().ok(),
+            func: frame_function(&text[m.end()..]),
+            at: m.start(),
+        });
     }
     for c in path_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
@@ -429,9 +459,14 @@ fn parse_query(text: &str, w: &Weights) -> Query {
             .unwrap_or(m.as_str())
             .to_string();
         let line = c.get(1).and_then(|l| l.as_str().parse().ok());
-        q.paths.push((path, line, m.start()));
+        q.paths.push(PathMention {
+            path,
+            line,
+            func: frame_function(&text[m.end()..]),
+            at: m.start(),
+        });
     }
-    q.paths.sort_by_key(|p| p.2);
+    q.paths.sort_by_key(|p| p.at);
     let mask = code_mask(text);
     for c in ident_re.captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
@@ -460,6 +495,9 @@ fn parse_query(text: &str, w: &Weights) -> Query {
     }
     q
 }
+
+/// Share of a frame resolved through its function's definers rather than its path.
+const FRAME_FUNCTION_SHARE: f32 = 0.7;
 
 fn normalise(v: &mut [f32]) {
     let max = v.iter().copied().fold(0.0f32, f32::max);
@@ -684,8 +722,22 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut sym = vec![0f32; n];
     let mut sym_hits: Vec<Vec<String>> = vec![Vec::new(); n];
     for (name, ctx) in &q.idents {
-        let (files, exact) = match graph.definers.get(name) {
-            Some(f) => (f.clone(), 1.0),
+        if *ctx <= 0.0 {
+            continue;
+        }
+        // A versioned name (`PersonName3`, `urllib2`) the repository no longer defines may
+        // mean the unversioned one it does.
+        let unversioned = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        let renamed = (unversioned.len() < name.len() && unversioned.len() >= 4)
+            .then(|| graph.definers.get(unversioned))
+            .flatten();
+        let found = graph
+            .definers
+            .get(name)
+            .map(|f| (f, 1.0, name.as_str()))
+            .or_else(|| renamed.map(|f| (f, 0.6, unversioned)));
+        let (files, exact, shown) = match found {
+            Some((f, exact, shown)) => (f.clone(), exact, shown),
             None if looks_like_code(name)
                 || name.chars().next().is_some_and(char::is_uppercase) =>
             {
@@ -700,7 +752,7 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
                 if f.is_empty() {
                     continue;
                 }
-                (f, 0.6)
+                (f, 0.6, name.as_str())
             }
             None => continue,
         };
@@ -710,7 +762,7 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
         let idf = (1.0 + n as f32 / files.len() as f32).ln();
         for f in files {
             sym[f] += idf * ctx * exact;
-            sym_hits[f].push(format!("`{name}`"));
+            sym_hits[f].push(format!("`{shown}`"));
         }
     }
     for (outer, inner) in &q.pairs {
@@ -765,29 +817,42 @@ pub fn rank(index: &Index, graph: &FileGraph, text: &str, w: &Weights) -> Vec<Ra
     let mut is_named = vec![false; n];
     // Stack frames: the most recent frame in the repository (the last one printed) is where
     // the error surfaced; earlier frames are its callers. Per file the best frame counts.
-    let resolved: Vec<(&String, Option<u32>, Vec<usize>)> = q
+    // A frame whose path is not in the repository (a renamed or installed copy) still names
+    // its function: its definers stand in for the path, at a lower share.
+    let resolved: Vec<(&PathMention, Vec<usize>, f32)> = q
         .paths
         .iter()
-        .map(|(m, line, _)| (m, *line, match_path(index, &by_name, m)))
-        .filter(|(_, _, hits)| !hits.is_empty() && hits.len() <= 5)
+        .filter_map(|m| {
+            let hits = match_path(index, &by_name, &m.path);
+            if !hits.is_empty() {
+                return Some((m, hits, 1.0));
+            }
+            let definers = graph.definers.get(m.func.as_deref()?)?;
+            Some((m, definers.clone(), FRAME_FUNCTION_SHARE))
+        })
+        .filter(|(_, hits, _)| !hits.is_empty() && hits.len() <= 5)
         .collect();
-    let frames = resolved.iter().filter(|r| r.1.is_some()).count();
+    let frames = resolved.iter().filter(|r| r.0.is_frame()).count();
     let mut frame_no = 0usize;
     let mut frame_best = vec![0f32; n];
     let mut mentions: HashSet<(usize, String)> = HashSet::new();
-    for (mention, line, hits) in &resolved {
-        let share = 1.0 / hits.len() as f32;
+    for (mention, hits, base) in &resolved {
+        let share = base / hits.len() as f32;
         for &h in hits {
             is_named[h] = true;
-            let reason = match line {
-                Some(l) => format!("named in text: {mention}:{l}"),
-                None => format!("named in text: {mention}"),
+            let path = &mention.path;
+            let reason = match (mention.line, &mention.func) {
+                (_, Some(func)) if *base < 1.0 => {
+                    format!("defines `{func}`, a frame of {path} in the text")
+                }
+                (Some(l), _) => format!("named in text: {path}:{l}"),
+                (None, _) => format!("named in text: {path}"),
             };
             if mentions.insert((h, reason.clone())) && reasons[h].len() < 8 {
                 reasons[h].push(reason);
             }
         }
-        if line.is_some() {
+        if mention.is_frame() {
             let recency = if frames > 1 {
                 frame_no as f32 / (frames - 1) as f32
             } else {

@@ -8,7 +8,7 @@ use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::graph::{is_test_path, EdgeKind, FileGraph};
 use crate::index::{build_index, Index, IndexOptions};
-use crate::pack::{fit, PackOptions, Selection, Tokenizer, TokenizerKind, USED_UP_BELOW};
+use crate::pack::{fit_placing, PackOptions, Selection, Tokenizer, TokenizerKind, LISTED_BELOW};
 use crate::rank::{rank, Ranked, Weights};
 
 /// Indexes `repo` (incrementally, through `cache`), ranks its files for `text` and fits them
@@ -121,7 +121,7 @@ pub fn rank_neighbourhood(index: &Index, graph: &FileGraph, changed: &[String]) 
     out
 }
 
-/// [`fit`] with the tree-sitter tier for the files it reaches, so skeletons show exact
+/// [`fit`](crate::fit) with the tree-sitter tier for the files it reaches, so skeletons show exact
 /// signatures and doc comments: the top candidates are parsed first (a small batch), then more
 /// only while the budget is not used up. The selection is the one `fit` makes with every
 /// candidate parsed; a cold call parses the files the budget reaches, not all
@@ -142,10 +142,10 @@ pub fn parse_and_fit(
             max_candidates: upto,
             ..opts.clone()
         };
-        let sel = fit(index, ranked, &batch, tok);
-        // Stopping early changes nothing once the budget is used up: `fit` places in rank
-        // order and would not go further.
-        if upto >= last || sel.budget.saturating_sub(sel.used) < USED_UP_BELOW {
+        let (sel, placed_all) = fit_placing(index, ranked, &batch, tok);
+        // Stopping early changes nothing once the budget is used up, by the first pass and by
+        // the listing: `fit` places in rank order and would not go further.
+        if upto >= last || (placed_all && sel.budget.saturating_sub(sel.used) < LISTED_BELOW) {
             return Ok(sel);
         }
         upto = (upto * 4).min(last);

@@ -40,6 +40,7 @@ fn args(repo: &Repo, text: &str, budget: usize) -> ContextArgs {
         full_share: 0.8,
         file_share: 0.5,
         skeleton_share: 0.15,
+        list_share: 0.15,
         max_files: 200,
         max_file_bytes: 1 << 20,
         weights: Vec::new(),
@@ -218,4 +219,67 @@ fn empty_text_and_zero_budget_are_refused_with_a_reason() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("budget 0 is too small"), "{err}");
+}
+
+#[test]
+fn files_that_find_no_room_are_still_listed_with_their_top_level_names() {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for i in 0..40 {
+        let body: String = (0..30)
+            .map(|j| format!("def parse_record_{j}(record, options=None):\n    return record\n\n"))
+            .collect();
+        files.push((format!("pkg/mod_{i:02}.py"), body));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let repo = Repo::new(&refs);
+    let index = repo.index();
+    let graph = FileGraph::build(&index);
+    let ranked = rank(&index, &graph, "parse record options", &Weights::default());
+    assert_eq!(ranked.len(), 40);
+    let tok = Tokenizer::load(TokenizerKind::Cl100k).unwrap();
+    let fit_with = |list_share: f32| {
+        fit(
+            &index,
+            &ranked,
+            &PackOptions {
+                budget: 4000,
+                list_share,
+                ..PackOptions::default()
+            },
+            &tok,
+        )
+    };
+    let without = fit_with(0.0);
+    let with = fit_with(PackOptions::default().list_share);
+    assert!(with.used <= 4000, "used {}", with.used);
+    assert_eq!(
+        with.used,
+        with.files.iter().map(|e| e.tokens).sum::<usize>()
+    );
+    assert!(
+        with.files.len() >= without.files.len() + 10,
+        "{} listed vs {} without a listing",
+        with.files.len(),
+        without.files.len()
+    );
+    // Entries stay in rank order.
+    let order: Vec<&str> = ranked
+        .iter()
+        .map(|r| index.files[r.file].path.as_str())
+        .collect();
+    let got: Vec<&str> = with.files.iter().map(|e| e.path.as_str()).collect();
+    let mut at = order.iter();
+    assert!(got.iter().all(|p| at.any(|o| o == p)), "{got:?}");
+    let listed = with.files.last().unwrap();
+    assert_eq!(listed.mode, Mode::Skeleton);
+    assert_eq!(
+        listed.text,
+        format!(
+            "----- {} (skeleton) -----\nparse_record_0, parse_record_1, parse_record_2, parse_record_3 … 26 more\n",
+            listed.path
+        )
+    );
 }

@@ -180,3 +180,45 @@ fn select_context_is_the_pipeline_in_one_call() {
     assert_eq!(sel.files[0].path, "pkg/helpers.py");
     assert!(sel.used <= 1500);
 }
+
+#[test]
+fn a_frame_of_a_file_the_repository_no_longer_has_finds_its_function() {
+    let repo = noisy_repo();
+    // IPython's traceback format; the installed `pkg/old_runner.py` was since renamed.
+    let text = "Template cache context breaks:\n\n~/venv/lib/python3.9/site-packages/pkg/old_runner.py in run_job(job)\n      1 def run_job(job):\n----> 2     return job[0]\n\nKeyError: 0\n";
+    let ranked = ranked_paths(&repo, text);
+    assert_eq!(ranked[0].0, "pkg/deep/runner.py", "{ranked:?}");
+    assert!(
+        ranked[0]
+            .1
+            .iter()
+            .any(|r| r == "defines `run_job`, a frame of /venv/lib/python3.9/site-packages/pkg/old_runner.py in the text"),
+        "{:?}",
+        ranked[0].1
+    );
+}
+
+#[test]
+fn a_versioned_name_finds_the_definer_of_the_unversioned_one() {
+    let repo = Repo::new(&[
+        (
+            "core/engine.py",
+            "def render(x):\n    return str(x) + ' is not iterable'\n",
+        ),
+        (
+            "values/person.py",
+            "class PersonName:\n    def __init__(self, v):\n        self.v = v\n",
+        ),
+    ]);
+    let text = "Make PersonName3 iterable: `'S' in ds.PatientName` raises TypeError: argument is not iterable";
+    let ranked = ranked_paths(&repo, text);
+    assert_eq!(ranked[0].0, "values/person.py", "{ranked:?}");
+    assert!(
+        ranked[0]
+            .1
+            .iter()
+            .any(|r| r.contains("defines `PersonName`")),
+        "{:?}",
+        ranked[0].1
+    );
+}
