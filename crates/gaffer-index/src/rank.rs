@@ -303,7 +303,7 @@ impl PathMention {
 
 /// The function a traceback line names right after a path (`, in f`, ` in Class.f(`).
 fn frame_function(after: &str) -> Option<String> {
-    let rest = after.trim_start_matches(|c: char| c == ',' || c == ' ');
+    let rest = after.trim_start_matches([',', ' ']);
     let rest = rest.strip_prefix("in ")?;
     let name: String = rest
         .chars()
