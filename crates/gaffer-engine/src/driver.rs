@@ -180,6 +180,11 @@ impl Engine {
     /// Run a task until it is over (returns its final stage). `cancel` stops it
     /// cleanly: the agent is stopped, the worktree kept, the task cancelled.
     pub async fn run_task(&self, id: &TaskId, cancel: CancellationToken) -> Result<Stage> {
+        let span = tracing::info_span!("task", task_id = %id);
+        tracing::Instrument::instrument(self.run_task_in_span(id, cancel), span).await
+    }
+
+    async fn run_task_in_span(&self, id: &TaskId, cancel: CancellationToken) -> Result<Stage> {
         // A cancellation recorded by anyone (API, another terminal) stops this run too.
         let cancel = cancel.child_token();
         let mut events = self.journal().subscribe();
@@ -413,17 +418,27 @@ impl Engine {
         )
         .await?;
         let started = Instant::now();
-        let result = if kind.waits_for_a_person() {
-            // Nothing else interrupts a wait for a decision: a run stopped here
-            // (Ctrl-C at the question) must not wait for an answer first.
-            tokio::select! {
-                r = self.execute(task, step, kind, cancel) => r,
-                () = cancel.cancelled() => Err(Failure::Cancelled),
-            }
-        } else {
-            self.execute(task, step, kind, cancel).await
-        };
-        tracing::info!(task = %task.id, step = %id, ok = result.is_ok(), ms = started.elapsed().as_millis() as u64, "step finished");
+        // Every log line of the step's work names the step (and, from run_task's
+        // span, the task): `--log-format json` carries both.
+        let span = tracing::info_span!("step", step_id = %id);
+        let result = tracing::Instrument::instrument(
+            async {
+                let result = if kind.waits_for_a_person() {
+                    // Nothing else interrupts a wait for a decision: a run stopped here
+                    // (Ctrl-C at the question) must not wait for an answer first.
+                    tokio::select! {
+                        r = self.execute(task, step, kind, cancel) => r,
+                        () = cancel.cancelled() => Err(Failure::Cancelled),
+                    }
+                } else {
+                    self.execute(task, step, kind, cancel).await
+                };
+                tracing::info!(task = %task.id, step = %id, ok = result.is_ok(), ms = started.elapsed().as_millis() as u64, "step finished");
+                result
+            },
+            span,
+        )
+        .await;
         match result {
             Ok(receipt) => {
                 let step_id = id.clone();

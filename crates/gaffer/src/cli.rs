@@ -40,6 +40,25 @@ pub struct Global {
     /// Say less: errors only, no live progress (questions are still asked)
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Log lines on stderr as text for people, or as JSON objects (one a line, with
+    /// the `task_id` and `step_id` of the work they belong to in `spans`) for a log
+    /// collector
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "GAFFER_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line per event, for people.
+    Text,
+    /// One JSON object per event: timestamp, level, target, fields, spans.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

@@ -62,11 +62,18 @@ pub fn init_logging(global: &Global, configured: &str) {
         ));
         tracing_subscriber::EnvFilter::new("warn")
     });
-    let _ = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(console::colors_enabled_stderr())
-        .with_writer(|| RedactedLine(Vec::new()))
-        .try_init();
+        .with_writer(|| RedactedLine(Vec::new()));
+    let _ = match global.log_format {
+        crate::cli::LogFormat::Text => logs.with_ansi(console::colors_enabled_stderr()).try_init(),
+        crate::cli::LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init(),
+    };
 }
 
 /// The redactor log lines go through: the last one [`redactor`] built (each is a

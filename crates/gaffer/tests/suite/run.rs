@@ -995,3 +995,51 @@ pub fn run_to_failure(b: &Bench) -> (Value, Value) {
     );
     (s, shown)
 }
+
+#[test]
+fn json_logs_name_the_task_and_step_of_each_line() {
+    let b = Bench::new();
+    b.script_all();
+    let out = b
+        .gaffer_std()
+        .args(["-v", "--log-format", "json", "run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let task = success_json(&out)["task_id"].as_str().unwrap().to_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logs: Vec<Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let finished: Vec<&Value> = logs
+        .iter()
+        .filter(|l| l["message"] == "step finished")
+        .collect();
+    assert!(!finished.is_empty(), "{stderr}");
+    for line in &finished {
+        assert!(
+            line["timestamp"].is_string() && line["level"] == "INFO",
+            "{line}"
+        );
+        assert_eq!(
+            line["spans"],
+            json!([
+                {"name": "task", "task_id": task},
+                {"name": "step", "step_id": line["step"]},
+            ]),
+            "{line}"
+        );
+    }
+    let steps: Vec<&str> = finished
+        .iter()
+        .map(|l| l["step"].as_str().unwrap())
+        .collect();
+    assert!(
+        steps.contains(&"plan") && steps.contains(&"worktree"),
+        "{steps:?}"
+    );
+}
