@@ -196,6 +196,27 @@ struct Report {
     note: String,
 }
 
+impl Report {
+    /// What `action` reports about `plan`'s unit at `path`, before anything is done.
+    fn new(action: &'static str, plan: &UnitPlan, path: &Path) -> Self {
+        Self {
+            action,
+            unit: plan.service(),
+            unit_path: path.display().to_string(),
+            env_file: plan.env_file.display().to_string(),
+            systemd: systemd_running(),
+            done: false,
+            text: None,
+            active_state: None,
+            sub_state: None,
+            last_exit_status: None,
+            restarts: None,
+            last_errors: vec![],
+            note: String::new(),
+        }
+    }
+}
+
 fn systemctl(plan: &UnitPlan, args: &[&str]) -> Result<String> {
     let mut cmd = Command::new("systemctl");
     if plan.user {
@@ -261,19 +282,8 @@ pub async fn install(global: &Global, args: &ServiceArgs) -> Result<ExitCode> {
     let text = unit_text(&plan);
     let path = unit_file(&plan)?;
     let mut report = Report {
-        action: "install",
-        unit: plan.service(),
-        unit_path: path.display().to_string(),
-        env_file: plan.env_file.display().to_string(),
-        systemd: systemd_running(),
-        done: false,
         text: Some(text.clone()),
-        active_state: None,
-        sub_state: None,
-        last_exit_status: None,
-        restarts: None,
-        last_errors: vec![],
-        note: String::new(),
+        ..Report::new("install", &plan, &path)
     };
     if !report.systemd {
         report.note = format!(
@@ -351,18 +361,8 @@ pub async fn uninstall(global: &Global, args: &ServiceArgs) -> Result<ExitCode> 
         }
     }
     let report = Report {
-        action: "uninstall",
-        unit: plan.service(),
-        unit_path: path.display().to_string(),
-        env_file: plan.env_file.display().to_string(),
         systemd,
         done: exists,
-        text: None,
-        active_state: None,
-        sub_state: None,
-        last_exit_status: None,
-        restarts: None,
-        last_errors: vec![],
         note: if exists {
             format!(
                 "stopped and removed {}; {} (secrets) is kept: delete it yourself if you no longer need it",
@@ -376,6 +376,7 @@ pub async fn uninstall(global: &Global, args: &ServiceArgs) -> Result<ExitCode> 
                 path.display()
             )
         },
+        ..Report::new("uninstall", &plan, &path)
     };
     finish(&report, args.json, if exists { 0 } else { EXIT_CONFIG })
 }
@@ -384,19 +385,8 @@ pub async fn status(global: &Global, args: &ServiceArgs) -> Result<ExitCode> {
     let plan = plan(global, args)?;
     let path = unit_file(&plan)?;
     let mut report = Report {
-        action: "status",
-        unit: plan.service(),
-        unit_path: path.display().to_string(),
-        env_file: plan.env_file.display().to_string(),
-        systemd: systemd_running(),
         done: path.exists(),
-        text: None,
-        active_state: None,
-        sub_state: None,
-        last_exit_status: None,
-        restarts: None,
-        last_errors: vec![],
-        note: String::new(),
+        ..Report::new("status", &plan, &path)
     };
     if !report.systemd {
         report.note = format!(
