@@ -91,6 +91,51 @@ fn verbosity_flags_and_rust_log_choose_what_is_logged_without_colour_in_a_pipe()
 }
 
 #[test]
+fn an_unknown_log_level_exits_78_naming_the_key_and_the_levels_and_creates_nothing() {
+    let home = Home::new();
+    home.write_config("[log]\nlevel = \"verbose\"\n");
+    let work = home.dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    for args in [
+        &["task", "list"][..],
+        &["run", "add a README"],
+        &["serve", "--listen", "127.0.0.1:0"],
+        &["doctor"],
+    ] {
+        let out = home
+            .gaffer()
+            .args(args)
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        // `doctor` reports it among its checks, on stdout; the others fail with it.
+        let err = String::from_utf8_lossy(if args == ["doctor"] {
+            &out.stdout
+        } else {
+            &out.stderr
+        });
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {err}");
+        for part in [
+            "log.level",
+            "`verbose`",
+            "off, error, warn, info, debug, trace",
+        ] {
+            assert!(err.contains(part), "{args:?}: no {part:?} in {err}");
+        }
+    }
+    // Refused before anything is opened: no data dir, no database, nothing in the
+    // directory it ran in.
+    assert!(!home.data().exists(), "the data dir was created");
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+    let mut made: Vec<_> = std::fs::read_dir(home.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    made.sort();
+    assert_eq!(made, ["config.toml", "work"]);
+}
+
+#[test]
 fn a_usage_error_exits_2() {
     Home::new().gaffer().arg("frobnicate").assert().code(2);
     Home::new().gaffer().args(["task", "show"]).assert().code(2);
