@@ -15,6 +15,10 @@
 //! Cleanup: every hour (and at start) the server does what `gaffer gc` does: the
 //! worktrees of shipped and cancelled tasks past the retention are removed, and task
 //! branches whose pull request was merged or closed are pruned.
+//!
+//! The address it listens on (which `--listen` may have chosen, port 0 included) is
+//! recorded in the data dir while it runs (`serve.json`), so that `gaffer login-link`
+//! links to the server that is actually there.
 
 use crate::cli::{Global, LoginLinkArgs, ServeArgs};
 use crate::commands::approvals::open_app;
@@ -23,7 +27,9 @@ use crate::error::{CliError, Result};
 use gaffer_server::{IssueSource, LocalSecret, Server, ServerConfig, ServerError};
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// How often the server cleans up worktrees and branches.
@@ -58,6 +64,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             }
         })?;
     let bound = server.local_addr()?;
+    let _recorded = RecordedAddress::write(&config.data_dir, bound);
     let limits = worker::limits(&config, args.workers, None);
     let cleaner = {
         let (stop, engine, app, config) =
@@ -142,19 +149,82 @@ fn local_secret(config: &gaffer_config::Config) -> Result<LocalSecret> {
 
 /// Where a browser on this machine reaches a server bound to `addr` (an unspecified
 /// address is reached on loopback).
-fn page_base(addr: SocketAddr) -> String {
+fn reachable(addr: SocketAddr) -> SocketAddr {
     let ip = match addr.ip() {
         std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
         std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
         ip => ip,
     };
-    format!("http://{}", SocketAddr::new(ip, addr.port()))
+    SocketAddr::new(ip, addr.port())
 }
 
-/// `gaffer login-link`: a new login link for the page of the server at `--listen`.
+fn page_base(addr: SocketAddr) -> String {
+    format!("http://{}", reachable(addr))
+}
+
+/// The file in the data dir holding the address of the running `gaffer serve`.
+const ADDRESS_FILE: &str = "serve.json";
+
+/// The address this `gaffer serve` listens on, recorded in the data dir while it
+/// runs; removed when it stops (unless another server has recorded its own since).
+struct RecordedAddress {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl RecordedAddress {
+    fn write(data_dir: &Path, addr: SocketAddr) -> Option<Self> {
+        let path = data_dir.join(ADDRESS_FILE);
+        let pid = std::process::id();
+        let text = serde_json::json!({ "listen": addr.to_string(), "pid": pid }).to_string();
+        // Written aside and renamed: a reader never sees half of it.
+        let aside = data_dir.join(format!(".{ADDRESS_FILE}.{pid}"));
+        match std::fs::write(&aside, text).and_then(|()| std::fs::rename(&aside, &path)) {
+            Ok(()) => Some(Self { path, pid }),
+            Err(e) => {
+                tracing::warn!(error = %e, file = %path.display(), "cannot record the address served; `gaffer login-link` will link to server.listen");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for RecordedAddress {
+    fn drop(&mut self) {
+        let ours = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v["pid"] == self.pid);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The address a `gaffer serve` of this data dir recorded, if a server still
+/// answers there (one killed outright leaves its file behind).
+fn served_address(data_dir: &Path) -> Option<SocketAddr> {
+    let text = std::fs::read_to_string(data_dir.join(ADDRESS_FILE)).ok()?;
+    let recorded: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let addr: SocketAddr = recorded["listen"].as_str()?.parse().ok()?;
+    std::net::TcpStream::connect_timeout(&reachable(addr), Duration::from_millis(500)).ok()?;
+    Some(addr)
+}
+
+/// `gaffer login-link`: a new login link for the page of the server at `--listen`,
+/// else of the `gaffer serve` running on this data dir, else at `server.listen`.
 pub fn login_link(global: &Global, args: &LoginLinkArgs) -> Result<ExitCode> {
     let config = crate::setup::load_config(global)?;
-    let addr = listen_address(args.listen.as_deref(), &config)?;
+    let addr = match args.listen.as_deref() {
+        Some(_) => listen_address(args.listen.as_deref(), &config)?,
+        None => served_address(&config.data_dir).unwrap_or_else(|| {
+            errln!(
+                "gaffer: no `gaffer serve` of this data dir is running; the link is for server.listen ({})",
+                config.listen
+            );
+            config.listen
+        }),
+    };
     let local = local_secret(&config)?;
     let now = gaffer_store::now_ms();
     let link = local.login_link(&page_base(addr), now);

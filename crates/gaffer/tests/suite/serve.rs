@@ -257,3 +257,82 @@ pub fn serve_with_fake_agents(home: &Home, d: &Path, scenarios: &Path) -> Comman
         .args(["serve", "--listen", "127.0.0.1:0"]);
     cmd
 }
+
+/// `gaffer login-link` on this data dir: the link, and what it said on stderr.
+fn login_link(home: &Home) -> (String, String) {
+    let out = home
+        .gaffer()
+        .args(["login-link", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v["link"].as_str().unwrap().to_owned(), err)
+}
+
+/// The configured port is taken, so the server listens elsewhere (`--listen`):
+/// `gaffer login-link` links to the port served, and the link logs in there.
+/// Once the server stops (or is killed), it links to the configured port again.
+#[tokio::test]
+async fn login_link_links_to_the_port_serve_listens_on_not_the_configured_one() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let configured = taken.local_addr().unwrap();
+    let home = Home::new();
+    home.write_config(&format!("[server]\nlisten = \"{configured}\"\n"));
+    let start = || {
+        let d = home.dir.path();
+        let mut child = serve_with_fake_agents(&home, d, &d.join("scenarios"))
+            .args(["--workers", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let bound = first.split("http://").nth(1).unwrap().split('/').next();
+        let base = format!("http://{}", bound.unwrap());
+        (Served(child), base)
+    };
+    let (mut served, base) = start();
+    assert_ne!(base, format!("http://{configured}"));
+    let (link, _) = login_link(&home);
+    assert!(
+        link.starts_with(&format!("{base}/login?code=")),
+        "{link} for {base}"
+    );
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http.get(&link).send().await.unwrap();
+    assert_eq!(r.status(), 303, "the server did not take the link");
+    assert!(r.headers().contains_key("set-cookie"));
+
+    // Stopped: its record goes, and the link is for the configured port again.
+    let pid = served.0.id().to_string();
+    let stopped = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(stopped.success());
+    assert!(served.0.wait().unwrap().success());
+    assert!(!home.data().join("serve.json").exists());
+    let (link, err) = login_link(&home);
+    assert!(
+        link.starts_with(&format!("http://{configured}/login?code=")),
+        "{link}"
+    );
+    assert!(err.contains("no `gaffer serve`"), "{err}");
+
+    // Killed outright, it leaves its record behind; nothing answers there, so the
+    // record is not trusted.
+    let (served, base) = start();
+    assert!(login_link(&home).0.starts_with(&format!("{base}/login")));
+    drop(served);
+    assert!(home.data().join("serve.json").exists());
+    let (link, _) = login_link(&home);
+    assert!(
+        link.starts_with(&format!("http://{configured}/login?code=")),
+        "{link}"
+    );
+}
