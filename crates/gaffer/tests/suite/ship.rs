@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Stdio;
 
-const TOKEN: &str = "gitea-token-9c2b41";
+pub const TOKEN: &str = "gitea-token-9c2b41";
 const ISSUE_TITLE: &str = "Add an installation section to README";
 const ISSUE_BODY: &str = "Users keep asking how to install it.";
 
@@ -44,7 +44,7 @@ fn step_receipt(task: &Value, step: &str) -> Value {
 
 /// A bench whose project ships to a fake Gitea, through a bare repository as the
 /// remote, with CI green for every commit.
-fn forge_bench(rt: &tokio::runtime::Runtime) -> (FakeForge, BareRemote, Bench) {
+pub fn forge_bench(rt: &tokio::runtime::Runtime) -> (FakeForge, BareRemote, Bench) {
     let remote = BareRemote::new().unwrap();
     let fake = rt
         .block_on(FakeForge::start(Flavor::Gitea, "acme", "demo", TOKEN))

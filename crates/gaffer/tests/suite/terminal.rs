@@ -365,3 +365,152 @@ fn attach_shows_the_transcript_live_sends_typed_lines_and_ctrl_c_only_detaches()
     let s = json_of(&out);
     assert_eq!(s["state"], "done", "{s}");
 }
+
+/// The clocks (`00:00:07`) in `text`, in order, each with the rest of its line.
+fn clocks(text: &str) -> Vec<(&str, &str)> {
+    let b = text.as_bytes();
+    let is_clock = |w: &[u8]| {
+        w.iter().enumerate().all(|(i, c)| {
+            if i % 3 == 2 {
+                *c == b':'
+            } else {
+                c.is_ascii_digit()
+            }
+        })
+    };
+    (0..b.len().saturating_sub(7))
+        .filter(|&i| is_clock(&b[i..i + 8]) && (i == 0 || !b[i - 1].is_ascii_digit()))
+        .map(|i| {
+            let rest = &text[i + 8..];
+            let end = rest.find(['\r', '\n']).unwrap_or(rest.len());
+            (&text[i..i + 8], &rest[..end])
+        })
+        .collect()
+}
+
+/// An owner turn that says something, then works for a few seconds in silence.
+fn script_a_slow_owner(b: &Bench) {
+    b.script_all();
+    let owner = json!({ "steps": [
+        { "say": "reading the README" },
+        { "sleep_ms": 3500 },
+        { "write_file": { "path": "README.md", "content": super::run::README_DONE } },
+        { "say": "added the section" }
+    ] });
+    b.script("owner", vec![owner.clone(), owner]);
+}
+
+/// While an agent works in silence, the spinner line on stderr keeps its clock
+/// running (with the stage and the agent's latest activity beside it); stdout gets
+/// none of it. On a pipe the same run writes plain stamped lines.
+#[test]
+fn the_spinner_line_on_stderr_keeps_a_running_clock_during_an_agent_turn() {
+    let b = Bench::new();
+    script_a_slow_owner(&b);
+    let stdout_file = b.home.dir.path().join("stdout.txt");
+    let mut cmd = b.gaffer_std();
+    cmd.args(["run", REQUEST, "--yes", "--repo"])
+        .arg(&b.repo)
+        .stdout(std::fs::File::create(&stdout_file).unwrap());
+    let mut screen = Screen::spawn(cmd);
+    screen.expect("reading the README");
+    let from = screen.seen.len();
+    screen.expect("added the section");
+    let turn = String::from_utf8_lossy(&screen.seen[from..]).into_owned();
+    assert_eq!(screen.finish(), 0, "{}", screen.text());
+
+    // The silent part of the turn: the spinner line redrawn with the clock moving.
+    let ticks: Vec<_> = clocks(&turn)
+        .into_iter()
+        .filter(|(_, line)| line.contains("coding") && line.contains("reading the README"))
+        .map(|(clock, _)| clock)
+        .collect();
+    let mut seconds = ticks.clone();
+    seconds.dedup();
+    assert!(
+        seconds.len() >= 3,
+        "the clock did not run during the turn: {seconds:?}\n{turn:?}"
+    );
+    assert!(
+        seconds.windows(2).all(|w| w[0] < w[1]),
+        "the clock went back: {seconds:?}"
+    );
+    // Drawn in place (carriage return, erase line), not as new lines.
+    assert!(turn.contains('\r') && turn.contains("\x1b[2K"), "{turn:?}");
+    let stdout = std::fs::read_to_string(&stdout_file).unwrap();
+    assert!(
+        clocks(&stdout).is_empty(),
+        "the clock went to stdout: {stdout}"
+    );
+    assert!(
+        !stdout.contains('\r') && !stdout.contains('\x1b'),
+        "{stdout:?}"
+    );
+
+    // Not a terminal: no spinner, no clock redraws, one stamped line per event.
+    let b = Bench::new();
+    script_a_slow_owner(&b);
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--yes", "--repo"])
+        .arg(&b.repo)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{progress}");
+    assert!(clocks(&progress).is_empty(), "{progress}");
+    assert!(
+        !progress.contains('\r') && !progress.contains('\x1b'),
+        "{progress:?}"
+    );
+    let stamped = progress
+        .lines()
+        .filter(|l| l.starts_with('[') && l[1..].trim_start().split_once("s]").is_some())
+        .count();
+    assert!(stamped >= 5, "{progress}");
+    assert!(progress.contains("“reading the README”"), "{progress}");
+}
+
+/// The ship question shows what goes out before it asks: the branch, the files and
+/// the diff in short (files changed, lines added and removed).
+#[test]
+fn the_ship_question_shows_the_diff_summary_before_asking() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (fake, _remote, b) = super::ship::forge_bench(&rt);
+    let mut cmd = b.gaffer_std();
+    cmd.args(["run", REQUEST, "--agent", "claude", "--repo"])
+        .arg(&b.repo)
+        .env("DEMO_FORGE_TOKEN", super::ship::TOKEN);
+    let mut screen = Screen::spawn(cmd);
+    screen.expect("Approve the plan");
+    screen.expect(PROMPT);
+    screen.session.send_line("y").unwrap();
+    screen.expect("open a pull request");
+    let from = screen.seen.len();
+    screen.expect(PROMPT);
+    let question = String::from_utf8_lossy(&screen.seen[from..]).into_owned();
+    // README_DONE adds four lines to the three of the fixture's README.
+    for shown in [
+        "files    README.md",
+        "diff     1 file changed, +4 −0",
+        "approval ap-",
+    ] {
+        assert!(question.contains(shown), "{shown:?} not shown:\n{question}");
+    }
+    screen.session.send_line("n not yet").unwrap();
+    assert_eq!(screen.finish(), 1, "{}", screen.text());
+    assert!(fake.prs().is_empty(), "a pull request was opened");
+    let all = gaffer_json(&b, &["approvals", "--all", "--json"]);
+    let ship: Vec<&Value> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "ship")
+        .collect();
+    assert_eq!(ship.len(), 1, "{all:#}");
+    assert_eq!(
+        (&ship[0]["state"], &ship[0]["note"]),
+        (&json!("denied"), &json!("not yet"))
+    );
+}
