@@ -224,7 +224,8 @@ pub struct ApprovalShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LoginLinkArgs {
-    /// The server's address [default: server.listen from the config, 127.0.0.1:7777].
+    /// The server's address [default: where the `gaffer serve` of this data dir
+    /// listens, else server.listen from the config, 127.0.0.1:7777].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// Print JSON for scripts instead of text.
