@@ -282,19 +282,11 @@ async fn login_link_links_to_the_port_serve_listens_on_not_the_configured_one() 
     home.write_config(&format!("[server]\nlisten = \"{configured}\"\n"));
     let start = || {
         let d = home.dir.path();
-        let mut child = serve_with_fake_agents(&home, d, &d.join("scenarios"))
-            .args(["--workers", "0"])
+        let mut cmd = serve_with_fake_agents(&home, d, &d.join("scenarios"));
+        cmd.args(["--workers", "0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let bound = first.split("http://").nth(1).unwrap().split('/').next();
-        let base = format!("http://{}", bound.unwrap());
-        (Served(child), base)
+            .stderr(Stdio::null());
+        serve(&mut cmd)
     };
     let (mut served, base) = start();
     assert_ne!(base, format!("http://{configured}"));
