@@ -256,8 +256,11 @@ pub trait Journal: Send + Sync {
 
     /// Take the oldest unfinished task (or only `only_task`) that has no lease or
     /// whose lease expired, skipping the tasks and the projects' tasks named in
-    /// `skip` (task and project ids) and tasks another worker is claiming right
-    /// now. The lease lasts `worker.lease_ms` unless renewed. `None`: nothing to take.
+    /// `skip` (task and project ids) and, on PostgreSQL, tasks whose row another
+    /// transaction holds right now (a claim or an append in flight). A claim of
+    /// `only_task` waits for such a transaction instead: `None` then means the task
+    /// ended or another worker's lease on it is live. The lease lasts
+    /// `worker.lease_ms` unless renewed. `None`: nothing to take.
     async fn claim_task(
         &self,
         worker: &WorkerInfo,

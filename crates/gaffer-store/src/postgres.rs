@@ -402,8 +402,15 @@ async fn db_now(conn: &mut PgConnection) -> Result<i64> {
     )
 }
 
-/// A task another worker is claiming this instant is skipped, not waited for.
+/// A claim of any task skips a task whose row is locked this instant (another
+/// worker claiming it, or an append to it in flight): another task will do, and
+/// this one is seen again at the next look.
 const CLAIM_LOCK: &str = " FOR UPDATE OF t SKIP LOCKED";
+
+/// A claim of one named task waits for its row instead: a lock there is an append
+/// or a claim in flight, not a holder, and ends with its transaction. Skipping it
+/// would call the task held by another worker when none holds it.
+const CLAIM_ONE_LOCK: &str = " FOR UPDATE OF t";
 
 /// Wake other processes' followers; PostgreSQL delivers it only if the append
 /// commits, and only after. Followers read from their cursor; the payload,

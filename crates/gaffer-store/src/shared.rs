@@ -302,8 +302,10 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 ///   (PostgreSQL notifies other nodes; SQLite does nothing);
 /// - `async fn db_now(conn) -> Result<i64>`: the clock leases expire by (ms), one for
 ///   every process sharing the database;
-/// - `const CLAIM_LOCK: &str`: appended to the claim's candidate query (PostgreSQL:
-///   `FOR UPDATE OF t SKIP LOCKED`);
+/// - `const CLAIM_LOCK: &str`: appended to the candidate query of a claim of any
+///   task (PostgreSQL: `FOR UPDATE OF t SKIP LOCKED`), and `const CLAIM_ONE_LOCK:
+///   &str` to that of a claim of one named task (PostgreSQL: `FOR UPDATE OF t`,
+///   which waits for an append in flight instead of skipping the task);
 /// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`;
 /// - `fn announce_committed(&self)` on `$J`: called once an append has committed
 ///   (SQLite wakes other processes' file watchers only now, when they can read it).
@@ -1156,7 +1158,7 @@ macro_rules! journal_backend {
                     q.push(" AND t.id = ").push_bind(task.to_owned());
                 }
                 q.push(" ORDER BY t.created_at, t.id LIMIT 8");
-                q.push(CLAIM_LOCK);
+                q.push(if only_task.is_some() { CLAIM_ONE_LOCK } else { CLAIM_LOCK });
                 let candidates: Vec<(String, String, i64)> =
                     q.build_query_as().fetch_all(&mut *tx).await?;
                 for (task_id, project_id, seen) in candidates {

@@ -430,8 +430,10 @@ async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
     Ok(crate::now_ms())
 }
 
-/// The claim runs in the writer's `BEGIN IMMEDIATE`: one claimer at a time.
+/// The claim runs in the writer's `BEGIN IMMEDIATE`: one claimer at a time, after
+/// every append in flight.
 const CLAIM_LOCK: &str = "";
+const CLAIM_ONE_LOCK: &str = "";
 
 /// Nothing to announce: other processes on this file follow it by file-system notifications.
 async fn announce(_tx: &mut SqliteConnection, _stream: &StreamId, _kinds: &str) -> Result<()> {

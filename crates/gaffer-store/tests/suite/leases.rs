@@ -327,3 +327,58 @@ async fn a_worker_hung_inside_a_transaction_does_not_keep_its_task_from_a_takeov
         "the server ended the hung transaction"
     );
 }
+
+/// `gaffer run` and `gaffer task resume` claim one named task. An append to it in
+/// flight (a person's decision, say) holds the task's row until it commits, as
+/// every append does; the claim of that one task waits for it. Skipping the task
+/// there, as a claim of any task does, returned "not claimable": the resume then
+/// followed a task no worker ran (seen after a crash, when a person approved what
+/// the crashed run had asked as the resume began).
+#[tokio::test]
+async fn a_claim_of_one_task_waits_for_an_append_in_flight_instead_of_skipping_it() {
+    if !Backend::Postgres.available() {
+        return;
+    }
+    let t = temp_journal(Backend::Postgres).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let other = gaffer_store::PgJournal::open(&t.url(), gaffer_store::Durability::Normal)
+        .await
+        .unwrap();
+    // What an append does first: write the task's projection row.
+    let mut append = other.pool().begin().await.unwrap();
+    sqlx::query("UPDATE tasks SET updated_at = updated_at WHERE id = 't-1'")
+        .execute(&mut *append)
+        .await
+        .unwrap();
+    let w = registered(&t.journal, "w-b").await;
+    assert_eq!(
+        t.journal.claim_task(&w, &[], None).await.unwrap(),
+        None,
+        "a claim of any task skips the locked one: another task will do"
+    );
+    let claim = tokio::spawn({
+        let (j, w) = (t.journal.clone(), w.clone());
+        async move { j.claim_task(&w, &[], Some("t-1")).await }
+    });
+    // Commit once the claim waits for the row (or has given up on it already).
+    while !claim.is_finished() {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(other.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    append.commit().await.unwrap();
+    let lease = claim
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the task is claimed once the append committed");
+    assert_eq!((lease.task_id.as_str(), lease.generation), ("t-1", 1));
+}
