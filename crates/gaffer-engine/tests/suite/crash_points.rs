@@ -10,6 +10,14 @@
 //! run is frozen after the write and dropped (its agent processes killed), and in
 //! a child test process a real `kill -9` right after the write (its agents live on
 //! as orphans, as they would).
+//!
+//! Every trial reaches each of its points by construction, whatever the timing:
+//! points are named by what is written, not by their place in the run; each lane's
+//! workers are on a host of their own, so a run releases only its own lane's dead
+//! workers (how many lease writes a run makes does not depend on the other lanes);
+//! and the person decides only for a run that has not begun the write it dies
+//! after, so what a recovery finds (an approval pending or decided) is the same in
+//! every trial that crashes at the same point.
 use super::faulty::{Death, Faulty, Point};
 use super::support::*;
 use gaffer_app::{App, Scope};
@@ -19,7 +27,7 @@ use gaffer_forge::ForgeKind;
 use gaffer_store::{Journal, WorkerInfo};
 use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +44,8 @@ struct Lane {
     forge: FakeForge,
     remote: BareRemote,
     project: String,
+    /// The host its workers are on.
+    host: String,
 }
 
 impl Lane {
@@ -80,11 +90,16 @@ impl Lane {
             script["cycle"] = json!(true);
             std::fs::write(&path, script.to_string()).unwrap();
         }
+        let host = format!(
+            "{}-lane{n}",
+            gaffer_engine::this_process(Duration::ZERO).host
+        );
         Self {
             world,
             forge,
             remote,
             project,
+            host,
         }
     }
 
@@ -108,16 +123,17 @@ impl Lane {
     }
 }
 
-/// A worker of this host, as another process: its pid is that of a stand-in
-/// process, killed when the worker "dies", so that the next start here sees it gone
-/// and releases its lease at once (as it does for a killed gaffer).
+/// A worker on `host`, as another process: its pid is that of a stand-in process
+/// (of this machine), killed when the worker "dies", so that the next start on
+/// `host` sees it gone and releases its lease at once (as it does for a killed
+/// gaffer).
 struct Stand {
     me: WorkerInfo,
     process: std::process::Child,
 }
 
 impl Stand {
-    fn new() -> Self {
+    fn new(host: &str) -> Self {
         let process = std::process::Command::new("sleep")
             .arg("3600")
             .stdin(std::process::Stdio::null())
@@ -126,6 +142,7 @@ impl Stand {
             .spawn()
             .unwrap();
         let mut me = gaffer_engine::this_process(Duration::from_secs(30));
+        me.host = host.to_owned();
         me.pid = i64::from(process.id());
         me.id = format!("{}/{}/stand-in", me.host, me.pid);
         Self { me, process }
@@ -137,22 +154,38 @@ impl Stand {
     }
 }
 
+/// The run each task has now (the newest, dead or alive), by task id.
+type Runs = Arc<Mutex<HashMap<String, Arc<Faulty>>>>;
+
 /// A person who approves every question as soon as it is asked, recording nothing
-/// but the decision (as `gaffer approve` would).
-fn approve_everything(app: App, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// but the decision (as `gaffer approve` would). With `runs`, only questions of a
+/// task whose run has not begun the write it dies after: a question the crash
+/// left is answered once the next run waits for it, never while no run does.
+fn approve_everything(
+    app: App,
+    runs: Option<Runs>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut events = app.journal().subscribe();
         loop {
             for a in app.approvals(Some("pending")).await.unwrap_or_default() {
-                let _ = app
-                    .decide(
-                        &a.id,
-                        Decision::Approve,
-                        Actor::user("ana", "test"),
-                        None,
-                        Scope::default(),
-                    )
-                    .await;
+                let decide = app.decide(
+                    &a.id,
+                    Decision::Approve,
+                    Actor::user("ana", "test"),
+                    None,
+                    Scope::default(),
+                );
+                match &runs {
+                    None => drop(decide.await),
+                    Some(runs) => {
+                        let run = runs.lock().unwrap().get(&a.task_id).cloned();
+                        if let Some(run) = run {
+                            drop(run.unless_dying(decide).await);
+                        }
+                    }
+                }
             }
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -169,18 +202,18 @@ struct Trial {
     runs: Vec<Vec<String>>,
 }
 
-/// Run a new task, crashing the n-th run at `crashes[n]`, then once more to its end.
-async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
+/// Run a new task, crashing the n-th run at `crashes[n]`, then once more to its
+/// end. Every run must reach its point.
+async fn run_trial(lane: &Lane, runs: &Runs, crashes: &[Point]) -> Result<Trial, String> {
     let task = lane.task().await;
-    let mut runs = Vec::new();
-    let mut queue: VecDeque<Option<Point>> =
-        crashes.iter().cloned().map(Some).chain([None]).collect();
-    let mut held = 0;
-    while let Some(point) = queue.pop_front() {
-        let point = point.as_ref();
+    let mut written = Vec::new();
+    for point in crashes.iter().map(Some).chain([None]) {
         let journal = Faulty::new(lane.world.journal.clone(), point.cloned(), Death::Freeze);
+        runs.lock()
+            .unwrap()
+            .insert(task.as_str().to_owned(), journal.clone());
         let engine = lane.world.engine_on(journal.clone());
-        let stand = Stand::new();
+        let stand = Stand::new(&lane.host);
         let me = stand.me.clone();
         let mut run = tokio::spawn({
             let task = task.clone();
@@ -194,17 +227,7 @@ async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
                 return Err(format!("{task}: a run after {crashes:?} neither ended nor crashed: {:?}", journal.written()));
             }
         };
-        // Not claimable (seen on PostgreSQL only, under load): the run took
-        // nothing. A worker claims it on a later try, as this one does.
-        if matches!(ended, Some(Ok(Ok(None)))) && held < 90 {
-            held += 1;
-            eprintln!("{task}: not claimable yet after {crashes:?}; trying again");
-            stand.die();
-            queue.push_front(point.cloned());
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            continue;
-        }
-        runs.push(journal.written());
+        written.push(journal.written());
         match (ended, point) {
             // Died at the point: drop the run (its agent processes go with it).
             (None, _) => {
@@ -219,25 +242,25 @@ async fn run_trial(lane: &Lane, crashes: &[Point]) -> Result<Trial, String> {
                     .map_err(|e| format!("{task}: {e}"))?;
                 if stage != Some(gaffer_core::Stage::Done) {
                     return Err(format!(
-                        "{task} ended {stage:?} after crashes at {crashes:?}"
+                        "{task} ended {stage:?} after crashes at {crashes:?}: {:?}",
+                        journal.written()
                     ));
                 }
             }
-            // A run may write less than the one it repeats: the lease writes of
-            // recovery depend on which dead workers other lanes released already.
-            (Some(Ok(Ok(Some(gaffer_core::Stage::Done)))), Some(Point::Nth(_))) => {
-                stand.die();
-                break;
-            }
             (Some(r), Some(p)) => {
                 return Err(format!(
-                    "{task}: the run ended ({:?}) before reaching {p}",
-                    r.map(|r| r.map_err(|e| e.to_string()))
+                    "{task}: the run ended ({:?}) before reaching {p}: {:?}",
+                    r.map(|r| r.map_err(|e| e.to_string())),
+                    journal.written()
                 ));
             }
         }
     }
-    Ok(Trial { task, runs })
+    runs.lock().unwrap().remove(task.as_str());
+    Ok(Trial {
+        task,
+        runs: written,
+    })
 }
 
 /// The trial's task ended as an uncrashed one does, and nothing ran again unless a
@@ -340,7 +363,7 @@ fn points(written: &[String]) -> Vec<Point> {
             *n
         };
         if i == 0 || written[i - 1] != *s {
-            out.push(Point::After {
+            out.push(Point {
                 signature: s.clone(),
                 occurrence,
             });
@@ -349,25 +372,35 @@ fn points(written: &[String]) -> Vec<Point> {
     out
 }
 
-/// What recovery wrote in a resumed run, up to its first ordinary step: each write
-/// with its place in the run. The lease writes of starting (register, release the
-/// dead worker's leases, claim) are left out: a crash after them is one at level 1.
-fn recovery(written: &[String]) -> Vec<(usize, &str)> {
-    written
+/// The crash points of what recovery wrote in a resumed run, up to its first
+/// ordinary step. The lease writes of starting (register, release the dead
+/// worker's leases, claim) are left out: a crash after them is one at level 1.
+fn recovery(written: &[String]) -> Vec<Point> {
+    let end = written
         .iter()
-        .enumerate()
-        .take_while(|(_, s)| !(s.starts_with("step_started(") || s.contains("task_done")))
-        .filter(|(_, s)| !matches!(s.as_str(), "register_worker" | "stop_worker" | "claim_task"))
-        .map(|(i, s)| (i + 1, s.as_str()))
+        .position(|s| s.starts_with("step_started(") || s.contains("task_done"))
+        .unwrap_or(written.len());
+    points(&written[..end])
+        .into_iter()
+        .filter(|p| {
+            !matches!(
+                p.signature.as_str(),
+                "register_worker" | "stop_worker" | "claim_task"
+            )
+        })
         .collect()
 }
 
 /// Run `trials` on the lanes, a lane's trials one after another.
-async fn run_all(lanes: &Arc<Vec<Lane>>, trials: Vec<Vec<Point>>) -> Vec<(Vec<Point>, Trial)> {
+async fn run_all(
+    lanes: &Arc<Vec<Lane>>,
+    runs: &Runs,
+    trials: Vec<Vec<Point>>,
+) -> Vec<(Vec<Point>, Trial)> {
     let queue = Arc::new(Mutex::new(trials.into_iter().collect::<VecDeque<_>>()));
     let mut set = tokio::task::JoinSet::new();
     for n in 0..lanes.len() {
-        let (lanes, queue) = (lanes.clone(), queue.clone());
+        let (lanes, queue, runs) = (lanes.clone(), queue.clone(), runs.clone());
         set.spawn(async move {
             let mut done = Vec::new();
             loop {
@@ -376,7 +409,7 @@ async fn run_all(lanes: &Arc<Vec<Lane>>, trials: Vec<Vec<Point>>) -> Vec<(Vec<Po
                 };
                 let lane = &lanes[n];
                 let started = std::time::Instant::now();
-                let trial = run_trial(lane, &crashes)
+                let trial = run_trial(lane, &runs, &crashes)
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
                 check_trial(lane, &trial)
@@ -410,29 +443,27 @@ async fn every_crash_point(backend: Backend) {
     }
     let lanes = Arc::new(lanes);
     let stop = CancellationToken::new();
-    let person = approve_everything(lanes[0].world.app.clone(), stop.clone());
+    let runs = Runs::default();
+    let person = approve_everything(lanes[0].world.app.clone(), Some(runs.clone()), stop.clone());
 
-    let baseline = run_all(&lanes, vec![vec![]]).await;
+    let baseline = run_all(&lanes, &runs, vec![vec![]]).await;
     let uncrashed = &baseline[0].1.runs[0];
     let first: Vec<Vec<Point>> = points(uncrashed).into_iter().map(|p| vec![p]).collect();
-    let level1 = run_all(&lanes, first.clone()).await;
+    let level1 = run_all(&lanes, &runs, first.clone()).await;
 
-    // Crash again after each write of each distinct recovery those crashes led to
-    // (named by its place in the run: what a recovery writes can depend on what a
-    // person did meanwhile, as whether an approval was still pending).
-    let mut recoveries: BTreeSet<Vec<&str>> = BTreeSet::new();
+    // Crash again after each write of each distinct recovery those crashes led to.
+    let mut recoveries: BTreeSet<Vec<Point>> = BTreeSet::new();
     let mut second = Vec::new();
     for (crashes, trial) in &level1 {
         let written = recovery(&trial.runs[1]);
-        if !recoveries.insert(written.iter().map(|(_, s)| *s).collect()) {
+        if !recoveries.insert(written.clone()) {
             continue;
         }
-        for (n, _) in written {
-            second.push(vec![crashes[0].clone(), Point::Nth(n)]);
+        for p in written {
+            second.push(vec![crashes[0].clone(), p]);
         }
     }
-    let level2 = run_all(&lanes, second.clone()).await;
-    let crashed_twice = level2.iter().filter(|(_, t)| t.runs.len() == 3).count();
+    let level2 = run_all(&lanes, &runs, second.clone()).await;
     stop.cancel();
     person.await.unwrap();
 
@@ -441,15 +472,14 @@ async fn every_crash_point(backend: Backend) {
     println!(
         "crash points ({backend:?}): an uncrashed run makes {} writes at {} distinct points; \
          {} trials crashed once, at each point; {} trials crashed again during the {} distinct \
-         recoveries those crashes led to, after each of their writes ({} reached their second \
-         point); all {} trials ended done, as the uncrashed run, with no effect repeated \
-         without a person's approval",
+         recoveries those crashes led to, after each of their writes; all {} trials reached \
+         every point they were to crash at and ended done, as the uncrashed run, with no \
+         effect repeated without a person's approval",
         uncrashed.len(),
         first.len(),
         level1.len(),
         level2.len(),
         recoveries.len(),
-        crashed_twice,
         1 + level1.len() + level2.len(),
     );
     assert_eq!(level1.len(), first.len());
@@ -457,11 +487,10 @@ async fn every_crash_point(backend: Backend) {
     assert_eq!(level2.len(), second.len());
     // Crashes during recovery include the one of issue #16: after `step_reconcile_started`.
     assert!(
-        level2.iter().any(|(_, t)| t.runs.len() == 3
-            && t.runs[1]
-                .last()
-                .is_some_and(|s| s == "step_reconcile_started(code/1)")),
-        "no trial crashed right after step_reconcile_started(code/1)"
+        level2.iter().any(|(_, t)| t.runs[1]
+            .last()
+            .is_some_and(|s| s == "step_reconcile_started(code/1)")),
+        "no trial crashed right after step_reconcile_started(code/1): {recoveries:?}"
     );
 }
 
@@ -476,7 +505,7 @@ async fn real_kill_9(backend: Backend) {
     journal.follow_other_processes().await.unwrap();
     let lane = Lane::new(journal.clone(), 0).await;
     let stop = CancellationToken::new();
-    let person = approve_everything(lane.world.app.clone(), stop.clone());
+    let person = approve_everything(lane.world.app.clone(), None, stop.clone());
     let samples = [
         [
             "approval_requested(code/1)",
@@ -520,7 +549,7 @@ async fn real_kill_9(backend: Backend) {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let stand = Stand::new();
+        let stand = Stand::new(&gaffer_engine::this_process(Duration::ZERO).host);
         let engine = lane.world.engine_on(journal.clone());
         let stage = engine
             .run_one(&task, &stand.me, CancellationToken::new())
@@ -562,7 +591,7 @@ async fn crash_point_child() {
     let settings = World::settings(std::path::Path::new(&text("dir")), |s| {
         s.shipping.insert(text("project"), ship);
     });
-    let point = Point::After {
+    let point = Point {
         signature: text("at"),
         occurrence: 1,
     };

@@ -20,27 +20,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
-/// The write to die after.
+/// The write to die after: the `occurrence`-th (from 1) write named `signature`.
+/// Named by what it is, not by its place in the run: how many lease writes come
+/// first (releasing dead workers) is not the same in every run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Point {
-    /// The `occurrence`-th (from 1) write named `signature`.
-    After {
-        signature: String,
-        occurrence: usize,
-    },
-    /// The n-th (from 1) write, whatever it is.
-    Nth(usize),
+pub struct Point {
+    pub signature: String,
+    pub occurrence: usize,
 }
 
 impl std::fmt::Display for Point {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Point::After {
-                signature,
-                occurrence,
-            } => write!(f, "{signature} #{occurrence}"),
-            Point::Nth(n) => write!(f, "write {n}"),
-        }
+        write!(f, "{} #{}", self.signature, self.occurrence)
     }
 }
 
@@ -93,6 +84,9 @@ pub struct Faulty {
     death: Death,
     written: Mutex<Vec<String>>,
     dead: watch::Sender<bool>,
+    /// True once the write at the point has begun: held for writing while it is
+    /// set, for reading by [`Faulty::unless_dying`].
+    dying: tokio::sync::RwLock<bool>,
     lock: Option<WriteLock>,
 }
 
@@ -134,6 +128,7 @@ impl Faulty {
             death,
             written: Mutex::default(),
             dead: watch::channel(false).0,
+            dying: tokio::sync::RwLock::new(false),
             lock,
         }
     }
@@ -167,6 +162,20 @@ impl Faulty {
         let _ = dead.wait_for(|d| *d).await;
     }
 
+    /// Run `act` (another process's write, as a person's decision) only if this
+    /// process has not begun the write it dies after, and keep that write from
+    /// beginning until `act` ends: whatever `act` does happened before the crash,
+    /// or it does not happen. `None`: not run.
+    pub async fn unless_dying<T>(&self, act: impl std::future::Future<Output = T>) -> Option<T> {
+        let dying = self.dying.try_read().ok()?;
+        if *dying {
+            return None;
+        }
+        let r = act.await;
+        drop(dying);
+        Some(r)
+    }
+
     /// Before every call: a dead process does nothing more.
     async fn alive(&self) {
         if *self.dead.borrow() {
@@ -174,22 +183,27 @@ impl Faulty {
         }
     }
 
+    /// Whether a write named `signature`, made now, is the point.
+    fn is_point(&self, signature: &str) -> bool {
+        let Some(point) = &self.point else {
+            return false;
+        };
+        let written = self.written.lock().unwrap();
+        point.signature == signature
+            && point.occurrence == 1 + written.iter().filter(|s| *s == signature).count()
+    }
+
+    /// Before a write: if it is the point, the process is dying from now on.
+    async fn writing(&self, signature: &str) {
+        if self.is_point(signature) {
+            *self.dying.write().await = true;
+        }
+    }
+
     /// After a write that succeeded: record it, and die if it is the point.
     async fn wrote(&self, signature: String) {
-        let (nth, occurrence) = {
-            let mut written = self.written.lock().unwrap();
-            written.push(signature.clone());
-            let occurrence = written.iter().filter(|s| **s == signature).count();
-            (written.len(), occurrence)
-        };
-        let here = match &self.point {
-            None => false,
-            Some(Point::Nth(n)) => *n == nth,
-            Some(Point::After {
-                signature: s,
-                occurrence: o,
-            }) => *s == signature && *o == occurrence,
-        };
+        let here = self.is_point(&signature);
+        self.written.lock().unwrap().push(signature);
         if !here {
             return;
         }
@@ -225,6 +239,7 @@ impl Journal for Faulty {
     ) -> Result<Appended> {
         self.alive().await;
         let signature = append_signature(&events);
+        self.writing(&signature).await;
         let r = self
             .locked(self.inner.append(stream, expected_head, events))
             .await;
@@ -239,6 +254,7 @@ impl Journal for Faulty {
     ) -> Result<Appended> {
         self.alive().await;
         let signature = append_signature(&events);
+        self.writing(&signature).await;
         let r = self
             .locked(
                 self.inner
@@ -249,6 +265,7 @@ impl Journal for Faulty {
     }
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()> {
         self.alive().await;
+        self.writing("register_worker").await;
         let r = self.inner.register_worker(worker).await;
         self.written_if(r, || "register_worker".into()).await
     }
@@ -259,6 +276,7 @@ impl Journal for Faulty {
         only_task: Option<&str>,
     ) -> Result<Option<Lease>> {
         self.alive().await;
+        self.writing("claim_task").await;
         let r = self.inner.claim_task(worker, skip, only_task).await;
         if matches!(r, Ok(None)) {
             return r;
@@ -267,11 +285,13 @@ impl Journal for Faulty {
     }
     async fn release_lease(&self, lease: &Lease, end: LeaseEnd) -> Result<()> {
         self.alive().await;
+        self.writing("release_lease").await;
         let r = self.inner.release_lease(lease, end).await;
         self.written_if(r, || "release_lease".into()).await
     }
     async fn stop_worker(&self, worker_id: &str) -> Result<()> {
         self.alive().await;
+        self.writing("stop_worker").await;
         let r = self.inner.stop_worker(worker_id).await;
         self.written_if(r, || "stop_worker".into()).await
     }
