@@ -20,19 +20,38 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
-/// The write to die after: the `occurrence`-th (from 1) write named `signature`.
-/// Named by what it is, not by its place in the run: how many lease writes come
-/// first (releasing dead workers) is not the same in every run.
+/// The write to die after. Never named by its place among all the run's writes:
+/// how many lease writes come first (releasing dead workers) differs between runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Point {
-    pub signature: String,
-    pub occurrence: usize,
+pub enum Point {
+    /// The `occurrence`-th (from 1) write named `signature`.
+    After {
+        signature: String,
+        occurrence: usize,
+    },
+    /// The n-th (from 1) write that is not a lease write: in a resumed run, the
+    /// n-th write of its recovery, whatever that recovery found to do.
+    Recovery(usize),
 }
 
 impl std::fmt::Display for Point {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} #{}", self.signature, self.occurrence)
+        match self {
+            Point::After {
+                signature,
+                occurrence,
+            } => write!(f, "{signature} #{occurrence}"),
+            Point::Recovery(n) => write!(f, "recovery write {n}"),
+        }
     }
+}
+
+/// Whether a write is one of the lease writes (not an append).
+pub fn is_lease_write(signature: &str) -> bool {
+    matches!(
+        signature,
+        "register_worker" | "claim_task" | "release_lease" | "stop_worker"
+    )
 }
 
 /// How the process dies at the point.
@@ -189,8 +208,16 @@ impl Faulty {
             return false;
         };
         let written = self.written.lock().unwrap();
-        point.signature == signature
-            && point.occurrence == 1 + written.iter().filter(|s| *s == signature).count()
+        match point {
+            Point::After {
+                signature: s,
+                occurrence,
+            } => s == signature && *occurrence == 1 + written.iter().filter(|w| *w == s).count(),
+            Point::Recovery(n) => {
+                !is_lease_write(signature)
+                    && *n == 1 + written.iter().filter(|w| !is_lease_write(w)).count()
+            }
+        }
     }
 
     /// Before a write: if it is the point, the process is dying from now on.
