@@ -142,9 +142,11 @@ impl Stand {
             .spawn()
             .unwrap();
         let mut me = gaffer_engine::this_process(Duration::from_secs(30));
+        // Unique as a real worker's id is: a long run reuses pids.
+        let nonce = me.id.rsplit('/').next().unwrap_or_default().to_owned();
         me.host = host.to_owned();
         me.pid = i64::from(process.id());
-        me.id = format!("{}/{}/stand-in", me.host, me.pid);
+        me.id = format!("{}/{}/stand-in-{nonce}", me.host, me.pid);
         Self { me, process }
     }
 }
