@@ -154,7 +154,7 @@ pub struct ModelPrice {
     pub cached_input: f64,
 }
 
-/// The four roles.
+/// The roles: four always, the challenger when configured.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Roles {
     /// Breaks requests down.
@@ -165,7 +165,41 @@ pub struct Roles {
     pub reviewer: RoleConfig,
     /// Settles deadlocks.
     pub arbiter: RoleConfig,
+    /// Challenges the plan before it is approved (`[roles.challenger]`); none: plans go
+    /// to approval unchallenged.
+    pub challenger: Option<Challenger>,
 }
+
+impl Roles {
+    /// Every role that plays, by name, in pipeline order.
+    pub fn each(&self) -> Vec<(&'static str, &RoleConfig)> {
+        let mut all = vec![("planner", &self.planner)];
+        if let Some(c) = &self.challenger {
+            all.push(("challenger", &c.role));
+        }
+        all.extend([
+            ("owner", &self.owner),
+            ("reviewer", &self.reviewer),
+            ("arbiter", &self.arbiter),
+        ]);
+        all
+    }
+}
+
+/// `[roles.challenger]`: a read-only agent that challenges each plan; the planner
+/// answers every challenge in a revision, until the challenger agrees or the rounds
+/// run out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenger {
+    /// Its agent, model and effort.
+    pub role: RoleConfig,
+    /// Challenger turns at most (default 2): a challenge still open after the last
+    /// one is shown on the plan approval.
+    pub max_challenge_rounds: u32,
+}
+
+/// Challenger turns per plan unless `max_challenge_rounds` says otherwise.
+pub const DEFAULT_CHALLENGE_ROUNDS: u32 = 2;
 
 /// The resolved configuration: file, then environment, then flags.
 #[derive(Debug, Clone, PartialEq)]
@@ -557,6 +591,17 @@ struct RawRoles {
     owner: Option<RawRole>,
     reviewer: Option<RawRole>,
     arbiter: Option<RawRole>,
+    challenger: Option<RawChallenger>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChallenger {
+    enabled: Option<bool>,
+    agent: Option<String>,
+    model: Option<String>,
+    effort: Option<String>,
+    max_challenge_rounds: Option<u32>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -1419,23 +1464,58 @@ fn merge_roles(
         ("arbiter", raw.arbiter, &mut roles.arbiter),
     ] {
         let Some(raw_role) = raw_role else { continue };
-        if let Some(agent) = raw_role.agent {
-            check_agent(
-                origin,
-                &format!("{prefix}.{name}.agent"),
-                &agent,
-                acp_agents,
-            )?;
-            role.agent = agent;
-        }
-        if let Some(m) = raw_role.model {
-            role.model = Some(m).filter(|m| !m.is_empty());
-        }
-        if let Some(e) = raw_role.effort {
-            role.effort = Some(e).filter(|e| !e.is_empty());
+        merge_role(
+            origin,
+            &format!("{prefix}.{name}"),
+            role,
+            raw_role,
+            acp_agents,
+        )?;
+    }
+    if let Some(raw) = raw.challenger {
+        let field = format!("{prefix}.challenger");
+        // A project turns off the challenger it inherits with `enabled = false`.
+        if raw.enabled == Some(false) {
+            roles.challenger = None;
+        } else {
+            let mut c = roles.challenger.take().unwrap_or(Challenger {
+                role: RoleConfig::default(),
+                max_challenge_rounds: DEFAULT_CHALLENGE_ROUNDS,
+            });
+            if let Some(n) = raw.max_challenge_rounds {
+                c.max_challenge_rounds =
+                    positive(origin, &format!("{field}.max_challenge_rounds"), n)?;
+            }
+            let role = RawRole {
+                agent: raw.agent,
+                model: raw.model,
+                effort: raw.effort,
+            };
+            merge_role(origin, &field, &mut c.role, role, acp_agents)?;
+            roles.challenger = Some(c);
         }
     }
     Ok(roles)
+}
+
+fn merge_role(
+    origin: &str,
+    field: &str,
+    role: &mut RoleConfig,
+    raw: RawRole,
+    acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
+) -> Result<(), ConfigError> {
+    if let Some(agent) = raw.agent {
+        check_agent(origin, &format!("{field}.agent"), &agent, acp_agents)?;
+        role.agent = agent;
+    }
+    if let Some(m) = raw.model {
+        role.model = Some(m).filter(|m| !m.is_empty());
+    }
+    if let Some(e) = raw.effort {
+        role.effort = Some(e).filter(|e| !e.is_empty());
+    }
+    Ok(())
 }
 
 fn positive(origin: &str, field: &str, n: u32) -> Result<u32, ConfigError> {

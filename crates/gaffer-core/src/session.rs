@@ -14,6 +14,8 @@ pub enum Role {
     Reviewer,
     /// Settles owner/reviewer deadlocks; a fresh session every call.
     Arbiter,
+    /// Challenges the plan before it is approved, read-only.
+    Challenger,
 }
 
 impl Role {
@@ -24,6 +26,7 @@ impl Role {
             Role::Owner => "owner",
             Role::Reviewer => "reviewer",
             Role::Arbiter => "arbiter",
+            Role::Challenger => "challenger",
         }
     }
 }

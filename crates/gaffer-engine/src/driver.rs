@@ -133,12 +133,7 @@ impl Engine {
             .get(project)
             .unwrap_or(&self.settings.roles);
         let mut agents: Vec<(&str, Vec<&str>)> = Vec::new();
-        for (role, cfg) in [
-            ("planner", &roles.planner),
-            ("owner", &roles.owner),
-            ("reviewer", &roles.reviewer),
-            ("arbiter", &roles.arbiter),
-        ] {
+        for (role, cfg) in roles.each() {
             let name = agent.unwrap_or(&cfg.agent);
             match agents.iter_mut().find(|(a, _)| *a == name) {
                 Some((_, roles)) => roles.push(role),
@@ -483,6 +478,8 @@ impl Engine {
             StepKind::Worktree => self.make_worktree(task).await,
             StepKind::Setup => self.setup(task).await,
             StepKind::Plan => self.plan(task, step, cancel).await,
+            StepKind::Challenge(n) => self.challenge(task, step, n, cancel).await,
+            StepKind::Revise(n) => self.revise(task, step, n, cancel).await,
             StepKind::PlanApproval => self.plan_approval(task, step).await,
             StepKind::Code(n) => {
                 let assignment = code_assignment(task, n)?;

@@ -13,6 +13,10 @@ pub const REVIEWER: &str = include_str!("../prompts/reviewer.md");
 pub const ARBITER: &str = include_str!("../prompts/arbiter.md");
 /// A turn made of people's messages (see `live`).
 pub const MESSAGES: &str = include_str!("../prompts/messages.md");
+/// The challenger's message for a plan revision.
+pub const CHALLENGER: &str = include_str!("../prompts/challenger.md");
+/// The planner's message to revise its plan after challenges.
+pub const REVISE: &str = include_str!("../prompts/revise.md");
 /// Sent when an answer breaks its contract.
 pub const RETRY: &str = include_str!("../prompts/retry.md");
 

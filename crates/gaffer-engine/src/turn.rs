@@ -33,6 +33,12 @@ impl Engine {
             Role::Owner => &roles.owner,
             Role::Reviewer => &roles.reviewer,
             Role::Arbiter => &roles.arbiter,
+            // Only asked for when the project has one (the plan step recorded it);
+            // without, the planner's agent.
+            Role::Challenger => roles
+                .challenger
+                .as_ref()
+                .map_or(&roles.planner, |c| &c.role),
         };
         match &task.options.agent {
             Some(agent) => RoleAgent {

@@ -24,13 +24,29 @@ function Plan({ plan }) {
 }
 export { Plan };
 
+/** What the plan's challenger left: challenges still open, and each revision's changes and answers. */
+function Challenged({ d }) {
+  const open = d.open_challenges || [];
+  const revisions = (d.revisions || []).slice(1);
+  if (!open.length && !revisions.length) return null;
+  return html`<div class="challenged">
+    ${open.length ? html`<div class="open-challenges" role="note"><strong>${open.length} challenge${open.length === 1 ? "" : "s"} left open</strong>
+      <ul>${open.map((c) => html`<li><code>${c.id}</code> <span class=${"sev sev-" + c.severity}>${c.severity}</span> <${Text} text=${c.claim} />
+        <div class="muted">evidence: <${Text} text=${c.evidence} /></div></li>`)}</ul></div>` : null}
+    ${revisions.map((r) => html`<details class="revision"><summary>Revision ${r.revision}: ${(r.changes || []).length || "no"} change${(r.changes || []).length === 1 ? "" : "s"}, ${(r.answers || []).length} answer${(r.answers || []).length === 1 ? "" : "s"}</summary>
+      <ul>${(r.changes || []).map((c) => html`<li>${c}</li>`)}</ul>
+      <ul>${(r.answers || []).map((a) => html`<li><code>${a.id}</code> <strong>${a.decision}</strong>: <${Text} text=${a.reason} /></li>`)}</ul>
+    </details>`)}
+  </div>`;
+}
+
 /** What is asked, in the words and shapes a person judges it by. */
 export function ApprovalDetails({ a }) {
   const d = a.details || {};
   const subject = d.subject || {};
   const command = subject.command || d.command;
   const parts = [];
-  if (a.kind === "plan" && d.plan) parts.push(html`<${Plan} plan=${d.plan} />`);
+  if (a.kind === "plan" && d.plan) parts.push(html`<${Plan} plan=${d.plan} />`, html`<${Challenged} d=${d} />`);
   if (command) parts.push(html`<pre class="cmd"><span class="prompt" aria-hidden="true">$ </span>${command}</pre>`);
   else if (d.tool) parts.push(html`<div class="kv"><span class="muted">tool</span> <code>${d.tool}</code></div>`);
   if (!command && d.input !== undefined && d.input !== null && a.kind === "tool") parts.push(html`<${Data} value=${d.input} />`);

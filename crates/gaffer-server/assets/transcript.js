@@ -3,7 +3,7 @@
 // the task's event stream; each step keeps a version so only the steps an event
 // touched render again. A new kind of event (a person's message to a running
 // agent, say) is one more case in `apply` and one more entry kind in `Entry`.
-import { html, Component, Data, Diff, DiffLines, Fold, Prose, actor, channel, duration, money, time, tokens, useState } from "./lib.js";
+import { html, Component, Data, Diff, DiffLines, Fold, Prose, Text, actor, channel, duration, money, time, tokens, useState } from "./lib.js";
 import { ApprovalLine, Plan } from "./approvals.js";
 import { approval as approvalById, putApproval, useApprovals } from "./live.js";
 
@@ -154,12 +154,12 @@ function activity(m, s, a, e) {
 
 // ---------- view ----------
 
-const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter" };
+const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger" };
 
 export function stepLabel(id) {
   const [k, n] = String(id).split("/");
   return ({
-    worktree: "Worktree", plan: "Plan", "plan-approval": "Plan approval", code: `Subtask ${n}`, commit: `Commit, subtask ${n}`,
+    worktree: "Worktree", setup: "Setup", plan: "Plan", challenge: `Challenge, round ${n}`, revise: `Plan revision ${n}`, "plan-approval": "Plan approval", code: `Subtask ${n}`, commit: `Commit, subtask ${n}`,
     review: `Review, round ${n}`, fix: `Fix, round ${n}`, "commit-fix": `Commit, fix ${n}`, arbiter: `Arbiter, call ${n}`,
     escalation: `Escalation ${n}`, check: `Check, run ${n}`, ship: "Ship", "tracker-open": "Tracker tasks",
     "ship-approval": "Ship approval", push: `Push ${n}`, pr: "Pull request", ci: `CI, run ${n}`, report: "Report",
@@ -276,6 +276,16 @@ function Result({ s }) {
   switch (kind) {
     case "plan":
       return r.plan ? html`<div class="result plan-result"><strong>Plan</strong><${Plan} plan=${r.plan} /></div>` : null;
+    case "challenge": {
+      const c = r.challenges;
+      if (!c) return null;
+      return html`<div class="result"><strong>${c.agreement ? "The challenger agrees" : `${c.challenges.length} challenge${c.challenges.length === 1 ? "" : "s"}`}</strong>
+        ${c.challenges.length ? html`<ul>${c.challenges.map((x) => html`<li><code>${x.id}</code> <span class=${"sev sev-" + x.severity}>${x.severity}</span> <${Text} text=${x.claim} /></li>`)}</ul>` : null}</div>`;
+    }
+    case "revise":
+      return r.revision ? html`<div class="result plan-result"><strong>Revised plan</strong>
+        <ul>${r.revision.answers.map((a) => html`<li><code>${a.id}</code> <strong>${a.decision}</strong>: <${Text} text=${a.reason} /></li>`)}</ul>
+        <${Plan} plan=${r.revision.plan} /></div>` : null;
     case "review":
       return html`<${Verdict} v=${r.verdict} />`;
     case "arbiter":
@@ -298,6 +308,13 @@ function SystemStep({ s }) {
     case "worktree":
       text = r.branch ? html`Worktree on branch <code>${r.branch}</code> from ${sha(r.base)}` : "Preparing the worktree";
       break;
+    case "setup": {
+      const n = (r.commands || []).length;
+      text = s.state === "completed"
+        ? html`Worktree set up: ${(r.copied || []).map((f) => html`<code>${f}</code> `)}${(r.copied || []).length ? "copied, " : ""}${n} command${n === 1 ? "" : "s"} run${r.port ? html`, port <code>${r.port}</code>` : ""}`
+        : "Setting up the worktree";
+      break;
+    }
     case "commit":
     case "commit-fix":
       text = r.sha ? html`Committed ${sha(r.sha)}${r.created === false ? " (nothing new)" : ""}` : "Committing";

@@ -65,6 +65,56 @@ pub fn plan(plan: &Value) -> Vec<String> {
     out
 }
 
+/// What the challenger loop left on a plan approval: each revision's changes and
+/// answers, then the challenges still open (nothing when no challenger ran).
+fn challenged(d: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in d["revisions"].as_array().into_iter().flatten().skip(1) {
+        out.push(format!(
+            "revision {} ({}):",
+            r["revision"],
+            one_line(r["step"].as_str().unwrap_or("?"), 20)
+        ));
+        for change in r["changes"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "    {}",
+                one_line(change.as_str().unwrap_or(""), 200)
+            ));
+        }
+        for a in r["answers"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "    [{}] {}: {}",
+                one_line(a["id"].as_str().unwrap_or("?"), 20),
+                one_line(a["decision"].as_str().unwrap_or("?"), 20),
+                one_line(a["reason"].as_str().unwrap_or(""), 200)
+            ));
+        }
+    }
+    let open = d["open_challenges"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if !open.is_empty() {
+        out.push(format!(
+            "open     {} challenge{} the planner did not settle:",
+            open.len(),
+            if open.len() == 1 { "" } else { "s" }
+        ));
+        for c in open {
+            out.push(format!(
+                "    [{}] ({}) {}",
+                one_line(c["id"].as_str().unwrap_or("?"), 20),
+                one_line(c["severity"].as_str().unwrap_or("?"), 10),
+                one_line(c["claim"].as_str().unwrap_or(""), 200)
+            ));
+            out.push(format!(
+                "        evidence: {}",
+                one_line(c["evidence"].as_str().unwrap_or(""), 200)
+            ));
+        }
+    }
+    out
+}
+
 /// Files, added and removed lines of a unified diff.
 pub fn diffstat(diff: &str) -> (usize, usize, usize) {
     let (mut files, mut added, mut removed) = (0, 0, 0);
@@ -103,7 +153,10 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
     let d = &a.details;
     let mut out = Vec::new();
     match a.kind.as_str() {
-        "plan" => out.extend(plan(&d["plan"])),
+        "plan" => {
+            out.extend(plan(&d["plan"]));
+            out.extend(challenged(d));
+        }
         "tool" => {
             if let Some(tool) = str_at(d, "/tool") {
                 out.push(format!("tool     {}", one_line(tool, 80)));
@@ -444,4 +497,54 @@ fn outcome(o: &Value) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plan_approval(details: Value) -> api::Approval {
+        serde_json::from_value(json!({
+            "id": "ap-1", "task_id": "t-1", "project_id": "p-1", "project": "demo",
+            "step_id": "plan-approval", "attempt": 1, "kind": "plan", "state": "pending",
+            "summary": "Approve the plan", "details": details, "decided_by": null,
+            "note": null, "requested_at": 0, "decided_at": null, "expires_at": null,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_plan_approval_shows_each_revision_and_the_challenges_left_open() {
+        let sub = |acc: &str| json!({ "subtasks": [{ "title": "Install docs", "description": "d", "files": [], "acceptance": acc }] });
+        let a = plan_approval(json!({
+            "plan": sub("names the command"),
+            "revisions": [
+                { "revision": 1, "step": "plan", "plan": sub("has a section") },
+                { "revision": 2, "step": "revise/1", "plan": sub("names the command"),
+                  "changes": ["changed subtask 1 (acceptance): Install docs"],
+                  "answers": [{ "id": "C1", "decision": "adopted", "reason": "named it" },
+                              { "id": "C2", "decision": "rejected", "reason": "no MSRV policy" }] },
+            ],
+            "open_challenges": [{ "id": "C2", "claim": "MSRV missing", "severity": "medium", "evidence": "Cargo.toml rust-version" }],
+        }));
+        let body = approval_body(&a, None);
+        assert_eq!(
+            body[3..],
+            [
+                "revision 2 (revise/1):",
+                "    changed subtask 1 (acceptance): Install docs",
+                "    [C1] adopted: named it",
+                "    [C2] rejected: no MSRV policy",
+                "open     1 challenge the planner did not settle:",
+                "    [C2] (medium) MSRV missing",
+                "        evidence: Cargo.toml rust-version",
+            ],
+            "{body:#?}"
+        );
+        assert_eq!(body[2], "    done when: names the command");
+        // Without a challenger: only the plan.
+        let plain = approval_body(&plan_approval(json!({ "plan": sub("x") })), None);
+        assert_eq!(plain.len(), 3, "{plain:#?}");
+    }
 }

@@ -686,3 +686,52 @@ fn a_projects_worktree_setup_is_read_and_bad_entries_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn a_challenger_is_optional_per_project_with_its_round_limit() {
+    let c = load_text("[roles.planner]\nagent = \"claude\"\n", &[]).unwrap();
+    assert_eq!(c.roles.challenger, None);
+    assert_eq!(
+        c.roles.each().iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+        ["planner", "owner", "reviewer", "arbiter"]
+    );
+    let c = load_text(
+        "[roles.challenger]\nagent = \"codex\"\nmax_challenge_rounds = 3\n\n[projects.web.roles.challenger]\nenabled = false\n\n[projects.api.roles.challenger]\nmodel = \"gpt-5\"\n",
+        &[],
+    )
+    .unwrap();
+    let ch = c.roles.challenger.as_ref().unwrap();
+    assert_eq!(
+        (ch.role.agent.as_str(), ch.max_challenge_rounds),
+        ("codex", 3)
+    );
+    assert_eq!(c.roles.each()[1].0, "challenger");
+    assert_eq!(c.roles_for("web").challenger, None);
+    let api = c.roles_for("api").challenger.as_ref().unwrap();
+    assert_eq!(
+        (
+            api.role.agent.as_str(),
+            api.role.model.as_deref(),
+            api.max_challenge_rounds
+        ),
+        ("codex", Some("gpt-5"), 3)
+    );
+    // A project may have one the rest do not; defaults apply.
+    let c = load_text("[projects.web.roles.challenger]\nagent = \"claude\"\n", &[]).unwrap();
+    assert_eq!(c.roles.challenger, None);
+    assert_eq!(
+        c.roles_for("web")
+            .challenger
+            .as_ref()
+            .unwrap()
+            .max_challenge_rounds,
+        gaffer_config::DEFAULT_CHALLENGE_ROUNDS
+    );
+    let err = load_text("[roles.challenger]\nmax_challenge_rounds = 0\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("roles.challenger.max_challenge_rounds") && err.contains("at least 1"),
+        "{err}"
+    );
+}

@@ -13,6 +13,10 @@ pub enum StepKind {
     Setup,
     /// The planner's turn.
     Plan,
+    /// The challenger's round n on the plan (projects with a challenger).
+    Challenge(u32),
+    /// The planner's revision n, answering challenge round n.
+    Revise(u32),
     /// A human (or policy) approves the plan.
     PlanApproval,
     /// The owner works on subtask n.
@@ -75,6 +79,8 @@ impl StepKind {
             ("report", 0) => Self::Report,
             ("push", n) if n > 0 => Self::Push(n),
             ("ci", n) if n > 0 => Self::Ci(n),
+            ("challenge", n) if n > 0 => Self::Challenge(n),
+            ("revise", n) if n > 0 => Self::Revise(n),
             ("code", n) if n > 0 => Self::Code(n),
             ("commit", n) if n > 0 => Self::Commit(n),
             ("review", n) if n > 0 => Self::Review(n),
@@ -101,6 +107,8 @@ impl StepKind {
             Self::Report => "report".into(),
             Self::Push(n) => format!("push/{n}"),
             Self::Ci(n) => format!("{}{n}", CiReceipt::STEP_PREFIX),
+            Self::Challenge(n) => format!("challenge/{n}"),
+            Self::Revise(n) => format!("revise/{n}"),
             Self::Code(n) => format!("code/{n}"),
             Self::Commit(n) => format!("commit/{n}"),
             Self::Review(n) => format!("review/{n}"),
@@ -125,8 +133,10 @@ impl StepKind {
     /// What running the step does to the world.
     pub fn intent(self) -> Intent {
         match self {
-            // The planner, reviewer and arbiter run read-only; approvals only ask.
+            // The planner, challenger, reviewer and arbiter run read-only; approvals only ask.
             Self::Plan
+            | Self::Challenge(_)
+            | Self::Revise(_)
             | Self::PlanApproval
             | Self::Review(_)
             | Self::Arbiter(_)
@@ -158,6 +168,8 @@ impl StepKind {
             Self::Worktree => "create worktree".into(),
             Self::Setup => "set up worktree".into(),
             Self::Plan => "planner turn".into(),
+            Self::Challenge(n) => format!("challenger turn, round {n}"),
+            Self::Revise(n) => format!("planner revision {n}"),
             Self::PlanApproval => "plan approval".into(),
             Self::Code(n) => format!("owner turn, subtask {n}"),
             Self::Commit(n) => format!("commit subtask {n}"),

@@ -15,8 +15,11 @@
 //! `ci/2`, bounded by the project's `ci_fix_attempts`; on success `report` marks the
 //! tracker tasks done and comments on the issue, and the task is done.
 
+mod challenge;
 mod kind;
 
+pub use challenge::{challenges_of, revision_of};
+pub(crate) use challenge::{current_plan, history as challenge_history};
 pub use kind::StepKind;
 
 use gaffer_core::{Event, Stage, Step, StepId, StepState, TaskState};
@@ -79,10 +82,9 @@ fn count(task: &TaskState, pred: impl Fn(StepKind) -> bool) -> u32 {
         .count() as u32
 }
 
-/// The plan from the `plan` step's receipt.
+/// The plan the task works to: the planner's, or its last revision after challenges.
 pub fn plan_of(task: &TaskState) -> Option<Plan> {
-    let receipt = task.steps.get(&StepKind::Plan.id())?.receipt.as_ref()?;
-    serde_json::from_value(receipt.get("plan")?.clone()).ok()
+    current_plan(task)
 }
 
 fn verdict_of(step: &Step) -> Option<Verdict> {
@@ -304,13 +306,11 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             Next::Record(vec![record(StepKind::Plan, Some(last), json!({}))])
         }
         StepKind::Plan if failed => fail(format!("planning failed: {}", why())),
-        StepKind::Plan => go(
-            task,
-            Stage::AwaitingPlanApproval,
-            StepKind::PlanApproval,
-            last,
-            json!({}),
-        ),
+        StepKind::Plan => challenge::after_plan(task, last),
+        StepKind::Challenge(n) if failed => fail(format!("challenger round {n} failed: {}", why())),
+        StepKind::Challenge(n) => challenge::after_challenge(task, last, n),
+        StepKind::Revise(n) if failed => fail(format!("plan revision {n} failed: {}", why())),
+        StepKind::Revise(n) => challenge::after_revision(last, n),
         StepKind::PlanApproval if failed => fail(why()),
         StepKind::PlanApproval if has_tracker(task) => {
             Next::Record(vec![record(StepKind::TrackerOpen, Some(last), json!({}))])

@@ -3,6 +3,7 @@
 //! is the secret scan the commit and push steps run first.
 
 pub(crate) mod arbiter;
+pub(crate) mod challenge;
 pub(crate) mod check;
 pub(crate) mod command;
 pub(crate) mod owner;

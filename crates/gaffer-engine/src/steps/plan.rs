@@ -1,12 +1,13 @@
 //! The planner's turn (read-only) and the plan's approval by a person.
 
 use crate::failure::{fail, fail_spent, Failure};
-use crate::pipeline::plan_of;
+use crate::pipeline::{challenge_history, plan_of};
+use crate::steps::challenge::challenges_text;
 use crate::{prompts, Engine};
 use gaffer_agents::Mode;
 use gaffer_app::Subject;
 use gaffer_core::{ApprovalKind, Role, Step, TaskState};
-use gaffer_protocol::contracts::Plan;
+use gaffer_protocol::contracts::{Challenge, Plan};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -35,9 +36,20 @@ impl Engine {
                 |text| Plan::parse(text).map(|p| json!(p)),
             )
             .await?;
+        // Whether a challenger reads the plan, and for how many rounds: decided once,
+        // here, so `decide` reads it from the journal.
+        let project = self.project(task).await?;
+        let challenger = self
+            .settings
+            .project_roles
+            .get(&project.name)
+            .unwrap_or(&self.settings.roles)
+            .challenger
+            .as_ref()
+            .map(|c| json!({ "max_rounds": c.max_challenge_rounds }));
         match turn.parsed {
             Ok(plan) => Ok(
-                json!({ "plan": plan, "usage": turn.usage, "text": prompts::head(&turn.text, 4000) }),
+                json!({ "plan": plan, "usage": turn.usage, "text": prompts::head(&turn.text, 4000), "challenger": challenger }),
             ),
             Err(e) => Err(fail_spent(
                 format!(
@@ -55,13 +67,32 @@ impl Engine {
         step: &Step,
     ) -> Result<Value, Failure> {
         let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
-        let summary = format!(
-            "Approve the plan ({} subtask{}) for: {}",
+        let challenged = challenge_history(task);
+        let open: Vec<Challenge> =
+            serde_json::from_value(challenged["open_challenges"].clone()).unwrap_or_default();
+        let revisions = challenged["revisions"].as_array().map_or(0, Vec::len);
+        let mut summary = format!(
+            "Approve the plan ({} subtask{}{}) for: {}",
             plan.subtasks.len(),
             if plan.subtasks.len() == 1 { "" } else { "s" },
+            if revisions > 1 {
+                format!(", revision {revisions}")
+            } else {
+                String::new()
+            },
             prompts::head(&task.request, 200)
         );
-        let details = json!({ "plan": plan, "text": prompts::plan_text(&plan) });
+        if !open.is_empty() {
+            summary.push_str(&format!(
+                " ({} challenge{} left open)",
+                open.len(),
+                if open.len() == 1 { "" } else { "s" }
+            ));
+        }
+        let mut details = json!({ "plan": plan, "text": approval_text(&plan, &challenged, &open) });
+        if let (Value::Object(d), Value::Object(c)) = (&mut details, challenged) {
+            d.extend(c);
+        }
         let resolution = self
             .ask(
                 task,
@@ -84,4 +115,48 @@ impl Engine {
             )))
         }
     }
+}
+
+/// The plan approval as text (the terminal, Discord): challenges left open first, so
+/// a cut keeps them, then the plan, then what each revision changed and answered.
+fn approval_text(plan: &Plan, challenged: &Value, open: &[Challenge]) -> String {
+    let mut parts = Vec::new();
+    if !open.is_empty() {
+        parts.push(format!(
+            "Left open by the challenger:\n{}",
+            challenges_text(open)
+        ));
+    }
+    parts.push(prompts::plan_text(plan));
+    for r in challenged["revisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .skip(1)
+    {
+        let mut lines = vec![format!(
+            "Revision {} changed:",
+            r["revision"].as_u64().unwrap_or(0)
+        )];
+        let changes: Vec<&str> = r["changes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if changes.is_empty() {
+            lines.push("  (no subtask changed)".into());
+        }
+        lines.extend(changes.iter().map(|c| format!("  {c}")));
+        for a in r["answers"].as_array().into_iter().flatten() {
+            lines.push(format!(
+                "  [{}] {}: {}",
+                a["id"].as_str().unwrap_or("?"),
+                a["decision"].as_str().unwrap_or("?"),
+                a["reason"].as_str().unwrap_or("")
+            ));
+        }
+        parts.push(lines.join("\n"));
+    }
+    parts.join("\n\n")
 }

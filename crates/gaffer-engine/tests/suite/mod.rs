@@ -1,3 +1,4 @@
+mod challenge;
 mod crash_points;
 mod faulty;
 mod pipeline;

@@ -148,3 +148,162 @@ proptest! {
         }
     }
 }
+
+fn block(v: serde_json::Value) -> String {
+    format!("My answer.\n```json\n{v}\n```\n")
+}
+
+#[test]
+fn challenges_are_read_with_ids_severity_and_agreement() {
+    let text = block(serde_json::json!({
+        "challenges": [
+            { "id": "C1", "claim": "the plan edits a generated file", "severity": "high", "evidence": "src/gen.rs says DO NOT EDIT" },
+            { "id": "C2", "claim": "no test", "severity": "low", "evidence": "tests/ untouched" },
+        ],
+        "agreement": false,
+    }));
+    let c = Challenges::parse(&text).unwrap();
+    assert!(!c.agreement);
+    assert_eq!(c.challenges.len(), 2);
+    assert_eq!(
+        (c.challenges[0].id.as_str(), c.challenges[0].severity),
+        ("C1", Severity::High)
+    );
+    let agreed = Challenges::parse(&block(
+        serde_json::json!({ "challenges": [], "agreement": true }),
+    ))
+    .unwrap();
+    assert!(agreed.agreement && agreed.challenges.is_empty());
+}
+
+#[test]
+fn challenge_errors_name_the_field_and_what_to_do() {
+    let c = |id: &str, sev: &str| serde_json::json!({ "id": id, "claim": "x", "severity": sev, "evidence": "y" });
+    let cases = [
+        (
+            serde_json::json!({ "challenges": [c("C1", "high")] }),
+            "`agreement` is missing",
+        ),
+        (
+            serde_json::json!({ "challenges": [c("C1", "high")], "agreement": true }),
+            "`agreement` is true but challenges are listed",
+        ),
+        (
+            serde_json::json!({ "challenges": [], "agreement": false }),
+            "`challenges` is empty but agreement is false",
+        ),
+        (
+            serde_json::json!({ "challenges": [c("C1", "fatal")], "agreement": false }),
+            "`challenges[0].severity` is `fatal`",
+        ),
+        (
+            serde_json::json!({ "challenges": [c("C1", "low"), c("C1", "high")], "agreement": false }),
+            "`challenges[1].id` repeats `C1`",
+        ),
+        (
+            serde_json::json!({ "challenges": [{ "id": "C1", "claim": "x", "severity": "low" }], "agreement": false }),
+            "`challenges[0].evidence` is missing",
+        ),
+    ];
+    for (v, expected) in cases {
+        let err = Challenges::parse(&block(v.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(expected), "{v} → {err}");
+    }
+    let err = Challenges::parse("I agree.").unwrap_err().to_string();
+    assert!(err.contains("\"agreement\""), "the shape is shown: {err}");
+}
+
+fn two_challenges() -> Vec<Challenge> {
+    Challenges::parse(&block(serde_json::json!({
+        "challenges": [
+            { "id": "C1", "claim": "a", "severity": "high", "evidence": "e" },
+            { "id": "C2", "claim": "b", "severity": "medium", "evidence": "e" },
+        ],
+        "agreement": false,
+    })))
+    .unwrap()
+    .challenges
+}
+
+fn revised_subtask(title: &str, acceptance: &str) -> serde_json::Value {
+    serde_json::json!({ "title": title, "description": "d", "files": ["README.md"], "acceptance": acceptance })
+}
+
+#[test]
+fn a_revision_answers_every_challenge_once_in_their_order() {
+    let text = block(serde_json::json!({
+        "subtasks": [revised_subtask("one", "ok"), revised_subtask("two", "ok")],
+        "answers": [
+            { "id": "C2", "decision": "rejected", "reason": "the file is not generated: see build.rs" },
+            { "id": "C1", "decision": "adopted", "reason": "added a test" },
+        ],
+    }));
+    let r = Revision::parse(&text, &two_challenges()).unwrap();
+    assert_eq!(r.plan.subtasks.len(), 2);
+    assert_eq!(
+        r.answers
+            .iter()
+            .map(|a| (a.id.as_str(), a.decision))
+            .collect::<Vec<_>>(),
+        [("C1", Decision::Adopted), ("C2", Decision::Rejected)]
+    );
+    let bad = |answers: serde_json::Value| {
+        Revision::parse(&block(serde_json::json!({ "subtasks": [revised_subtask("one", "ok")], "answers": answers })), &two_challenges())
+            .unwrap_err()
+            .to_string()
+    };
+    let a = |id: &str, d: &str| serde_json::json!({ "id": id, "decision": d, "reason": "r" });
+    assert!(bad(serde_json::json!([a("C1", "adopted")])).contains("leaves C2 unanswered"));
+    assert!(
+        bad(serde_json::json!([a("C1", "adopted"), a("C9", "adopted")]))
+            .contains("`answers[1].id` is `C9`, which no challenge has; answer C1, C2")
+    );
+    assert!(
+        bad(serde_json::json!([a("C1", "adopted"), a("C1", "rejected")])).contains("a second time")
+    );
+    assert!(
+        bad(serde_json::json!([a("C1", "maybe"), a("C2", "adopted")]))
+            .contains("`answers[0].decision` is `maybe`")
+    );
+    let no_answers = Revision::parse(
+        &block(serde_json::json!({ "subtasks": [revised_subtask("one", "ok")] })),
+        &two_challenges(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(no_answers.contains("`answers` is missing"), "{no_answers}");
+    let no_json = Revision::parse("done", &two_challenges())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        no_json.contains("\"answers\""),
+        "the revision's shape is shown: {no_json}"
+    );
+}
+
+#[test]
+fn a_plans_changes_name_each_subtask_added_removed_or_changed() {
+    let plan = |subtasks: Vec<serde_json::Value>| {
+        Plan::parse(&block(serde_json::json!({ "subtasks": subtasks }))).unwrap()
+    };
+    let v1 = plan(vec![
+        revised_subtask("one", "ok"),
+        revised_subtask("two", "ok"),
+    ]);
+    let v2 = plan(vec![
+        revised_subtask("one", "tests pass"),
+        revised_subtask("two", "ok"),
+        revised_subtask("three", "ok"),
+    ]);
+    assert_eq!(
+        v2.changes_from(&v1),
+        [
+            "changed subtask 1 (acceptance): one",
+            "added subtask 3: three"
+        ]
+    );
+    assert_eq!(v1.changes_from(&v2)[1], "removed subtask 3: three");
+    assert!(v1.changes_from(&v1).is_empty());
+}

@@ -122,12 +122,7 @@ fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
             .map(|(p, r)| (format!("projects.{p}.roles"), r)),
     );
     for (prefix, r) in all {
-        for (role, cfg) in [
-            ("planner", &r.planner),
-            ("owner", &r.owner),
-            ("reviewer", &r.reviewer),
-            ("arbiter", &r.arbiter),
-        ] {
+        for (role, cfg) in r.each() {
             let field = format!("{prefix}.{role}");
             match roles.iter_mut().find(|(a, _)| *a == cfg.agent) {
                 Some((_, fields)) => fields.push(field),

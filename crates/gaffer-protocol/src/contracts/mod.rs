@@ -4,11 +4,16 @@
 //! - planner: `{"subtasks":[{"title":…,"description":…,"files":[…],"acceptance":…}]}`
 //! - reviewer: `{"verdict":"done"|"changes_requested"|"blocked","feedback":…,"reason":…}`
 //! - arbiter: `{"ruling":"proceed"|"revise"|"escalate","instructions":…,"reason":…}`
+//! - challenger: `{"challenges":[{"id":…,"claim":…,"severity":"high"|"medium"|"low","evidence":…}],"agreement":bool}`
+//! - planner revising its plan: `{"subtasks":[…],"answers":[{"id":…,"decision":"adopted"|"rejected","reason":…}]}`
 //!
 //! Parsing never panics; an error says what is wrong in words the agent can act on
 //! (it is sent back to the agent on the retry).
 
 use serde::{Deserialize, Serialize};
+
+mod challenge;
+pub use challenge::{Answer, Challenge, Challenges, Decision, Revision, Severity};
 
 /// Why an agent's answer does not meet its contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
