@@ -168,6 +168,9 @@ pub struct Roles {
     /// Challenges the plan before it is approved (`[roles.challenger]`); none: plans go
     /// to approval unchallenged.
     pub challenger: Option<Challenger>,
+    /// Writes tests for the acceptance criteria once before review
+    /// (`[roles.tester]`); none: the owner's work goes straight to review.
+    pub tester: Option<RoleConfig>,
 }
 
 impl Roles {
@@ -177,11 +180,11 @@ impl Roles {
         if let Some(c) = &self.challenger {
             all.push(("challenger", &c.role));
         }
-        all.extend([
-            ("owner", &self.owner),
-            ("reviewer", &self.reviewer),
-            ("arbiter", &self.arbiter),
-        ]);
+        all.push(("owner", &self.owner));
+        if let Some(t) = &self.tester {
+            all.push(("tester", t));
+        }
+        all.extend([("reviewer", &self.reviewer), ("arbiter", &self.arbiter)]);
         all
     }
 }
@@ -591,12 +594,14 @@ struct RawRoles {
     owner: Option<RawRole>,
     reviewer: Option<RawRole>,
     arbiter: Option<RawRole>,
-    challenger: Option<RawChallenger>,
+    challenger: Option<RawOptionalRole>,
+    tester: Option<RawOptionalRole>,
 }
 
+/// A role that plays only when configured (`enabled = false` turns off an inherited one).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawChallenger {
+struct RawOptionalRole {
     enabled: Option<bool>,
     agent: Option<String>,
     model: Option<String>,
@@ -1471,6 +1476,28 @@ fn merge_roles(
             raw_role,
             acp_agents,
         )?;
+    }
+    if let Some(raw) = raw.tester {
+        let field = format!("{prefix}.tester");
+        if raw.max_challenge_rounds.is_some() {
+            return Err(invalid(
+                origin,
+                &format!("{field}.max_challenge_rounds"),
+                "is only for [roles.challenger]; remove it here",
+            ));
+        }
+        if raw.enabled == Some(false) {
+            roles.tester = None;
+        } else {
+            let mut t = roles.tester.take().unwrap_or_default();
+            let role = RawRole {
+                agent: raw.agent,
+                model: raw.model,
+                effort: raw.effort,
+            };
+            merge_role(origin, &field, &mut t, role, acp_agents)?;
+            roles.tester = Some(t);
+        }
     }
     if let Some(raw) = raw.challenger {
         let field = format!("{prefix}.challenger");

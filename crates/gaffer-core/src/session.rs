@@ -16,6 +16,8 @@ pub enum Role {
     Arbiter,
     /// Challenges the plan before it is approved, read-only.
     Challenger,
+    /// Writes tests for the acceptance criteria, in the worktree, before review.
+    Tester,
 }
 
 impl Role {
@@ -27,6 +29,7 @@ impl Role {
             Role::Reviewer => "reviewer",
             Role::Arbiter => "arbiter",
             Role::Challenger => "challenger",
+            Role::Tester => "tester",
         }
     }
 }

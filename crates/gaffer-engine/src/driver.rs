@@ -491,6 +491,9 @@ impl Engine {
             }
             StepKind::Commit(n) => self.commit_subtask(task, step, n).await,
             StepKind::CommitFix(n) => self.commit_fix(task, step, n).await,
+            StepKind::Test(_) => self.tester_turn(task, step, cancel).await,
+            StepKind::CommitTest(_) => self.commit_tests(task, step).await,
+            StepKind::TestRun(_) => self.check(task).await,
             StepKind::Review(_) => self.review(task, step, cancel).await,
             StepKind::Arbiter(_) => self.arbitrate(task, step, cancel).await,
             StepKind::Escalation(_) => self.escalation(task, step).await,

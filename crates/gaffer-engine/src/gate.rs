@@ -67,7 +67,8 @@ impl Gate {
 /// The read-only role a step is played by, if it is one.
 fn read_only_role(step: &Step) -> Option<&'static str> {
     match StepKind::of(&step.id)? {
-        StepKind::Plan => Some("planner"),
+        StepKind::Plan | StepKind::Revise(_) => Some("planner"),
+        StepKind::Challenge(_) => Some("challenger"),
         StepKind::Review(_) => Some("reviewer"),
         StepKind::Arbiter(_) => Some("arbiter"),
         _ => None,

@@ -39,6 +39,7 @@ impl Engine {
                 .challenger
                 .as_ref()
                 .map_or(&roles.planner, |c| &c.role),
+            Role::Tester => roles.tester.as_ref().unwrap_or(&roles.owner),
         };
         match &task.options.agent {
             Some(agent) => RoleAgent {

@@ -154,12 +154,12 @@ function activity(m, s, a, e) {
 
 // ---------- view ----------
 
-const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger" };
+const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger", tester: "Tester" };
 
 export function stepLabel(id) {
   const [k, n] = String(id).split("/");
   return ({
-    worktree: "Worktree", setup: "Setup", plan: "Plan", challenge: `Challenge, round ${n}`, revise: `Plan revision ${n}`, "plan-approval": "Plan approval", code: `Subtask ${n}`, commit: `Commit, subtask ${n}`,
+    worktree: "Worktree", setup: "Setup", plan: "Plan", challenge: `Challenge, round ${n}`, revise: `Plan revision ${n}`, test: `Tests ${n}`, "commit-test": `Commit, tests ${n}`, "test-run": `Test run ${n}`, "plan-approval": "Plan approval", code: `Subtask ${n}`, commit: `Commit, subtask ${n}`,
     review: `Review, round ${n}`, fix: `Fix, round ${n}`, "commit-fix": `Commit, fix ${n}`, arbiter: `Arbiter, call ${n}`,
     escalation: `Escalation ${n}`, check: `Check, run ${n}`, ship: "Ship", "tracker-open": "Tracker tasks",
     "ship-approval": "Ship approval", push: `Push ${n}`, pr: "Pull request", ci: `CI, run ${n}`, report: "Report",
@@ -290,6 +290,7 @@ function Result({ s }) {
       return html`<${Verdict} v=${r.verdict} />`;
     case "arbiter":
       return html`<${Ruling} r=${r.ruling} />`;
+    case "test":
     case "code":
     case "fix":
       return r.changed_files?.length ? html`<div class="result files"><span class="muted">Changed </span>${r.changed_files.map((f) => html`<code>${f}</code>`)}</div>` : null;
@@ -316,10 +317,12 @@ function SystemStep({ s }) {
       break;
     }
     case "commit":
+    case "commit-test":
     case "commit-fix":
       text = r.sha ? html`Committed ${sha(r.sha)}${r.created === false ? " (nothing new)" : ""}` : "Committing";
       break;
-    case "check": {
+    case "check":
+    case "test-run": {
       if (r.command === null) { text = "No check command configured"; break; }
       const passed = r.passed === true;
       cls = s.state === "completed" ? (passed ? "completed" : "failed") : s.state;

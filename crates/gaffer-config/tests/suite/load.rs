@@ -735,3 +735,26 @@ fn a_challenger_is_optional_per_project_with_its_round_limit() {
         "{err}"
     );
 }
+
+#[test]
+fn a_tester_is_optional_per_project() {
+    let c = load_text(
+        "[roles.tester]\nagent = \"codex\"\n\n[projects.web.roles.tester]\nenabled = false\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.roles.tester.as_ref().unwrap().agent, "codex");
+    assert_eq!(
+        c.roles.each().iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+        ["planner", "owner", "tester", "reviewer", "arbiter"]
+    );
+    assert_eq!(c.roles_for("web").tester, None);
+    let err = load_text("[roles.tester]\nmax_challenge_rounds = 2\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("roles.tester.max_challenge_rounds")
+            && err.contains("only for [roles.challenger]"),
+        "{err}"
+    );
+}

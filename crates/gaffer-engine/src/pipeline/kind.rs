@@ -23,6 +23,12 @@ pub enum StepKind {
     Code(u32),
     /// Commit subtask n.
     Commit(u32),
+    /// The tester's turn n (projects with a tester; once, before review).
+    Test(u32),
+    /// Commit the tester's tests n.
+    CommitTest(u32),
+    /// Run the project's check on the tester's tests, run n.
+    TestRun(u32),
     /// The reviewer's round n.
     Review(u32),
     /// The owner fixes (feedback, ruling or check output), round n.
@@ -83,6 +89,9 @@ impl StepKind {
             ("revise", n) if n > 0 => Self::Revise(n),
             ("code", n) if n > 0 => Self::Code(n),
             ("commit", n) if n > 0 => Self::Commit(n),
+            ("test", n) if n > 0 => Self::Test(n),
+            ("commit-test", n) if n > 0 => Self::CommitTest(n),
+            ("test-run", n) if n > 0 => Self::TestRun(n),
             ("review", n) if n > 0 => Self::Review(n),
             ("fix", n) if n > 0 => Self::Fix(n),
             ("commit-fix", n) if n > 0 => Self::CommitFix(n),
@@ -111,6 +120,9 @@ impl StepKind {
             Self::Revise(n) => format!("revise/{n}"),
             Self::Code(n) => format!("code/{n}"),
             Self::Commit(n) => format!("commit/{n}"),
+            Self::Test(n) => format!("test/{n}"),
+            Self::CommitTest(n) => format!("commit-test/{n}"),
+            Self::TestRun(n) => format!("test-run/{n}"),
             Self::Review(n) => format!("review/{n}"),
             Self::Fix(n) => format!("fix/{n}"),
             Self::CommitFix(n) => format!("commit-fix/{n}"),
@@ -147,6 +159,8 @@ impl StepKind {
             // find their own work done (`npm ci`, `make`), as after a manual rerun.
             Self::Worktree
             | Self::Setup
+            | Self::CommitTest(_)
+            | Self::TestRun(_)
             | Self::Commit(_)
             | Self::CommitFix(_)
             | Self::Check(_)
@@ -156,7 +170,7 @@ impl StepKind {
             Self::TrackerOpen | Self::Report => Intent::Idempotent,
             // An agent turn that edits the worktree and runs commands; a push and a
             // pull request create change the forge: after a crash, a probe decides.
-            Self::Code(_) | Self::Fix(_) | Self::Push(_) | Self::PullRequest => {
+            Self::Code(_) | Self::Fix(_) | Self::Test(_) | Self::Push(_) | Self::PullRequest => {
                 Intent::NonIdempotent
             }
         }
@@ -173,6 +187,9 @@ impl StepKind {
             Self::PlanApproval => "plan approval".into(),
             Self::Code(n) => format!("owner turn, subtask {n}"),
             Self::Commit(n) => format!("commit subtask {n}"),
+            Self::Test(n) => format!("tester turn {n}"),
+            Self::CommitTest(n) => format!("commit tests {n}"),
+            Self::TestRun(n) => format!("test run {n}"),
             Self::Review(n) => format!("review round {n}"),
             Self::Fix(n) => format!("owner fix {n}"),
             Self::CommitFix(n) => format!("commit fix {n}"),

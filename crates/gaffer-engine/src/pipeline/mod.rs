@@ -17,6 +17,7 @@
 
 mod challenge;
 mod kind;
+mod tester;
 
 pub use challenge::{challenges_of, revision_of};
 pub(crate) use challenge::{current_plan, history as challenge_history};
@@ -338,6 +339,8 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                     Some(last),
                     json!({ "subtask": n + 1 }),
                 )])
+            } else if tester::has_tester(task) {
+                tester::after_last_subtask(task, last)
             } else {
                 let r = count(task, |k| matches!(k, StepKind::Review(_))) + 1;
                 go(task, Stage::Reviewing, StepKind::Review(r), last, json!({}))
@@ -349,6 +352,14 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             Some(last),
             json!({ "fix": n }),
         )]),
+        StepKind::CommitFix(n) if fix_reason(task, n) == Some("tests") => {
+            tester::run_tests(task, last)
+        }
+        StepKind::Test(n) if failed => fail(format!("tester turn {n} failed: {}", why())),
+        StepKind::Test(n) => tester::after_tester(last, n),
+        StepKind::CommitTest(_) => tester::run_tests(task, last),
+        StepKind::TestRun(k) if failed => fail(format!("test run {k} could not run: {}", why())),
+        StepKind::TestRun(k) => tester::after_test_run(task, last, k, limits),
         StepKind::CommitFix(n) if fix_reason(task, n) == Some("ci") => {
             let p = count(task, |k| matches!(k, StepKind::Push(_))) + 1;
             go(task, Stage::Shipping, StepKind::Push(p), last, json!({}))

@@ -13,4 +13,5 @@ pub(crate) mod scan;
 pub(crate) mod setup;
 pub mod ship;
 pub(crate) mod summary;
+pub(crate) mod tester;
 pub(crate) mod worktree;

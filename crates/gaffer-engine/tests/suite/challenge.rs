@@ -316,3 +316,67 @@ async fn a_revision_that_leaves_a_challenge_unanswered_is_sent_back_once_then_fa
         step.error
     );
 }
+
+#[tokio::test]
+async fn the_challenger_is_read_only_even_with_yes_and_no_sandbox() {
+    let w = World::build(
+        "grep -q '^## Installation' README.md",
+        |s: &mut Settings| {
+            s.roles.challenger = Some(Challenger {
+                role: RoleConfig::default(),
+                max_challenge_rounds: 1,
+            });
+            s.sandbox.mode = gaffer_agents::sandbox::SandboxMode::Off;
+        },
+    )
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let ask = |name: &str, input: Value, effect: Value| {
+        let mut t = json!({ "tool": { "name": name, "input": input, "permission": true } });
+        t["tool"]
+            .as_object_mut()
+            .unwrap()
+            .extend(effect.as_object().unwrap().clone());
+        t
+    };
+    w.script(
+        "challenger",
+        vec![json!({ "steps": [
+            ask("Write", json!({ "file_path": "CHALLENGER.md", "content": "mine" }), json!({ "write": { "path": "CHALLENGER.md", "content": "mine" } })),
+            ask("Bash", json!({ "command": "touch challenger-was-here" }), json!({ "run": "touch challenger-was-here" })),
+            { "say": "```json\n{\"challenges\":[],\"agreement\":true}\n```" },
+        ] })],
+    );
+    let id = w.task(REQUEST, true).await;
+    let run = w.spawn(&id);
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let view = w.view(&id).await;
+        if view
+            .steps
+            .iter()
+            .any(|s| s.step_id == "challenge/1" && s.state == "completed")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the challenger never finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    run.abort();
+    let _ = run.await;
+    assert!(
+        !wt.join("CHALLENGER.md").exists(),
+        "the challenger wrote a file"
+    );
+    assert!(
+        !wt.join("challenger-was-here").exists(),
+        "the challenger ran a command that writes"
+    );
+}

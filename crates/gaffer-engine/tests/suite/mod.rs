@@ -8,5 +8,6 @@ mod scan;
 mod sessions;
 mod ship;
 mod support;
+mod tester;
 mod workers;
 mod worktree_setup;

@@ -5,6 +5,7 @@
 //! - reviewer: `{"verdict":"done"|"changes_requested"|"blocked","feedback":…,"reason":…}`
 //! - arbiter: `{"ruling":"proceed"|"revise"|"escalate","instructions":…,"reason":…}`
 //! - challenger: `{"challenges":[{"id":…,"claim":…,"severity":"high"|"medium"|"low","evidence":…}],"agreement":bool}`
+//! - tester: `{"tests":[{"path":…,"covers":…}],"summary":…}`
 //! - planner revising its plan: `{"subtasks":[…],"answers":[{"id":…,"decision":"adopted"|"rejected","reason":…}]}`
 //!
 //! Parsing never panics; an error says what is wrong in words the agent can act on
@@ -13,7 +14,9 @@
 use serde::{Deserialize, Serialize};
 
 mod challenge;
+mod tests;
 pub use challenge::{Answer, Challenge, Challenges, Decision, Revision, Severity};
+pub use tests::{TestFile, TestReport};
 
 /// Why an agent's answer does not meet its contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
