@@ -127,11 +127,7 @@ impl Engine {
         project: &str,
         agent: Option<&str>,
     ) -> std::result::Result<(), String> {
-        let roles = self
-            .settings
-            .project_roles
-            .get(project)
-            .unwrap_or(&self.settings.roles);
+        let roles = self.roles_of(project);
         let mut agents: Vec<(&str, Vec<&str>)> = Vec::new();
         for (role, cfg) in roles.each() {
             let name = agent.unwrap_or(&cfg.agent);
@@ -146,6 +142,14 @@ impl Engine {
                 .map_err(|e| format!("agent {name} ({}) cannot start: {e}", roles.join(", ")))?;
         }
         Ok(())
+    }
+
+    /// The roles of tasks in `project` (by name): its overrides, else the configured ones.
+    pub(crate) fn roles_of(&self, project: &str) -> &gaffer_config::Roles {
+        self.settings
+            .project_roles
+            .get(project)
+            .unwrap_or(&self.settings.roles)
     }
 
     /// The same engine over another app service (a fenced journal, say).

@@ -23,11 +23,7 @@ impl Engine {
     /// The agent and model for `role`: `--agent` for every role, else the project's
     /// override, else the configured role.
     pub(crate) fn role_agent(&self, task: &TaskState, project: &str, role: Role) -> RoleAgent {
-        let roles = self
-            .settings
-            .project_roles
-            .get(project)
-            .unwrap_or(&self.settings.roles);
+        let roles = self.roles_of(project);
         let cfg = match role {
             Role::Planner => &roles.planner,
             Role::Owner => &roles.owner,
@@ -438,6 +434,19 @@ pub(crate) struct Turn {
     pub(crate) parsed: Result<Value, ContractError>,
     /// Tool results the sandbox refused (what the command said, cut short).
     pub(crate) refused: Vec<String>,
+}
+
+impl Turn {
+    /// The answer as its contract reads it; else the step fails with what was wrong
+    /// (the agent was already asked again once). `what` names the answer.
+    pub(crate) fn contracted(&self, what: &str) -> Result<Value, Failure> {
+        self.parsed.clone().map_err(|e| {
+            fail_spent(
+                format!("{what} is not valid after a retry: {}", e.brief()),
+                &self.usage,
+            )
+        })
+    }
 }
 
 /// The session a crash left open in `step` (a turn was running in it when the

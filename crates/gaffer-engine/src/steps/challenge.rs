@@ -3,7 +3,7 @@
 //! answer that breaks its contract is sent back once, then fails the step with what
 //! was wrong.
 
-use crate::failure::{fail, fail_spent, Failure};
+use crate::failure::{fail, Failure};
 use crate::pipeline::{challenges_of, plan_of, revision_of};
 use crate::{prompts, Engine};
 use gaffer_agents::Mode;
@@ -47,20 +47,12 @@ impl Engine {
                 |text| Challenges::parse(text).map(|c| json!(c)),
             )
             .await?;
-        match turn.parsed {
-            Ok(challenges) => Ok(json!({
-                "challenges": challenges,
-                "usage": turn.usage,
-                "text": prompts::head(&turn.text, 4000),
-            })),
-            Err(e) => Err(fail_spent(
-                format!(
-                    "the challenger's answer is not valid after a retry: {}",
-                    e.brief()
-                ),
-                &turn.usage,
-            )),
-        }
+        let challenges = turn.contracted("the challenger's answer")?;
+        Ok(json!({
+            "challenges": challenges,
+            "usage": turn.usage,
+            "text": prompts::head(&turn.text, 4000),
+        }))
     }
 
     /// Revision `n`: the planner answers each challenge of round `n` and gives the
@@ -100,18 +92,8 @@ impl Engine {
                 |text| Revision::parse(text, &challenges).map(|r| json!(r)),
             )
             .await?;
-        let revision: Revision = match turn.parsed {
-            Ok(r) => serde_json::from_value(r).map_err(|e| fail(e.to_string()))?,
-            Err(e) => {
-                return Err(fail_spent(
-                    format!(
-                        "the planner's revision is not valid after a retry: {}",
-                        e.brief()
-                    ),
-                    &turn.usage,
-                ))
-            }
-        };
+        let revision: Revision = serde_json::from_value(turn.contracted("the planner's revision")?)
+            .map_err(|e| fail(e.to_string()))?;
         let changes = revision.plan.changes_from(&plan);
         Ok(json!({
             "revision": revision,

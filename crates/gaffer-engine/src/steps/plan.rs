@@ -40,10 +40,7 @@ impl Engine {
         // here, so `decide` reads it from the journal.
         let project = self.project(task).await?;
         let challenger = self
-            .settings
-            .project_roles
-            .get(&project.name)
-            .unwrap_or(&self.settings.roles)
+            .roles_of(&project.name)
             .challenger
             .as_ref()
             .map(|c| json!({ "max_rounds": c.max_challenge_rounds }));

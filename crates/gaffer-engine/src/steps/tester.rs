@@ -4,7 +4,7 @@
 //! `Gaffer-Step` trailer); an answer that breaks the contract is sent back once, then
 //! fails the step with what was wrong.
 
-use crate::failure::{fail, fail_spent, Failure};
+use crate::failure::{fail, Failure};
 use crate::pipeline::plan_of;
 use crate::{prompts, Engine};
 use gaffer_agents::Mode;
@@ -53,15 +53,7 @@ impl Engine {
                 |text| TestReport::parse(text).map(|r| json!(r)),
             )
             .await?;
-        let report = turn.parsed.map_err(|e| {
-            fail_spent(
-                format!(
-                    "the tester's answer is not valid after a retry: {}",
-                    e.brief()
-                ),
-                &turn.usage,
-            )
-        })?;
+        let report = turn.contracted("the tester's answer")?;
         let files = wt.changed_files().unwrap_or_default();
         Ok(
             json!({ "report": report, "usage": turn.usage, "changed_files": files, "summary": prompts::head(&turn.text, 4000) }),

@@ -78,13 +78,7 @@ impl Engine {
         // Whether a `setup` step follows: decided here too, for the same reason.
         let setup = self.settings.worktree_setup.contains_key(&project.name);
         // Whether a tester writes tests before review: decided here too.
-        let tester = self
-            .settings
-            .project_roles
-            .get(&project.name)
-            .unwrap_or(&self.settings.roles)
-            .tester
-            .is_some();
+        let tester = self.roles_of(&project.name).tester.is_some();
         Ok(
             json!({ "path": wt.path, "branch": wt.branch, "base": wt.base, "git_dir": wt.git_dir, "base_ref": base, "tracker": tracker, "setup": setup, "tester": tester }),
         )
