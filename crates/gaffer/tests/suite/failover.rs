@@ -9,7 +9,7 @@
 //! - Fencing: a worker paused (SIGSTOP) past its lease, then resumed, writes
 //!   nothing more for its task once another worker took the task over.
 
-use super::support::Home;
+use super::support::{fixture_repo, Home, CHECK};
 use gaffer_core::{Event, StreamId};
 use gaffer_store::{Durability, Journal};
 use gaffer_testkit::git::git;
@@ -124,16 +124,7 @@ impl Cluster {
     /// registered with auto-approval on (plans need no person).
     pub(super) fn project(&self, name: &str) -> PathBuf {
         let repo = self.dir().join(name);
-        std::fs::create_dir_all(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "# demo\n").unwrap();
-        std::fs::write(
-            repo.join("Makefile"),
-            "check:\n\tgrep -q '^## Installation' README.md\n",
-        )
-        .unwrap();
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        fixture_repo(&repo, "# demo\n", CHECK);
         self.ok(&["project", "add", repo.to_str().unwrap(), "--name", name]);
         self.ok(&["auto", "on", "--project", name]);
         repo

@@ -1,6 +1,6 @@
 //! `gaffer run` end to end: the real binary, real git, the fake Claude Code, and
 //! SIGKILL at every stage boundary and in the middle of an agent turn.
-use super::support::Home;
+use super::support::{fixture_repo, Home, CHECK};
 use gaffer_store::{Durability, Journal, SqliteJournal};
 use gaffer_testkit::git::git;
 use predicates::prelude::*;
@@ -25,16 +25,11 @@ impl Bench {
         let home = Home::new();
         home.write_config("");
         let repo = home.dir.path().join("demo");
-        std::fs::create_dir_all(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        std::fs::write(repo.join("README.md"), "# demo\n\nA demo project.\n").unwrap();
-        std::fs::write(
-            repo.join("Makefile"),
-            "check:\n\tsleep 0.2; grep -q '^## Installation' README.md\n",
-        )
-        .unwrap();
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "-q", "-m", "init"]);
+        fixture_repo(
+            &repo,
+            "# demo\n\nA demo project.\n",
+            &format!("sleep 0.2; {CHECK}"),
+        );
         std::fs::create_dir_all(home.dir.path().join("scenarios")).unwrap();
         std::fs::create_dir_all(home.dir.path().join("tmp")).unwrap();
         Self { home, repo }

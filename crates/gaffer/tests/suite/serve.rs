@@ -2,7 +2,7 @@
 //! fake Claude Code; a task submitted over HTTP waits for its plan approval,
 //! which a decision over HTTP releases, and the task finishes.
 
-use super::support::Home;
+use super::support::{fixture_repo, Home, CHECK};
 use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -73,16 +73,7 @@ async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
     home.write_config("");
     let d = home.dir.path().to_owned();
     let repo = d.join("demo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "# demo\n").unwrap();
-    std::fs::write(
-        repo.join("Makefile"),
-        "check:\n\tgrep -q '^## Installation' README.md\n",
-    )
-    .unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    fixture_repo(&repo, "# demo\n", CHECK);
     let scenarios = d.join("scenarios");
     std::fs::create_dir_all(&scenarios).unwrap();
     let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });

@@ -107,6 +107,21 @@ impl Home {
     }
 }
 
+/// The check of every fixture repository: README has an installation section.
+pub const CHECK: &str = "grep -q '^## Installation' README.md";
+
+/// A git repository at `repo` on `main`, one commit: `readme` as README.md and a
+/// Makefile whose `check` target runs `check`.
+pub fn fixture_repo(repo: &std::path::Path, readme: &str, check: &str) {
+    use gaffer_testkit::git::git;
+    std::fs::create_dir_all(repo).unwrap();
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), readme).unwrap();
+    std::fs::write(repo.join("Makefile"), format!("check:\n\t{check}\n")).unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", "init"]);
+}
+
 /// A client sending the local secret of the data dir `data` as its bearer credential.
 pub fn local_client(data: &std::path::Path) -> reqwest::Client {
     let secret = std::fs::read_to_string(data.join("local-secret")).unwrap();

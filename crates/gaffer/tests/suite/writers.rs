@@ -7,7 +7,7 @@
 
 use super::failover::Proc;
 use super::run::Bench;
-use gaffer_testkit::git::git;
+use super::support::{fixture_repo, CHECK};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,16 +16,7 @@ use std::time::{Duration, Instant};
 /// A second repository in the bench's home, like its `demo`.
 fn second_repo(b: &Bench) -> PathBuf {
     let repo = b.home.dir.path().join("demo2");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "# demo2\n").unwrap();
-    std::fs::write(
-        repo.join("Makefile"),
-        "check:\n\tgrep -q '^## Installation' README.md\n",
-    )
-    .unwrap();
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-q", "-m", "init"]);
+    fixture_repo(&repo, "# demo2\n", CHECK);
     repo
 }
 
