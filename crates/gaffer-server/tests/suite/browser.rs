@@ -633,6 +633,9 @@ async fn retry_creates_a_task_and_cancel_asks_first_then_says_who() {
         "a blocked task names itself, stops at review, can be retried and no longer cancelled"
     );
     assert_no_horizontal_scroll(&b, "a blocked task").await;
+    b.screenshot(&artifact("blocked-task-390.png"))
+        .await
+        .unwrap();
 
     // Retry a failed task: a new task with the same request, and its page.
     let failed = Scene::new(&h.app, "alpha", "Make the index build incremental").await;
