@@ -5,10 +5,11 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::{
-    comment_on_issue, enc, find_issue_comment, get_issue, label_pr, labelled, pr_from, ApiError,
-    CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http, Issue,
-    NewPullRequest, PullRequest,
+    ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind,
+    Issue, NewPullRequest, PullRequest,
 };
+use crate::http::{enc, Http};
+use crate::rest::{comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, pr_from};
 
 /// A Gitea or Forgejo repository.
 #[derive(Debug, Clone)]

@@ -5,10 +5,11 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::{
-    comment_on_issue, enc, find_issue_comment, get_issue, label_pr, labelled, pr_from, tail,
-    ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind, Http,
+    ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind,
     Issue, NewPullRequest, PullRequest,
 };
+use crate::http::{enc, tail, Http};
+use crate::rest::{comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, pr_from};
 
 /// A GitHub repository.
 #[derive(Debug, Clone)]

@@ -19,7 +19,9 @@ mod ci;
 mod git;
 mod gitea;
 mod github;
+mod http;
 mod push;
+mod rest;
 mod secret;
 mod vikunja;
 

@@ -6,7 +6,8 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::api::{enc, ApiError, Http};
+use crate::api::ApiError;
+use crate::http::{enc, Http};
 use crate::secret::Secret;
 
 /// A Vikunja task.
