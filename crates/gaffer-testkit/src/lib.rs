@@ -9,7 +9,7 @@
 //! * [`model::ModelServer`]: a scripted model server speaking Anthropic Messages, OpenAI
 //!   Responses and Gemini `streamGenerateContent` (streaming), for the real agent CLIs
 //!   [`clis`] finds (installed from npm by `scripts/agent-clis/install`).
-//! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote.
+//! * [`forge`]: fake Gitea/Forgejo, GitHub and Vikunja APIs, and a bare git remote (with git smart HTTP).
 //! * [`postgres`]: a throwaway PostgreSQL server and a fresh database per test.
 //! * [`discord::FakeDiscord`]: Discord's REST API and gateway websocket on loopback.
 //! * [`browser`]: real headless Chromium through chromedriver, for the web page.
