@@ -519,34 +519,66 @@ impl FileGraph {
         if changed.is_empty() {
             return;
         }
-        // Names whose definers change: what the changed files defined before, and define now.
-        let mut affected: rustc_hash::FxHashSet<String> = Default::default();
+        // Names whose definers change. The changed files' names (defined before or now) are
+        // candidates; only those whose list of definers differs afterwards move other files'
+        // edges (a file that still defines what it defined keeps its users' edges as they are).
+        let mut before: HashMap<String, Vec<usize>> = HashMap::default();
         self.definers.retain(|name, files| {
-            let before = files.len();
-            files.retain(|f| !changed.contains(f));
-            if files.len() != before {
-                affected.insert(name.clone());
+            if files.iter().any(|f| changed.contains(f)) {
+                before.insert(name.clone(), files.clone());
+                files.retain(|f| !changed.contains(f));
             }
             !files.is_empty()
         });
         for &c in &changed {
             for d in &index.files[c].facts.defs {
-                affected.insert(d.name.clone());
                 let v = self.definers.entry(d.name.clone()).or_default();
                 if let Err(at) = v.binary_search(&c) {
                     v.insert(at, c);
                 }
+                before.entry(d.name.clone()).or_default();
             }
         }
+        let affected: rustc_hash::FxHashSet<&str> = before
+            .iter()
+            .filter(|(name, old)| self.definers.get(*name).map_or(&[][..], |v| v) != old.as_slice())
+            .map(|(name, _)| name.as_str())
+            .collect();
         let resolver = Resolver::for_index(index);
-        for (i, f) in index.files.iter().enumerate() {
-            let redo =
-                changed.contains(&i) || f.facts.refs.iter().any(|(n, _)| affected.contains(n));
-            if redo {
-                self.out[i] = edges_of(i, f, &resolver, &self.definers);
+        let definers = &self.definers;
+        let redone: Vec<(usize, Vec<Edge>)> = index
+            .files
+            .par_iter()
+            .enumerate()
+            .filter(|(i, f)| {
+                changed.contains(i)
+                    || (!affected.is_empty()
+                        && f.facts.refs.iter().any(|(n, _)| affected.contains(n)))
+            })
+            .map(|(i, f)| (i, edges_of(i, f, &resolver, definers)))
+            .collect();
+        // Incoming lists stay ordered by source, as `incoming` builds them: a redone file's
+        // old edges leave its targets' lists, its new ones go in at its place.
+        for (i, edges) in redone {
+            let old = std::mem::replace(&mut self.out[i], edges);
+            let mut targets: Vec<usize> = old.iter().map(|e| e.to).collect();
+            targets.dedup();
+            for t in targets {
+                self.inc[t].retain(|e| e.to != i);
+            }
+            for e in &self.out[i] {
+                let list = &mut self.inc[e.to];
+                let at = list.partition_point(|x| x.to <= i);
+                list.insert(
+                    at,
+                    Edge {
+                        to: i,
+                        weight: e.weight,
+                        kind: e.kind,
+                    },
+                );
             }
         }
-        self.inc = incoming(&self.out);
     }
 
     /// Personalised PageRank: `teleport` (any non-negative scores, normalised here) says where

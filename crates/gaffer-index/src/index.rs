@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
@@ -31,8 +32,9 @@ impl Default for IndexOptions {
     }
 }
 
-/// One indexed file.
-#[derive(Clone, Debug)]
+/// One indexed file. Its facts are shared: cloning an index (a worktree's seeded from its
+/// base's, a snapshot a query parses into) copies pointers, not facts.
+#[derive(Clone, Debug, PartialEq)]
 pub struct IndexedFile {
     /// Path relative to the root, `/`-separated.
     pub path: String,
@@ -43,7 +45,7 @@ pub struct IndexedFile {
     /// blake3 of the content.
     pub hash: [u8; 32],
     /// Extracted facts.
-    pub facts: FileFacts,
+    pub facts: Arc<FileFacts>,
 }
 
 /// A file left out of the index, and why.
@@ -273,7 +275,7 @@ impl Index {
         let mut missing = Vec::new();
         for ((&i, key), value) in todo.iter().zip(&keys).zip(cached) {
             match value.and_then(|b| postcard::from_bytes::<ParsedSymbols>(&b).ok()) {
-                Some(symbols) => self.files[i].facts.apply(symbols),
+                Some(symbols) => Arc::make_mut(&mut self.files[i].facts).apply(symbols),
                 None => missing.push((i, *key)),
             }
         }
@@ -298,7 +300,7 @@ impl Index {
         }
         let count = parsed.len();
         for (i, _, symbols) in parsed {
-            self.files[i].facts.apply(symbols);
+            Arc::make_mut(&mut self.files[i].facts).apply(symbols);
         }
         Ok(count)
     }
@@ -327,7 +329,7 @@ struct Scan {
     root: PathBuf,
     entries: Vec<ManifestEntry>,
     /// `None` where the file was unchanged and facts were not asked for.
-    facts: Vec<Option<FileFacts>>,
+    facts: Vec<Option<Arc<FileFacts>>>,
     skipped: Vec<Skipped>,
     report: IndexReport,
 }
@@ -419,7 +421,7 @@ pub fn update_index(
 }
 
 /// Facts already in memory, by content hash and language (what [`Index::refresh`] reuses).
-type Prior = HashMap<([u8; 32], Lang), FileFacts>;
+type Prior = HashMap<([u8; 32], Lang), Arc<FileFacts>>;
 
 fn scan(
     root: &Path,
@@ -507,16 +509,16 @@ fn scan(
     let wanted: Vec<usize> = (0..kept.len())
         .filter(|&k| load_unchanged || !kept[k].2)
         .collect();
-    let mut facts: Vec<Option<FileFacts>> = vec![None; kept.len()];
+    let mut facts: Vec<Option<Arc<FileFacts>>> = vec![None; kept.len()];
     for &k in &wanted {
         facts[k] = prior.remove(&(kept[k].1, walked[kept[k].0].lang));
     }
     let wanted: Vec<usize> = wanted.into_iter().filter(|&k| facts[k].is_none()).collect();
     let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();
-    let decoded: Vec<Option<FileFacts>> = cache
+    let decoded: Vec<Option<Arc<FileFacts>>> = cache
         .get_many(&wanted_keys)?
         .into_par_iter()
-        .map(|v| v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok()))
+        .map(|v| v.and_then(|b| postcard::from_bytes::<FileFacts>(&b).ok().map(Arc::new)))
         .collect();
     for (&k, f) in wanted.iter().zip(decoded) {
         facts[k] = f;
@@ -546,7 +548,7 @@ fn scan(
                 if let Ok(bytes) = postcard::to_allocvec(&f) {
                     puts.push((keys[k], bytes));
                 }
-                facts[k] = Some(f);
+                facts[k] = Some(Arc::new(f));
             }
             Err(reason) => {
                 unreadable.insert(k);

@@ -9,7 +9,8 @@
 //!
 //! Entry points: [`select_context`] (a task text) and [`select_neighbourhood`] (changed files,
 //! for review) in one call; the steps [`build_index`] / [`update_index`], [`FileGraph::build`],
-//! [`rank()`], [`fit`]; and for the CLI [`cli::run_index`] / [`cli::run_context`].
+//! [`rank()`], [`fit`]; [`LiveIndex`] for a process that keeps an index in memory and refreshes
+//! it before each query; and for the CLI [`cli::run_index`] / [`cli::run_context`].
 #![deny(missing_docs)]
 
 pub mod cache;
@@ -20,6 +21,7 @@ pub mod graph;
 pub mod index;
 pub mod lang;
 mod lexical;
+pub mod live;
 pub mod pack;
 pub mod rank;
 pub mod select;
@@ -32,6 +34,7 @@ pub use index::{
     build_index, update_index, Index, IndexOptions, IndexReport, IndexSummary, IndexedFile, Skipped,
 };
 pub use lang::Lang;
+pub use live::LiveIndex;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};
 pub use select::{parse_and_fit, rank_neighbourhood, select_context, select_neighbourhood};

@@ -1,7 +1,8 @@
 //! Budget fit: the top files in full, then signature skeletons (a repo map) of the next ones,
 //! counted with a real tokenizer; never over budget.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 use tiktoken_rs::CoreBPE;
@@ -20,10 +21,19 @@ pub enum TokenizerKind {
     O200k,
 }
 
-/// A loaded tokenizer.
+/// A loaded tokenizer. It remembers the counts it made (by a hash of the text): a fit counts
+/// the same full files and skeletons again as it widens its candidates, and a process that
+/// keeps one tokenizer counts the same files for every task of a repository.
 pub struct Tokenizer {
     bpe: &'static CoreBPE,
+    counted: Mutex<HashMap<[u8; 32], usize>>,
 }
+
+/// How many counts a tokenizer remembers before it forgets them all (about 3 MB).
+const COUNTS_REMEMBERED: usize = 64 * 1024;
+
+/// Texts shorter than this are counted again rather than remembered (a listing line).
+const REMEMBERED_FROM_BYTES: usize = 256;
 
 impl Tokenizer {
     /// Loads `kind` (once per process).
@@ -39,7 +49,10 @@ impl Tokenizer {
             }),
         };
         match cell.get_or_init(f) {
-            Ok(bpe) => Ok(Self { bpe }),
+            Ok(bpe) => Ok(Self {
+                bpe,
+                counted: Mutex::default(),
+            }),
             Err(message) => Err(Error::Tokenizer {
                 name: name.into(),
                 message: message.clone(),
@@ -49,7 +62,27 @@ impl Tokenizer {
 
     /// Number of tokens in `text`.
     pub fn count(&self, text: &str) -> usize {
-        self.bpe.encode_ordinary(text).len()
+        if text.len() < REMEMBERED_FROM_BYTES {
+            return self.bpe.encode_ordinary(text).len();
+        }
+        let key = *blake3::hash(text.as_bytes()).as_bytes();
+        let counted = |m: &Mutex<HashMap<[u8; 32], usize>>| {
+            // A panic elsewhere while holding the lock leaves nothing half-written here.
+            m.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied()
+        };
+        if let Some(n) = counted(&self.counted) {
+            return n;
+        }
+        let n = self.bpe.encode_ordinary(text).len();
+        let mut memo = self.counted.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.len() >= COUNTS_REMEMBERED {
+            memo.clear();
+        }
+        memo.insert(key, n);
+        n
     }
 }
 
@@ -64,7 +97,7 @@ pub enum Mode {
 }
 
 /// One selected file.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     /// Path relative to the repository root.
     pub path: String,
@@ -81,7 +114,7 @@ pub struct Entry {
 }
 
 /// A selection within a budget.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Selection {
     /// The budget asked for.
     pub budget: usize,

@@ -7,9 +7,10 @@ use std::path::Path;
 use crate::cache::IndexCache;
 use crate::error::Result;
 use crate::graph::{is_test_path, EdgeKind, FileGraph};
-use crate::index::{build_index, Index, IndexOptions};
+use crate::index::{Index, IndexOptions};
+use crate::live::LiveIndex;
 use crate::pack::{fit_placing, PackOptions, Selection, Tokenizer, TokenizerKind, LISTED_BELOW};
-use crate::rank::{rank, Ranked, Weights};
+use crate::rank::Ranked;
 
 /// Indexes `repo` (incrementally, through `cache`), ranks its files for `text` and fits them
 /// into `opts.budget` tokens.
@@ -21,10 +22,7 @@ pub fn select_context(
     cache: &dyn IndexCache,
 ) -> Result<Selection> {
     let tok = Tokenizer::load(tokenizer)?;
-    let mut index = build_index(repo, cache, &IndexOptions::default())?;
-    let graph = FileGraph::build(&index);
-    let ranked = rank(&index, &graph, text, &Weights::default());
-    parse_and_fit(&mut index, &ranked, opts, &tok, cache)
+    LiveIndex::build(repo, cache, &IndexOptions::default())?.select_context(text, opts, &tok, cache)
 }
 
 /// Indexes `repo` and selects the `changed` files (paths relative to the root) and their
@@ -38,10 +36,8 @@ pub fn select_neighbourhood(
     cache: &dyn IndexCache,
 ) -> Result<Selection> {
     let tok = Tokenizer::load(tokenizer)?;
-    let mut index = build_index(repo, cache, &IndexOptions::default())?;
-    let graph = FileGraph::build(&index);
-    let ranked = rank_neighbourhood(&index, &graph, changed);
-    parse_and_fit(&mut index, &ranked, opts, &tok, cache)
+    LiveIndex::build(repo, cache, &IndexOptions::default())?
+        .select_neighbourhood(changed, opts, &tok, cache)
 }
 
 /// Ranks the `changed` files first (in the given order), then their neighbours by how they are

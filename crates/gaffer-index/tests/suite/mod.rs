@@ -2,6 +2,7 @@ mod bad_input;
 mod cli;
 mod incremental;
 mod languages;
+mod live;
 mod pack;
 mod rank;
 mod support;
