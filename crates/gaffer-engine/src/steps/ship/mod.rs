@@ -15,17 +15,22 @@
 
 use crate::failure::{fail, Failure};
 use crate::pipeline::{plan_of, receipt_of as receipt, StepKind};
-use crate::{prompts, text, Engine, Result};
+use crate::{prompts, text, Engine};
 use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};
-use gaffer_core::{ApprovalKind, Event, Intent, ProjectState, Step, StepId, TaskState};
+use gaffer_core::{ApprovalKind, Intent, ProjectState, Step, TaskState};
 use gaffer_forge::{
-    connect, token_from_git_credentials, ApiError, CiStatus, CiWait, Forge, ForgeConfig, ForgeKind,
-    GitAuth, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret, Vikunja,
+    connect, token_from_git_credentials, ApiError, CiWait, Forge, ForgeConfig, ForgeKind, GitAuth,
+    NewPullRequest, PullRequest, RemoteRepo, Repo, Secret,
 };
-use gaffer_protocol::receipts::{short_sha, CiReceipt, FailingCheck, PullRequestReceipt};
+use gaffer_protocol::receipts::{short_sha, PullRequestReceipt};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use tokio_util::sync::CancellationToken;
+
+mod ci;
+mod reconcile;
+mod tracker;
+
+pub(crate) use ci::ci_fix_assignment;
 
 /// Where an API token comes from.
 #[derive(Clone, Debug)]
@@ -168,12 +173,6 @@ impl Engine {
     ) -> Option<(String, std::result::Result<GitAuth, String>)> {
         let ship = self.settings.shipping.get(name)?;
         Some((ship.remote.clone(), Self::push_auth(ship)))
-    }
-
-    fn vikunja(tracker: &Tracker) -> std::result::Result<Vikunja, String> {
-        let (token, source) = tracker.token.resolve(&tracker.base_url)?;
-        Vikunja::new(&tracker.base_url, token, &source, tracker.project_id)
-            .map_err(|e| e.to_string())
     }
 
     /// A forge call failed: ask a human whether to try again. `Ok(())`: try again;
@@ -444,314 +443,6 @@ impl Engine {
             }
         }
     }
-
-    /// `ci/n`: wait for CI on the commit of `push/n`, journaling every change; on a
-    /// failure, the failing checks' logs go into the receipt for the owner.
-    pub(crate) async fn ci(
-        &self,
-        task: &TaskState,
-        step: &Step,
-        n: u32,
-        cancel: &CancellationToken,
-    ) -> std::result::Result<Value, Failure> {
-        let project = self.project(task).await?;
-        let ship = self.shipping(&project)?;
-        let sha = text_of(receipt(task, StepKind::Push(n)), "sha");
-        if sha.is_empty() {
-            return Err(fail(format!("push/{n} has no commit in its receipt")));
-        }
-        let mut round = 0;
-        let (forge, status) = loop {
-            let result = match self.forge(ship, &project) {
-                Ok(forge) => match self
-                    .wait_journaled(task, &step.id, forge.as_ref(), &sha, &ship.ci, cancel)
-                    .await?
-                {
-                    Ok(status) => Ok((forge, status)),
-                    Err(e) => Err(e.to_string()),
-                },
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(found) => break found,
-                Err(e) => {
-                    round += 1;
-                    let what = format!("waiting for CI on {}", short_sha(&sha));
-                    self.retry_or_give_up(task, step, round, &what, &e).await?;
-                }
-            }
-        };
-        let mut failing = Vec::new();
-        for check in status.failing() {
-            let mut log = match forge.failing_log(check).await {
-                Ok(log) => FailingCheck {
-                    check: log.check,
-                    is_log: log.is_log,
-                    url: log.url,
-                    text: log.text,
-                },
-                Err(e) => FailingCheck {
-                    check: check.name.clone(),
-                    is_log: false,
-                    url: check.target_url.clone(),
-                    text: format!(
-                        "{} reported {} ({}); its log could not be read: {e}",
-                        check.name, check.raw_state, check.description
-                    ),
-                },
-            };
-            // Redact the whole log before cutting it: a tail could split a secret the
-            // redactor would otherwise recognise.
-            log.text = prompts::tail(&self.settings.redactor.redact(&log.text), 6000);
-            failing.push(log);
-        }
-        let mut checks = json!(status.checks);
-        self.settings.redactor.redact_json(&mut checks);
-        let ci = CiReceipt {
-            sha: status.sha,
-            state: json!(status.state).as_str().unwrap_or("error").to_owned(),
-            checks: checks.as_array().cloned().unwrap_or_default(),
-            failing,
-        };
-        Ok(json!(ci))
-    }
-
-    /// [`gaffer_forge::wait_for_ci`], with a `ci_status_changed` event for the first
-    /// state and every change. The outer error is the engine's; the inner, the forge's.
-    async fn wait_journaled(
-        &self,
-        task: &TaskState,
-        step_id: &StepId,
-        forge: &dyn Forge,
-        sha: &str,
-        wait: &CiWait,
-        cancel: &CancellationToken,
-    ) -> std::result::Result<std::result::Result<CiStatus, ApiError>, Failure> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<CiStatus>();
-        let waiting = gaffer_forge::wait_for_ci(forge, sha, wait, move |s| {
-            let _ = tx.send(s.clone());
-        });
-        tokio::pin!(waiting);
-        let result = loop {
-            tokio::select! {
-                r = &mut waiting => break r,
-                Some(s) = rx.recv() => self.record_ci(task, step_id, &s).await?,
-                () = cancel.cancelled() => return Err(Failure::Cancelled),
-            }
-        };
-        while let Ok(s) = rx.try_recv() {
-            self.record_ci(task, step_id, &s).await?;
-        }
-        Ok(result)
-    }
-
-    async fn record_ci(&self, task: &TaskState, step_id: &StepId, s: &CiStatus) -> Result<()> {
-        let mut checks = json!(s.checks);
-        self.settings.redactor.redact_json(&mut checks);
-        let state = json!(s.state).as_str().unwrap_or("pending").to_owned();
-        self.append(
-            &task.id,
-            vec![Event::CiStatusChanged {
-                step_id: step_id.clone(),
-                sha: s.sha.clone(),
-                state,
-                checks,
-            }],
-        )
-        .await
-    }
-
-    /// `tracker-open`: one Vikunja task per plan subtask. A task whose marker is
-    /// already there is reused (a re-run after a crash makes no second). A tracker that
-    /// cannot be reached is a warning, never a reason to stop the work.
-    pub(crate) async fn tracker_open(
-        &self,
-        task: &TaskState,
-    ) -> std::result::Result<Value, Failure> {
-        let project = self.project(task).await?;
-        let Some(tracker) = self.tracker(&project) else {
-            return Ok(json!({ "tasks": [], "warnings": ["no tracker configured any more"] }));
-        };
-        let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
-        let mut tasks = Vec::new();
-        let mut warnings = Vec::new();
-        match Self::vikunja(tracker) {
-            Err(e) => warnings.push(e),
-            Ok(v) => {
-                for (i, sub) in plan.subtasks.iter().enumerate() {
-                    let marker = format!("[gaffer {}/{}]", task.id, i + 1);
-                    let found = match v.find_task(&marker).await {
-                        Ok(Some(t)) => Ok(t),
-                        Ok(None) => {
-                            let description = format!(
-                                "{}\n\nDone when: {}\n\nFrom: {}",
-                                sub.description,
-                                sub.acceptance,
-                                prompts::head(&task.request, 500)
-                            );
-                            v.create_task(
-                                &format!("{} {marker}", sub.title),
-                                &self.settings.redactor.redact(&description),
-                            )
-                            .await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    match found {
-                        Ok(t) => {
-                            tasks.push(json!({ "subtask": i + 1, "id": t.id, "title": t.title }))
-                        }
-                        Err(e) => warnings.push(format!("subtask {}: {e}", i + 1)),
-                    }
-                }
-            }
-        }
-        let warnings: Vec<String> = warnings
-            .iter()
-            .map(|w| self.settings.redactor.redact(w))
-            .collect();
-        Ok(json!({ "tasks": tasks, "warnings": warnings }))
-    }
-
-    /// `report`: tracker tasks done, a comment with the pull request's link on the
-    /// issue the task came from (marked, looked up first: never posted twice).
-    /// Failures are warnings in the summary: the pull request is already open.
-    pub(crate) async fn report(&self, task: &TaskState) -> std::result::Result<Value, Failure> {
-        let project = self.project(task).await?;
-        let mut warnings = Vec::new();
-        let mut done = Vec::new();
-        let opened = receipt(task, StepKind::TrackerOpen)
-            .and_then(|r| r.get("tasks"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if let (Some(tracker), false) = (self.tracker(&project), opened.is_empty()) {
-            match Self::vikunja(tracker) {
-                Err(e) => warnings.push(e),
-                Ok(v) => {
-                    for t in &opened {
-                        let Some(id) = t["id"].as_u64() else { continue };
-                        match v.mark_done(id).await {
-                            Ok(t) => done.push(t.id),
-                            Err(e) => warnings.push(format!("tracker task {id}: {e}")),
-                        }
-                    }
-                }
-            }
-        }
-        let mut comment = Value::Null;
-        if let Some(issue) = &task.options.issue {
-            let pr = receipt(task, StepKind::PullRequest)
-                .and_then(PullRequestReceipt::from_receipt)
-                .map(|pr| pr.url)
-                .unwrap_or_default();
-            let marker = format!("<!-- gaffer:{} -->", task.id);
-            let text = format!(
-                "gaffer opened a pull request for this issue: {}\n\nCI passed on the last pushed commit. (task {})\n\n{marker}",
-                pr,
-                task.id
-            );
-            let result = match self.shipping(&project) {
-                Err(Failure::Step(e)) => Err(e.0),
-                Err(other) => return Err(other),
-                Ok(ship) => match self.forge(ship, &project) {
-                    Err(e) => Err(e),
-                    Ok(forge) => match forge.find_comment(issue, &marker).await {
-                        Ok(Some(c)) => Ok((c, false)),
-                        Ok(None) => forge
-                            .comment_on_issue(issue, &text)
-                            .await
-                            .map(|c| (c, true))
-                            .map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
-                    },
-                },
-            };
-            match result {
-                Ok((c, posted)) => {
-                    comment = json!({ "issue": issue, "id": c.id, "url": c.url, "posted": posted })
-                }
-                Err(e) => warnings.push(format!("comment on {issue}: {e}")),
-            }
-        }
-        let warnings: Vec<String> = warnings
-            .iter()
-            .map(|w| self.settings.redactor.redact(w))
-            .collect();
-        Ok(json!({ "tracker_done": done, "issue_comment": comment, "warnings": warnings }))
-    }
-
-    /// The probe for an interrupted `push/n` or `pr`: found → completed with what was
-    /// found; proven absent → run again; unreadable → a human decides.
-    pub(crate) async fn reconcile_ship(&self, task: &TaskState, id: &StepId) -> Result<()> {
-        let probe = match StepKind::of(id) {
-            Some(StepKind::Push(_)) => self.probe_push(task).await,
-            _ => self.probe_pull_request(task).await,
-        };
-        let event = match probe {
-            Ok(Some(receipt)) => Event::StepCompleted {
-                step_id: id.clone(),
-                receipt,
-            },
-            Ok(None) => Event::StepRetried {
-                step_id: id.clone(),
-            },
-            Err(e) => Event::StepManualRequired {
-                step_id: id.clone(),
-                reason: self.settings.redactor.redact(&format!(
-                    "`{}` was interrupted by a crash and the forge cannot be read to check whether it happened: {e}; approve to run it again (a push of the same commit and the pull request lookup cannot do it twice), deny to fail the task",
-                    task.steps[id].name
-                )),
-            },
-        };
-        self.record_outcome(&task.id, id, event).await
-    }
-
-    async fn probe_push(&self, task: &TaskState) -> std::result::Result<Option<Value>, String> {
-        let project = self.project(task).await.map_err(|e| e.to_string())?;
-        let ship = self.shipping(&project).map_err(failure_text)?.clone();
-        let wt = self.worktree(task).await.map_err(failure_text)?;
-        let root = PathBuf::from(&project.path);
-        let branch = wt.branch.clone();
-        let remote = ship.remote.clone();
-        let shown_remote = gaffer_forge::redact(&ship.remote, &[]);
-        let found = tokio::task::spawn_blocking(move || {
-            let auth = Self::push_auth(&ship)?;
-            let repo = Repo::open(&root).map_err(|e| e.to_string())?;
-            let local = repo
-                .resolve(&format!("refs/heads/{branch}"))
-                .map_err(|e| e.to_string())?;
-            let there = repo
-                .remote_branch_sha(&remote, &branch, &auth)
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>((there.as_deref() == Some(local.as_str())).then_some(local))
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        Ok(found.map(|sha| {
-            json!({ "sha": sha, "pushed": true, "branch": wt.branch, "remote": shown_remote, "reconciled": true })
-        }))
-    }
-
-    async fn probe_pull_request(
-        &self,
-        task: &TaskState,
-    ) -> std::result::Result<Option<Value>, String> {
-        let project = self.project(task).await.map_err(|e| e.to_string())?;
-        let ship = self.shipping(&project).map_err(failure_text)?;
-        let wt = self.worktree(task).await.map_err(failure_text)?;
-        let forge = self.forge(ship, &project)?;
-        let found = forge
-            .find_open_pr(&wt.branch)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(found.map(|pr| {
-            json!(PullRequestReceipt {
-                reconciled: true,
-                ..pr_receipt(&pr, false)
-            })
-        }))
-    }
 }
 
 fn connect_forge(
@@ -807,30 +498,6 @@ fn pr_receipt(pr: &PullRequest, created: bool) -> PullRequestReceipt {
         reconciled: false,
         warnings: pr.warnings.clone(),
     }
-}
-
-/// The owner's assignment after a CI failure, from the `ci/n` receipt.
-pub(crate) fn ci_fix_assignment(detail: &Value) -> String {
-    let Some(ci) = CiReceipt::from_receipt(detail) else {
-        return format!("CI failed on the pushed commit; what it reported:\n{detail}\n\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");
-    };
-    let mut text = format!(
-        "CI failed on the pushed commit {} (overall: {}). The failing checks and the end of their logs:\n",
-        ci.sha, ci.state
-    );
-    for f in &ci.failing {
-        text.push_str(&format!(
-            "\n### {}{}\n```\n{}\n```\n",
-            f.check,
-            f.url
-                .as_deref()
-                .map(|u| format!(" ({u})"))
-                .unwrap_or_default(),
-            f.text
-        ));
-    }
-    text.push_str("\nFind and fix the cause; your fix is committed and pushed, and CI runs again.");
-    text
 }
 
 /// Issues are read through the project's forge.
