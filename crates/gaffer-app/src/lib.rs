@@ -94,6 +94,7 @@ pub mod audit;
 mod convert;
 mod error;
 mod live;
+pub mod memory;
 pub mod policy;
 mod projects;
 pub mod sanitize;

@@ -270,9 +270,13 @@ impl Policy {
     }
 }
 
-/// Kinds a rule or toggle never approves: they exist because a person must look.
+/// Kinds a rule or toggle never approves: they exist because a person must look
+/// (what every later task's agents will be told is a person's call too).
 fn never_auto(kind: ApprovalKind) -> bool {
-    matches!(kind, ApprovalKind::Manual | ApprovalKind::Escalation)
+    matches!(
+        kind,
+        ApprovalKind::Manual | ApprovalKind::Escalation | ApprovalKind::Memory
+    )
 }
 
 fn build_glob(pattern: &str) -> std::result::Result<globset::GlobMatcher, String> {

@@ -16,6 +16,8 @@ pub enum ApprovalKind {
     Manual,
     /// The arbiter asks a human to settle it.
     Escalation,
+    /// The owner or the reviewer proposes an addition to the project's memory.
+    Memory,
 }
 
 impl ApprovalKind {
@@ -27,6 +29,7 @@ impl ApprovalKind {
             ApprovalKind::Ship => "ship",
             ApprovalKind::Manual => "manual",
             ApprovalKind::Escalation => "escalation",
+            ApprovalKind::Memory => "memory",
         }
     }
 }

@@ -426,6 +426,9 @@ pub fn approval(a: &api::Approval) -> Value {
         text.push_str(&format!("```\n{}\n```\n", clip(cmd, 400)));
     } else if let Some(plan) = d["text"].as_str() {
         text.push_str(&format!("```\n{}\n```\n", clip(plan, 900)));
+    } else if let Some(memory) = d["memory"].as_str().filter(|_| a.kind == "memory") {
+        // What every later task's agents would be told, whole as far as it fits.
+        text.push_str(&format!("```\n{}\n```\n", clip(memory, 1500)));
     }
     let components = if a.state == "pending" {
         let mut buttons = vec![

@@ -25,6 +25,7 @@ mod error;
 mod failure;
 mod gate;
 mod live;
+mod memory;
 pub mod pipeline;
 pub mod prompts;
 mod read_only;

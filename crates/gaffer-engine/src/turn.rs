@@ -71,6 +71,7 @@ impl Engine {
             model,
             effort,
         } = self.role_agent(task, &project.name, role);
+        let model_label = model.clone();
         let backend = self
             .agents
             .backend(&agent, model.as_deref(), effort.as_deref())
@@ -102,6 +103,8 @@ impl Engine {
             readable: vec![std::path::PathBuf::from(&project.path)],
             lock: Some(self.turn_lock(&task.id)),
         };
+        // Every role is told what the project's people keep for every task.
+        let prompt = crate::memory::with_memory(self.project_memory(&project.name), prompt);
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
             .open_session(task, step, role, &agent, backend.as_ref(), opts, gate)
@@ -112,6 +115,7 @@ impl Engine {
                 step,
                 &session_id,
                 session.as_mut(),
+                model_label.as_deref(),
                 prompt,
                 cancel,
                 &contract,
@@ -257,6 +261,7 @@ impl Engine {
         step: &Step,
         session_id: &SessionId,
         session: &mut dyn AgentSession,
+        model: Option<&str>,
         prompt: String,
         cancel: &CancellationToken,
         contract: &impl Fn(&str) -> Result<Value, ContractError>,
@@ -277,6 +282,7 @@ impl Engine {
             if people.is_none() {
                 tries += 1;
             }
+            let turn_started = std::time::Instant::now();
             session
                 .send_turn(&prompt)
                 .await
@@ -346,6 +352,14 @@ impl Engine {
                     }
                 }
             };
+            self.append(
+                &task.id,
+                vec![Event::AgentActivity {
+                    step_id: step.id.clone(),
+                    activity: turn_ended(session_id, model, &result, turn_started.elapsed()),
+                }],
+            )
+            .await?;
             usage += result.usage;
             match result.status {
                 TurnStatus::Completed => {}
@@ -471,6 +485,24 @@ fn activity(event: &AgentEvent) -> Option<Value> {
         ACTIVITY_STRING,
         ACTIVITY_TOTAL,
     ))
+}
+
+/// The record of one finished turn (how it ended, how long it took, on which
+/// model) that `/metrics` folds into its turn durations; no usage here, the
+/// step's receipt is where a turn's spend is counted.
+fn turn_ended(
+    session_id: &SessionId,
+    model: Option<&str>,
+    result: &gaffer_agents::TurnResult,
+    took: std::time::Duration,
+) -> Value {
+    json!({
+        "type": "turn_ended",
+        "session_id": session_id,
+        "status": result.status,
+        "model": model,
+        "duration_ms": took.as_millis() as u64,
+    })
 }
 
 /// The longest string of an agent event the journal keeps, in bytes.

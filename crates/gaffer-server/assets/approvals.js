@@ -9,6 +9,7 @@ const KIND = {
   ship: "Push & pull request",
   manual: "Needs a person",
   escalation: "Escalation",
+  memory: "Project memory",
 };
 
 const STATE = { approved: "Approved", denied: "Denied", expired: "Expired", withdrawn: "Withdrawn", pending: "Waiting" };
@@ -56,6 +57,7 @@ export function ApprovalDetails({ a }) {
     if (d.branch) parts.push(html`<div class="kv"><code>${d.branch}</code> <span class="muted">→</span> <code>${d.base || "base"}</code>${d.remote ? html` <span class="muted">on ${d.remote}</span>` : null}</div>`);
     if (d.commits?.length) parts.push(html`<ul class="commits">${d.commits.map((c) => html`<li><code>${String(c.sha).slice(0, 8)}</code> ${c.subject}</li>`)}</ul>`);
   }
+  if (a.kind === "memory" && d.memory) parts.push(html`<div class="kv"><span class="muted">Every later task in</span> <code>${d.project}</code> <span class="muted">will be told:</span></div><pre class="out memory">${d.memory}</pre>`);
   if (a.kind === "manual" && d.error) parts.push(html`<pre class="out">${d.error}</pre>`);
   if (d.reason && a.kind !== "escalation") parts.push(html`<p class="reason"><${Text} text=${d.reason} /></p>`);
   if (d.diff) parts.push(html`<${Diff} text=${d.diff} />`);

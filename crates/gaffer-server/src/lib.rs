@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod routes;
 pub mod serve;
 pub mod sse;
+mod tally;
 mod web;
 
 use auth::{Role, Token};
@@ -53,6 +54,9 @@ pub struct ServerConfig {
     pub issues: Option<IssueSource>,
     /// How long the server waits on a client (see [`serve`]).
     pub limits: Limits,
+    /// The commit the binary was built from (`gaffer_build_info{commit}`);
+    /// `unknown` when it was not built in a git checkout.
+    pub commit: String,
 }
 
 /// The issue reader a server uses (see [`ServerConfig::issues`]).
@@ -93,6 +97,7 @@ impl ServerConfig {
             body_limit: DEFAULT_BODY_LIMIT,
             issues: None,
             limits: Limits::default(),
+            commit: "unknown".into(),
         }
     }
 
@@ -171,7 +176,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         local: config.local.clone(),
         public_names: Arc::new(config.public_names.clone()),
         csrf: Arc::from(config.local.csrf()),
-        metrics: Arc::new(metrics::Metrics::default()),
+        metrics: Arc::new(metrics::Metrics::new(&config.commit)),
         issues: config.issues.clone(),
     };
     use routes as r;

@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::tally::{Histogram, Tally};
+
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
 
 /// Seconds from an approval's request to its decision: a minute to a day.
@@ -36,13 +38,25 @@ const GONE_WORKERS_SHOWN_MS: i64 = 3_600_000;
 /// Counters and gauges of one server.
 #[derive(Default)]
 pub struct Metrics {
+    /// The commit of the build, for `gaffer_build_info`.
+    commit: String,
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    latency: Mutex<([u64; BUCKETS.len()], u64, f64)>,
+    latency: Mutex<Histogram>,
+    /// The work folded from the journal, caught up at each scrape.
+    pub(crate) tally: tokio::sync::Mutex<Tally>,
     sse_clients: AtomicI64,
     decisions: AtomicU64,
 }
 
 impl Metrics {
+    /// Metrics of a server built from `commit`.
+    pub fn new(commit: &str) -> Self {
+        Self {
+            commit: commit.to_owned(),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn sse_open(&self) {
         self.sse_clients.fetch_add(1, Ordering::Relaxed);
     }
@@ -61,22 +75,16 @@ impl Metrics {
                 .or_default() += 1;
         }
         if let Ok(mut l) = self.latency.lock() {
-            for (i, b) in BUCKETS.iter().enumerate() {
-                if secs <= *b {
-                    l.0[i] += 1;
-                }
-            }
-            l.1 += 1;
-            l.2 += secs;
+            l.observe(&BUCKETS, secs);
         }
     }
 
     /// The exposition text. `workers` are every registered worker (`now_ms` on the
     /// database's clock): every worker process sharing the journal, on any machine.
-    pub fn render(&self, work: &Work, workers: &[WorkerRow], now_ms: i64) -> String {
+    pub fn render(&self, work: &Work, tally: &Tally, workers: &[WorkerRow], now_ms: i64) -> String {
         use std::fmt::Write;
         let mut out = String::new();
-        let _ = writeln!(out, "# HELP gaffer_build_info The gaffer version serving these metrics (always 1).\n# TYPE gaffer_build_info gauge\ngaffer_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        let _ = writeln!(out, "# HELP gaffer_build_info The gaffer version and commit serving these metrics (always 1).\n# TYPE gaffer_build_info gauge\ngaffer_build_info{{version=\"{}\",commit=\"{}\"}} 1", env!("CARGO_PKG_VERSION"), label(&self.commit));
         out.push_str(
             "# HELP gaffer_tasks Tasks in the journal by stage.\n# TYPE gaffer_tasks gauge\n",
         );
@@ -88,23 +96,18 @@ impl Metrics {
                 .unwrap_or(0);
             let _ = writeln!(out, "gaffer_tasks{{stage=\"{stage}\"}} {n}");
         }
-        let mut decided = [0u64; DECISION_BUCKETS.len()];
+        let mut decided = Histogram::default();
         for secs in &work.decision_secs {
-            for (i, b) in DECISION_BUCKETS.iter().enumerate() {
-                if secs <= b {
-                    decided[i] += 1;
-                }
-            }
+            decided.observe(&DECISION_BUCKETS, *secs);
         }
-        histogram(
+        let _ = writeln!(out, "# HELP gaffer_approval_decision_seconds Time from an approval's request to its decision, over every decided approval in the journal.\n# TYPE gaffer_approval_decision_seconds histogram");
+        decided.render(
             &mut out,
             "gaffer_approval_decision_seconds",
-            "Time from an approval's request to its decision, over every decided approval in the journal.",
+            "",
             &DECISION_BUCKETS,
-            &decided,
-            work.decision_secs.len() as u64,
-            work.decision_secs.iter().sum(),
         );
+        tally.render(&mut out);
         let pending_approvals = work.pending_approvals;
         out.push_str("# HELP gaffer_http_requests_total HTTP requests by method, route and status.\n# TYPE gaffer_http_requests_total counter\n");
         if let Ok(r) = self.requests.lock() {
@@ -113,14 +116,12 @@ impl Metrics {
             }
         }
         if let Ok(l) = self.latency.lock() {
-            histogram(
+            let _ = writeln!(out, "# HELP gaffer_http_request_duration_seconds Time to the response head (SSE: to the stream's start).\n# TYPE gaffer_http_request_duration_seconds histogram");
+            l.render(
                 &mut out,
                 "gaffer_http_request_duration_seconds",
-                "Time to the response head (SSE: to the stream's start).",
+                "",
                 &BUCKETS,
-                &l.0,
-                l.1,
-                l.2,
             );
         }
         let _ = writeln!(out, "# HELP gaffer_sse_clients Open SSE streams.\n# TYPE gaffer_sse_clients gauge\ngaffer_sse_clients {}", self.sse_clients.load(Ordering::Relaxed));
@@ -195,28 +196,8 @@ fn render_workers(out: &mut String, workers: &[WorkerRow], now_ms: i64) {
     }
 }
 
-/// A histogram's HELP, TYPE, cumulative buckets, `+Inf`, sum and count.
-fn histogram(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    bounds: &[f64],
-    cumulative: &[u64],
-    count: u64,
-    sum: f64,
-) {
-    use std::fmt::Write;
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-    for (b, n) in bounds.iter().zip(cumulative) {
-        let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {n}");
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-    let _ = writeln!(out, "{name}_sum {sum}");
-    let _ = writeln!(out, "{name}_count {count}");
-}
-
 /// A label value escaped as the exposition format requires.
-fn label(v: &str) -> String {
+pub(crate) fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -239,4 +220,65 @@ pub async fn middleware(State(s): State<crate::ServerState>, req: Request, next:
         started.elapsed().as_secs_f64(),
     );
     res
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn worker(id: &str, alive: bool, heartbeat_at: i64, stopped_at: Option<i64>) -> WorkerRow {
+        WorkerRow {
+            id: id.into(),
+            host: "h".into(),
+            pid: 1,
+            lease_ms: 30_000,
+            started_at: 0,
+            heartbeat_at,
+            stopped_at,
+            tasks_run: 0,
+            failures: 0,
+            alive,
+            leases: Vec::new(),
+        }
+    }
+
+    /// A worker process that is gone keeps its series (at `up 0`) for an hour, then
+    /// they are removed: restarts do not pile up series forever.
+    #[test]
+    fn a_gone_workers_series_are_removed_after_an_hour() {
+        let now = 10 * GONE_WORKERS_SHOWN_MS;
+        let workers = [
+            worker("live", true, now, None),
+            worker("stopped-recently", false, now - 60_000, Some(now - 60_000)),
+            worker(
+                "stopped-long-ago",
+                false,
+                0,
+                Some(now - GONE_WORKERS_SHOWN_MS - 1),
+            ),
+            worker(
+                "lost-long-ago",
+                false,
+                now - GONE_WORKERS_SHOWN_MS - 1,
+                None,
+            ),
+        ];
+        let mut out = String::new();
+        render_workers(&mut out, &workers, now);
+        let leases: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("gaffer_worker_leases{"))
+            .collect();
+        assert_eq!(
+            leases,
+            [
+                "gaffer_worker_leases{worker=\"live\",host=\"h\"} 0",
+                "gaffer_worker_leases{worker=\"stopped-recently\",host=\"h\"} 0"
+            ]
+        );
+        assert!(out.contains("gaffer_worker_up{worker=\"stopped-recently\",host=\"h\"} 0"));
+        assert!(!out.contains("long-ago"), "{out}");
+        assert!(out.contains("\ngaffer_workers_alive 1\n"), "{out}");
+    }
 }

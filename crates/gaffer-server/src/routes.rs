@@ -158,12 +158,28 @@ pub async fn metrics(State(s): State<ServerState>) -> Response {
     // Every worker sharing the journal, wherever it runs; an unreadable table
     // leaves the series out rather than failing the scrape.
     let workers = journal.workers().await.unwrap_or_default();
+    // The events appended since the last scrape, by every process; an unreadable
+    // batch is read again at the next scrape.
+    let mut tally = s.metrics.tally.lock().await;
+    loop {
+        const BATCH: i64 = 1000;
+        let Ok(batch) = journal.events_after(tally.after, BATCH).await else {
+            break;
+        };
+        for e in &batch {
+            tally.apply(e);
+        }
+        if (batch.len() as i64) < BATCH {
+            break;
+        }
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        s.metrics.render(&work, &workers, gaffer_store::now_ms()),
+        s.metrics
+            .render(&work, &tally, &workers, gaffer_store::now_ms()),
     )
         .into_response()
 }

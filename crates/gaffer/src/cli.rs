@@ -89,6 +89,12 @@ pub enum Command {
     /// List and inspect tasks.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// A project's memory: notes (conventions, lessons learned) every role of every
+    /// task gets at the start of its prompt, at most 8 KiB. Kept in the data dir
+    /// (`<data dir>/memory/PROJECT.md`), outside every worktree: agents only
+    /// propose additions (a fenced `memory` block), which a person approves.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Check or repair the journal.
     #[command(subcommand)]
     Journal(JournalCommand),
@@ -375,6 +381,38 @@ pub enum ProjectCommand {
     Add(ProjectAddArgs),
     /// List registered projects.
     List(JsonFlag),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Print the project's memory (`--json`: {"project","path","text","bytes","limit"}).
+    Show(MemoryArgs),
+    /// Edit the project's memory in $VISUAL or $EDITOR (default `vi`); what you save
+    /// is what every later prompt gets. Refused (exit 78) when it is over the limit.
+    Edit(MemoryArgs),
+    /// Add an entry at the end of the project's memory. Exits 78 when it would go
+    /// over the limit.
+    Add(MemoryAddArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// The project's name (`gaffer project list`).
+    pub project: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MemoryAddArgs {
+    /// The project's name (`gaffer project list`).
+    pub project: String,
+    /// The entry, e.g. "Run `make lint` before committing: CI fails on warnings."
+    pub text: String,
+    /// Print JSON (as `gaffer memory show --json`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -210,6 +210,14 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
             }
             out.extend(diff_line(str_at(d, "/diff").unwrap_or("")));
         }
+        "memory" => {
+            if let Some(project) = str_at(d, "/project") {
+                out.push(format!("project  {}", one_line(project, 80)));
+            }
+            if let Some(text) = str_at(d, "/memory") {
+                out.extend(labeled("remember ", text, 20));
+            }
+        }
         "escalation" => {
             if let Some(why) = str_at(d, "/reason") {
                 out.extend(labeled("why      ", why, 8));

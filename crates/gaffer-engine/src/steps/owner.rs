@@ -51,6 +51,7 @@ impl Engine {
                 |_| Ok(Value::Null),
             )
             .await?;
+        self.propose_memory(task, step, &turn.text).await?;
         let files = wt.changed_files().unwrap_or_default();
         let mut receipt = json!({ "summary": prompts::head(&turn.text, 4000), "usage": turn.usage, "changed_files": files });
         // A fix says what it answered (`review`, `arbiter`, `check`, `ci`), for the

@@ -91,6 +91,7 @@ impl Engine {
                 |text| Verdict::parse(text).map(|v| json!(v)),
             )
             .await?;
+        self.propose_memory(task, step, &turn.text).await?;
         let verdict = turn.parsed.unwrap_or_else(|e| {
             json!(Verdict::Blocked {
                 reason: format!(

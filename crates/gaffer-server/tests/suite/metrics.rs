@@ -119,42 +119,45 @@ fn parse_exposition(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> 
         );
         samples.push((name.to_owned(), parsed, value));
     }
-    // Histograms: cumulative buckets, +Inf last and equal to _count.
+    // Histograms, per label set: cumulative buckets, +Inf last and equal to _count.
     for (family, t) in &types {
         if t != "histogram" {
             continue;
         }
-        let buckets: Vec<(f64, f64)> = samples
+        let mut series: BTreeMap<BTreeMap<String, String>, Vec<(f64, f64)>> = BTreeMap::new();
+        for (_, l, v) in samples
             .iter()
             .filter(|(n, _, _)| *n == format!("{family}_bucket"))
-            .map(|(_, l, v)| {
-                let le = &l["le"];
-                (
-                    if le == "+Inf" {
-                        f64::INFINITY
-                    } else {
-                        le.parse().unwrap()
-                    },
-                    *v,
-                )
-            })
-            .collect();
-        assert!(
-            buckets
-                .windows(2)
-                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
-            "{family}: {buckets:?}"
-        );
-        let count = samples
-            .iter()
-            .find(|(n, _, _)| *n == format!("{family}_count"))
-            .unwrap()
-            .2;
-        assert_eq!(
-            buckets.last().map(|b| (b.0, b.1)),
-            Some((f64::INFINITY, count)),
-            "{family}"
-        );
+        {
+            let mut labels = l.clone();
+            let le = labels
+                .remove("le")
+                .unwrap_or_else(|| panic!("{family}: a bucket without le"));
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            series.entry(labels).or_default().push((le, *v));
+        }
+        for (labels, buckets) in series {
+            assert!(
+                buckets
+                    .windows(2)
+                    .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
+                "{family} {labels:?}: {buckets:?}"
+            );
+            let count = samples
+                .iter()
+                .find(|(n, l, _)| *n == format!("{family}_count") && *l == labels)
+                .unwrap_or_else(|| panic!("{family} {labels:?}: no _count"))
+                .2;
+            assert_eq!(
+                buckets.last().map(|b| (b.0, b.1)),
+                Some((f64::INFINITY, count)),
+                "{family} {labels:?}"
+            );
+        }
     }
     samples
 }
@@ -207,6 +210,11 @@ async fn metrics_after_a_task_count_its_stage_and_the_time_its_approval_waited()
             "gaffer_build_info",
             Some(("version", env!("CARGO_PKG_VERSION")))
         ),
+        1.0
+    );
+    // Not built by the gaffer binary here: the commit is not known.
+    assert_eq!(
+        value(&samples, "gaffer_build_info", Some(("commit", "unknown"))),
         1.0
     );
     let stage = h.app.task(&task).await.unwrap().task.stage;

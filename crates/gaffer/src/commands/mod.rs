@@ -11,6 +11,7 @@ mod init;
 mod journal;
 mod live;
 mod manual;
+mod memory;
 mod project;
 mod run;
 mod serve;
@@ -19,8 +20,8 @@ mod task;
 mod worker;
 
 use crate::cli::{
-    ApprovalCommand, Cli, Command, DbCommand, JournalCommand, ProjectCommand, ServiceCommand,
-    TaskCommand, TokenCommand,
+    ApprovalCommand, Cli, Command, DbCommand, JournalCommand, MemoryCommand, ProjectCommand,
+    ServiceCommand, TaskCommand, TokenCommand,
 };
 use crate::error::Result;
 use std::process::ExitCode;
@@ -37,6 +38,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Task(TaskCommand::Resume(args)) => run::resume(&cli.global, &args).await,
         Command::Project(ProjectCommand::Add(args)) => project::add(&cli.global, &args).await,
         Command::Project(ProjectCommand::List(args)) => project::list(&cli.global, args.json).await,
+        Command::Memory(MemoryCommand::Show(args)) => memory::show(&cli.global, &args).await,
+        Command::Memory(MemoryCommand::Edit(args)) => memory::edit(&cli.global, &args).await,
+        Command::Memory(MemoryCommand::Add(args)) => memory::add(&cli.global, &args).await,
         Command::Run(args) => run::run(&cli.global, &args).await,
         Command::Index(args) => index::index(&cli.global, args).await,
         Command::Context(args) => index::context(&cli.global, args).await,

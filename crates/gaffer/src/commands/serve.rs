@@ -53,6 +53,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         .with_policy_tokens(&policy, &env)
         .map_err(|e| CliError::config(e.to_string()))?;
     server_config.public_names = config.public_names.clone();
+    server_config.commit = env!("GAFFER_COMMIT_ID").into();
     // `POST /api/tasks {"issue"}` reads issues through the projects' forges.
     server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
     let server = Server::bind(app.clone(), server_config)

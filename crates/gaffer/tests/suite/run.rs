@@ -874,6 +874,29 @@ fn agent_garbage_mid_stream_fails_the_task_with_a_clear_error() {
 /// outcome and the owner's step name the sandbox), and nothing is written.
 #[test]
 fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
+    owner_write_is_refused(|b| {
+        let ssh = b.home.dir.path().join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        ssh.join("authorized_keys")
+    });
+}
+
+/// The project's memory lives in gaffer's data dir, outside the worktree: an owner
+/// writing it directly (instead of proposing an addition a person approves) is
+/// refused by the kernel, and the file keeps what people wrote.
+#[test]
+fn an_owner_writing_the_project_memory_directly_is_refused_by_the_sandbox() {
+    owner_write_is_refused(|b| {
+        let file = gaffer_app::memory::path(&b.home.data(), "demo");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        file
+    });
+}
+
+/// With `sandbox.mode = "required"`, an owner writing to the file `target` names
+/// (outside the worktree) is refused by the kernel, the task fails saying so (its
+/// outcome and the owner's step name the sandbox), and the file is not written.
+fn owner_write_is_refused(target: impl Fn(&Bench) -> PathBuf) {
     let support = gaffer_agents::sandbox::support();
     if !support.filesystem() {
         eprintln!("skipping: {}", support.describe());
@@ -882,12 +905,10 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
     let b = Bench::new();
     b.home.write_config("[sandbox]\nmode = \"required\"\n");
     b.script_all();
-    let ssh = b.home.dir.path().join(".ssh");
-    std::fs::create_dir_all(&ssh).unwrap();
-    let keys = ssh.join("authorized_keys");
+    let file = target(&b);
     let escape = json!({ "steps": [
-        { "say": "adding my key" },
-        { "write_file": { "path": keys.display().to_string(), "content": "ssh-ed25519 AAAA attacker" } },
+        { "say": "writing outside" },
+        { "write_file": { "path": file.display().to_string(), "content": "attacker" } },
         { "say": "done" }
     ] });
     b.script("owner", vec![escape.clone(), escape.clone(), escape]);
@@ -907,8 +928,11 @@ fn an_owner_writing_to_home_ssh_fails_the_task_saying_the_sandbox_refused() {
             assert!(text.contains(says), "{what} names {says:?}: {text}");
         }
     }
-    assert!(!keys.exists(), "the kernel let the write through");
-    assert_eq!(std::fs::read_dir(&ssh).unwrap().count(), 0);
+    assert!(!file.exists(), "the kernel let the write through");
+    assert_eq!(
+        std::fs::read_dir(file.parent().unwrap()).unwrap().count(),
+        0
+    );
 }
 
 /// #15 "bad input": a sandbox rule this machine cannot apply refuses the run under

@@ -1,0 +1,185 @@
+//! Project memory end to end: `gaffer serve` with the fake agents; the owner and
+//! the reviewer each propose an addition (a fenced `memory` block), a person
+//! approves one and denies the other over HTTP, and the next task's agents get the
+//! approved note in their prompts and never the denied one.
+use super::serve::{finished_task, serve, serve_with_fake_agents, until};
+use super::support::{fixture_repo, Home, CHECK};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const APPROVED: &str = "APPROVED-NOTE: run make check before saying done.";
+const DENIED: &str = "DENIED-NOTE: nobody reads the CHANGELOG.";
+
+/// Every agent transcript (`*.jsonl`) under `dir` whose path names `task`.
+fn transcripts_of(dir: &Path, task: &str, found: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            transcripts_of(&path, task, found);
+        } else if path.extension().is_some_and(|x| x == "jsonl")
+            && path.to_string_lossy().contains(task)
+        {
+            found.push(path);
+        }
+    }
+}
+
+struct Served {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Served {
+    async fn submit(&self) -> String {
+        let r = self
+            .http
+            .post(format!("{}/api/tasks", self.base))
+            .json(&json!({"project": "demo", "request": "Add an installation section to README"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        r.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Waits for the task's pending approval of `kind`, and decides it.
+    async fn decide(&self, task: &str, kind: &str, decision: &str) -> Value {
+        let approval = until(&format!("the {kind} approval"), async || {
+            let list: Value = self
+                .http
+                .get(format!("{}/api/approvals?state=pending", self.base))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            list.as_array()?
+                .iter()
+                .find(|a| a["task_id"] == task && a["kind"] == kind)
+                .cloned()
+        })
+        .await;
+        let r = self
+            .http
+            .post(format!(
+                "{}/api/approvals/{}/decision",
+                self.base,
+                approval["id"].as_str().unwrap()
+            ))
+            .json(&json!({ "decision": decision }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{kind}");
+        approval
+    }
+}
+
+#[tokio::test]
+async fn an_approved_memory_proposal_reaches_the_next_tasks_prompts_a_denied_one_never() {
+    let home = Home::new();
+    home.write_config("");
+    let d = home.dir.path().to_owned();
+    let repo = d.join("demo");
+    fixture_repo(&repo, "# demo\n", CHECK);
+    let scenarios = d.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    let write = |role: &str, turns: Value| {
+        std::fs::write(
+            scenarios.join(format!("{role}.json")),
+            json!({ "turns": turns }).to_string(),
+        )
+        .unwrap();
+    };
+    let planner = json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }] });
+    let readme = json!({ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } });
+    let verdict = "```json\n{\"verdict\":\"done\"}\n```";
+    // The second task's agents refuse a prompt without the approved note (the
+    // fake exits 2 and the task fails).
+    let next = |mut turn: Value| {
+        turn["expect_prompt_contains"] = json!(APPROVED);
+        turn
+    };
+    write("planner", json!([planner.clone(), next(planner)]));
+    write(
+        "owner",
+        json!([
+            { "steps": [readme.clone(), { "say": format!("added\n```memory\n{APPROVED}\n```") }] },
+            next(json!({ "steps": [readme, { "say": "added" }] })),
+        ]),
+    );
+    write(
+        "reviewer",
+        json!([
+            { "steps": [{ "say": format!("{verdict}\n```memory\n{DENIED}\n```") }] },
+            next(json!({ "steps": [{ "say": verdict }] })),
+        ]),
+    );
+
+    let mut cmd = serve_with_fake_agents(&home, &d, &scenarios);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let (_served, base) = serve(&mut cmd);
+    let s = Served {
+        http: home.http(),
+        base,
+    };
+    let r = s
+        .http
+        .post(format!("{}/api/projects", s.base))
+        .json(&json!({"path": repo}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+
+    let first = s.submit().await;
+    s.decide(&first, "plan", "approve").await;
+    let asked = s.decide(&first, "memory", "approve").await;
+    assert_eq!(asked["details"]["memory"], APPROVED, "{asked}");
+    assert_eq!(asked["details"]["project"], "demo");
+    let asked = s.decide(&first, "memory", "deny").await;
+    assert_eq!(asked["details"]["memory"], DENIED, "{asked}");
+    let done = finished_task(&s.http, &s.base, &first).await;
+    assert_eq!(done["stage"], "done", "{done}");
+
+    // Only the approved note was written, where gaffer keeps it.
+    let file = home.data().join("memory/demo.md");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("{APPROVED}\n")
+    );
+    let shown = home
+        .gaffer()
+        .args(["memory", "show", "demo", "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        (&shown["text"], &shown["limit"]),
+        (&json!(format!("{APPROVED}\n")), &json!(8192))
+    );
+
+    let second = s.submit().await;
+    s.decide(&second, "plan", "approve").await;
+    let done = finished_task(&s.http, &s.base, &second).await;
+    assert_eq!(done["stage"], "done", "{done}");
+    // What the second task's agents were sent: each role's prompt holds the
+    // approved note and none holds the denied one.
+    let mut found = Vec::new();
+    transcripts_of(&d, &second, &mut found);
+    assert!(
+        found.len() >= 3,
+        "planner, owner and reviewer transcripts: {found:?}"
+    );
+    for path in &found {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.contains("APPROVED-NOTE"), "{}", path.display());
+        assert!(!text.contains("DENIED-NOTE"), "{}", path.display());
+    }
+}
