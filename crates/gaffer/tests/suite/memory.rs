@@ -2,7 +2,7 @@
 //! the reviewer each propose an addition (a fenced `memory` block), a person
 //! approves one and denies the other over HTTP, and the next task's agents get the
 //! approved note in their prompts and never the denied one.
-use super::serve::{finished_task, serve, serve_with_fake_agents, until};
+use super::serve::{decide_next, finished_task, serve, serve_with_fake_agents};
 use super::support::{fixture_repo, Home, CHECK};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -48,35 +48,7 @@ impl Served {
 
     /// Waits for the task's pending approval of `kind`, and decides it.
     async fn decide(&self, task: &str, kind: &str, decision: &str) -> Value {
-        let approval = until(&format!("the {kind} approval"), async || {
-            let list: Value = self
-                .http
-                .get(format!("{}/api/approvals?state=pending", self.base))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            list.as_array()?
-                .iter()
-                .find(|a| a["task_id"] == task && a["kind"] == kind)
-                .cloned()
-        })
-        .await;
-        let r = self
-            .http
-            .post(format!(
-                "{}/api/approvals/{}/decision",
-                self.base,
-                approval["id"].as_str().unwrap()
-            ))
-            .json(&json!({ "decision": decision }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "{kind}");
-        approval
+        decide_next(&self.http, &self.base, task, kind, decision).await
     }
 }
 
@@ -182,4 +154,82 @@ async fn an_approved_memory_proposal_reaches_the_next_tasks_prompts_a_denied_one
         assert!(text.contains("APPROVED-NOTE"), "{}", path.display());
         assert!(!text.contains("DENIED-NOTE"), "{}", path.display());
     }
+}
+
+/// `gaffer memory` for people: add and show, an unknown project named with the
+/// known ones (exit 2), an addition over the limit refused (exit 78) leaving the
+/// memory as it was, and `edit` saving what the editor wrote.
+#[test]
+fn memory_add_show_and_edit_refuse_bad_input_clearly() {
+    let home = Home::new();
+    home.write_config("");
+    let repo = home.dir.path().join("demo");
+    fixture_repo(&repo, "# demo\n", CHECK);
+    home.gaffer()
+        .args(["project", "add"])
+        .arg(&repo)
+        .assert()
+        .success();
+
+    let out = home
+        .gaffer()
+        .args(["memory", "add", "demo", "Use tabs.", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["text"], "Use tabs.\n");
+    let out = home
+        .gaffer()
+        .args(["memory", "show", "demo"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Use tabs.\n");
+
+    let out = home
+        .gaffer()
+        .args(["memory", "show", "nope"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("no project named `nope`") && said.contains("demo"),
+        "{said}"
+    );
+
+    let out = home
+        .gaffer()
+        .args(["memory", "add", "demo", &"x".repeat(9000)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{said}");
+    assert!(said.contains("8192-byte limit"), "{said}");
+
+    // An "editor" that appends a line: what it saved is the memory.
+    let editor = home.dir.path().join("editor.sh");
+    std::fs::write(&editor, "#!/bin/sh\necho 'Docs in docs/.' >> \"$1\"\n").unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = home
+        .gaffer()
+        .env("EDITOR", &editor)
+        .args(["memory", "edit", "demo"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.data().join("memory/demo.md")).unwrap(),
+        "Use tabs.\nDocs in docs/.\n"
+    );
 }

@@ -2,10 +2,9 @@
 //! a `gaffer serve` started afterwards on the same data dir (a restart: every
 //! series is folded from the journal) shows its steps, turns, tokens and cost, in
 //! a text `promtool check metrics` accepts.
-use super::run::{Bench, README_DONE, REQUEST};
+use super::run::{Bench, REQUEST};
 use super::serve::serve;
 use super::support::local_client;
-use serde_json::json;
 use std::io::Write;
 use std::process::Stdio;
 
@@ -57,20 +56,7 @@ fn promtool_accepts(text: &str) {
 #[tokio::test]
 async fn metrics_after_a_task_show_its_steps_turns_tokens_and_cost_and_pass_promtool() {
     let b = Bench::new();
-    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-    let usage = |i: u64, o: u64, c: u64| json!({ "input_tokens": i, "output_tokens": o, "cached_input_tokens": c });
-    b.script(
-        "planner",
-        vec![json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }], "usage": usage(1200, 300, 0), "cost_usd": 0.4123 })],
-    );
-    b.script(
-        "owner",
-        vec![json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "added" }], "usage": usage(2000, 500, 1000), "cost_usd": 0.5 })],
-    );
-    b.script(
-        "reviewer",
-        vec![json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }], "usage": usage(800, 100, 0), "cost_usd": 0.1 })],
-    );
+    b.script_priced();
     b.home
         .write_config("[roles.owner]\nagent = \"claude\"\nmodel = \"opus-test\"\n");
     let out = b

@@ -72,6 +72,26 @@ impl Bench {
         self.script("reviewer", vec![review.clone(), review.clone(), review]);
     }
 
+    /// One turn per role, each reporting what it spent: the planner 1200 input and
+    /// 300 output tokens for $0.4123, the owner 2000, 500 and 1000 cached for $0.50,
+    /// the reviewer 800 and 100 for $0.10 (5900 tokens, $1.0123 in all).
+    pub fn script_priced(&self) {
+        let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+        let usage = |i: u64, o: u64, c: u64| json!({ "input_tokens": i, "output_tokens": o, "cached_input_tokens": c });
+        self.script(
+        "planner",
+        vec![json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }], "usage": usage(1200, 300, 0), "cost_usd": 0.4123 })],
+    );
+        self.script(
+        "owner",
+        vec![json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "added" }], "usage": usage(2000, 500, 1000), "cost_usd": 0.5 })],
+    );
+        self.script(
+        "reviewer",
+        vec![json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }], "usage": usage(800, 100, 0), "cost_usd": 0.1 })],
+    );
+    }
+
     fn log(&self) -> PathBuf {
         self.home.dir.path().join("effects.log")
     }
@@ -252,21 +272,7 @@ fn run_shows_live_progress_as_text() {
 #[test]
 fn the_running_spend_ends_at_the_summarys_total() {
     let b = Bench::new();
-    b.script_all();
-    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-    let usage = |i: u64, o: u64, c: u64| json!({ "input_tokens": i, "output_tokens": o, "cached_input_tokens": c });
-    b.script(
-        "planner",
-        vec![json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }], "usage": usage(1200, 300, 0), "cost_usd": 0.4123 })],
-    );
-    b.script(
-        "owner",
-        vec![json!({ "steps": [{ "write_file": { "path": "README.md", "content": README_DONE } }, { "say": "added" }], "usage": usage(2000, 500, 1000), "cost_usd": 0.5 })],
-    );
-    b.script(
-        "reviewer",
-        vec![json!({ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }], "usage": usage(800, 100, 0), "cost_usd": 0.1 })],
-    );
+    b.script_priced();
     let out = b
         .gaffer_std()
         .args(["run", REQUEST, "--repo"])

@@ -475,32 +475,7 @@ fn a_token_from_the_git_credential_helper_is_redacted_like_a_configured_one() {
 
 /// A decision over HTTP on the first pending approval of `kind` for task `id`.
 async fn approve_next(http: &reqwest::Client, base: &str, id: &str, kind: &str) -> Value {
-    let approval = until(&format!("a pending {kind} approval"), async || {
-        let list: Value = http
-            .get(format!("{base}/api/approvals?state=pending"))
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        list.as_array()?
-            .iter()
-            .find(|a| a["task_id"] == id && a["kind"] == kind)
-            .cloned()
-    })
-    .await;
-    let r = http
-        .post(format!(
-            "{base}/api/approvals/{}/decision",
-            approval["id"].as_str().unwrap()
-        ))
-        .json(&json!({"decision": "approve", "note": "seen"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    approval
+    super::serve::decide_next(http, base, id, kind, "approve").await
 }
 
 /// Redaction through structure: the secret as an object key of a tool input, as a

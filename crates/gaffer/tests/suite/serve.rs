@@ -67,6 +67,43 @@ pub async fn finished_task(http: &reqwest::Client, base: &str, id: &str) -> Valu
     .await
 }
 
+/// Waits for task `id`'s first pending approval of `kind` and decides it over
+/// HTTP (`decision`: `approve` or `deny`); the approval as it was asked.
+pub async fn decide_next(
+    http: &reqwest::Client,
+    base: &str,
+    id: &str,
+    kind: &str,
+    decision: &str,
+) -> Value {
+    let approval = until(&format!("a pending {kind} approval"), async || {
+        let list: Value = http
+            .get(format!("{base}/api/approvals?state=pending"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        list.as_array()?
+            .iter()
+            .find(|a| a["task_id"] == id && a["kind"] == kind)
+            .cloned()
+    })
+    .await;
+    let r = http
+        .post(format!(
+            "{base}/api/approvals/{}/decision",
+            approval["id"].as_str().unwrap()
+        ))
+        .json(&json!({"decision": decision, "note": "seen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{kind}");
+    approval
+}
+
 #[tokio::test]
 async fn serve_runs_a_task_submitted_over_http_after_its_plan_is_approved() {
     let home = Home::new();
