@@ -5,8 +5,7 @@
 
 use super::run::{json_of, success_json, wait_for_step, Bench, REQUEST};
 use super::serve::{finished_task, serve, serve_with_fake_agents, until};
-use super::support::Home;
-use gaffer_store::{Durability, Journal, SqliteJournal};
+use super::support::{events_of, Home};
 use gaffer_testkit::git::git;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -190,21 +189,6 @@ async fn a_message_posted_over_http_reaches_the_agent_in_its_running_turn() {
         .await
         .unwrap();
     assert_eq!(r.status(), 409);
-}
-
-/// The task's events of `kind`, read from its journal.
-fn events_of(db: &Path, id: &str, kind: &str) -> Vec<Value> {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let j = SqliteJournal::open(db, Durability::Normal).await.unwrap();
-        j.stream_events(&id.into(), 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|e| e.event.kind() == kind)
-            .map(|e| serde_json::to_value(&e.event).unwrap())
-            .collect()
-    })
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod observe;
 mod ops;
 mod page;
 mod real_cli;
+mod real_live;
 mod run;
 mod secrets;
 mod serve;

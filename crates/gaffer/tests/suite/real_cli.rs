@@ -3,21 +3,14 @@
 //! plan, the owner's edit through the CLI's own edit tool, a command approved through
 //! gaffer and one denied (and the agent told), the read-only reviewer refused a write,
 //! the arbiter's ruling, the check, tokens and cost.
-use super::run::{json_of, Bench, README_DONE};
-use gaffer_testkit::clis::{Cli, CliHome};
-use gaffer_testkit::model::{call, say, ModelScript, ModelServer};
+use super::run::README_DONE;
+use super::support::{never, plan_reply, RealRun, DENY_NOTE};
+use gaffer_testkit::clis::Cli;
+use gaffer_testkit::model::{call, say, ModelScript};
 use gaffer_testkit::scenario::LlmReply;
-use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use serde_json::json;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// What the owner is told when its `rm -rf build` is denied.
-const DENY_NOTE: &str = "never delete the build dir";
-
-fn plan_reply() -> LlmReply {
-    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-    say(&format!("Here is the plan.\n```json\n{plan}\n```"))
-}
 
 /// The owner's edit of README.md through the CLI's own edit tool.
 fn owner_edit(cli: Cli) -> Vec<LlmReply> {
@@ -87,147 +80,8 @@ fn script(cli: Cli) -> ModelScript {
         )
 }
 
-/// A model reply that comes only after the test is over: the CLI waits on it.
-fn never() -> LlmReply {
-    LlmReply {
-        delay_ms: Some(120_000),
-        ..say("too late")
-    }
-}
-
-/// A fixture repository and a gaffer home (review goes to the arbiter after one round
-/// of changes), the CLI's own home pointed at the model server.
-struct RealRun {
-    bench: Bench,
-    cli: CliHome,
-    server: ModelServer,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl RealRun {
-    fn new(cli: Cli) -> RealRun {
-        Self::with_script(cli, script(cli))
-    }
-
-    fn with_script(cli: Cli, script: ModelScript) -> RealRun {
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let server = rt.block_on(ModelServer::start(script)).unwrap();
-        let bench = Bench::new();
-        bench.home.write_config("[review]\nrounds = 1\n");
-        let cli = CliHome::new(cli, &server, model(cli)).unwrap();
-        RealRun {
-            bench,
-            cli,
-            server,
-            _rt: rt,
-        }
-    }
-
-    /// `gaffer` with only PATH, the CLI's home and what points it at the server.
-    fn gaffer(&self) -> Command {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
-        cmd.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("GAFFER_CONFIG", self.bench.home.config())
-            .env("GAFFER_DATA_DIR", self.bench.home.data())
-            .env("USER", "tester")
-            .env(self.cli.cli.bin_env(), self.cli.cli.bin())
-            .envs(&self.cli.env);
-        cmd
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        json_of(&self.gaffer().args(args).output().unwrap())
-    }
-
-    /// `gaffer run` of the request with the CLI as every role's agent, and `extra`.
-    fn start(&self, extra: &[&str]) -> Child {
-        self.gaffer()
-            .args(["run", "Add an installation section to README", "--repo"])
-            .arg(&self.bench.repo)
-            .args(["--json", "--agent", self.cli.cli.agent()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    /// Wait until the owner's CLI has asked the model `n` times, `child` running.
-    fn wait_for_owner(&self, child: &mut Child, n: usize) {
-        let started = Instant::now();
-        while self.server.played("owner") < n {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "gaffer ended before the owner's request {n}:\n{}",
-                self.server.describe()
-            );
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "{}",
-                self.server.describe()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Wait for `child` (a `gaffer run` or `gaffer task resume`) to end, deciding every
-    /// approval as a person would from another terminal: approve, except `rm -rf`
-    /// (denied with [`DENY_NOTE`]). It must exit 0: returns its summary and the
-    /// approvals decided.
-    fn finish(&self, mut child: Child) -> (Value, Vec<Value>) {
-        let started = Instant::now();
-        let mut decided = Vec::new();
-        while child.try_wait().unwrap().is_none() {
-            assert!(
-                started.elapsed() < Duration::from_secs(240),
-                "gaffer did not finish; the model saw:\n{}",
-                self.server.describe()
-            );
-            let pending = self.json(&["approvals", "--json"]);
-            for a in pending.as_array().cloned().unwrap_or_default() {
-                let id = a["id"].as_str().unwrap().to_owned();
-                let out = if a.to_string().contains("rm -rf") {
-                    self.gaffer()
-                        .args(["deny", &id, "--note", DENY_NOTE])
-                        .output()
-                } else {
-                    self.gaffer().args(["approve", &id]).output()
-                }
-                .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                decided.push(a);
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}\nthe model saw:\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            self.server.describe()
-        );
-        (json_of(&out), decided)
-    }
-}
-
-/// Models each CLI knows, so it offers the tools it offers its users.
-fn model(cli: Cli) -> &'static str {
-    match cli {
-        Cli::Claude => "claude-sonnet-4-5",
-        Cli::Codex => "gpt-5-codex",
-        Cli::Gemini => "gemini-2.5-pro",
-    }
-}
-
 fn end_to_end(cli: Cli) {
-    let r = RealRun::new(cli);
+    let r = RealRun::new(cli, script(cli));
     let (summary, decided) = r.finish(r.start(&[]));
     let s = &r.server;
     assert!(
@@ -360,7 +214,7 @@ fn real_codex_runs_its_commands_inside_gaffers_sandbox() {
         .role("planner", vec![plan_reply()])
         .role("owner", owner)
         .role("reviewer", vec![verdict_done()]);
-    let r = RealRun::with_script(Cli::Codex, script);
+    let r = RealRun::new(Cli::Codex, script);
     r.bench.home.write_config(&format!(
         "[sandbox]\nmode = \"required\"\n{}",
         std::fs::read_to_string(r.bench.home.config()).unwrap()
@@ -440,14 +294,14 @@ fn processes_of(home: &std::path::Path) -> Vec<String> {
 /// Ctrl-C while the owner's CLI waits on the model: gaffer stops and leaves none of the
 /// CLI's processes running.
 fn ctrl_c_leaves_no_process(cli: Cli) {
-    let r = RealRun::with_script(
+    let r = RealRun::new(
         cli,
         ModelScript::new()
             .role("planner", vec![plan_reply()])
             .role("owner", vec![never()]),
     );
     let mut child = r.start(&["--yes"]);
-    r.wait_for_owner(&mut child, 1);
+    r.wait_for("owner", &mut child, 1);
     assert!(
         !processes_of(&r.cli.home).is_empty(),
         "the owner's CLI should be running"
@@ -485,7 +339,7 @@ fn crash_resumes_the_interrupted_session(cli: Cli) {
     let mut owner = owner_edit(cli);
     let before = owner.len();
     owner.extend([never(), say("Went on after the crash.")]);
-    let r = RealRun::with_script(
+    let r = RealRun::new(
         cli,
         ModelScript::new()
             .role("planner", vec![plan_reply()])
@@ -493,7 +347,7 @@ fn crash_resumes_the_interrupted_session(cli: Cli) {
             .role("reviewer", vec![verdict_done()]),
     );
     let mut child = r.start(&["--yes"]);
-    r.wait_for_owner(&mut child, before + 1);
+    r.wait_for("owner", &mut child, before + 1);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let tasks = r.json(&["task", "list", "--json"]);

@@ -1,8 +1,14 @@
+use super::run::{json_of, Bench};
 use assert_cmd::Command;
 use gaffer_core::{Actor, ApprovalKind, Decision, Event, Intent, Stage, StreamId};
 use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
-use serde_json::json;
-use std::path::PathBuf;
+use gaffer_testkit::clis::{Cli, CliHome};
+use gaffer_testkit::model::{say, ModelScript, ModelServer};
+use gaffer_testkit::scenario::LlmReply;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 /// A throwaway home for one test: its own config file and data dir.
 pub struct Home {
@@ -120,6 +126,21 @@ pub fn fixture_repo(repo: &std::path::Path, readme: &str, check: &str) {
     std::fs::write(repo.join("Makefile"), format!("check:\n\t{check}\n")).unwrap();
     git(repo, &["add", "."]);
     git(repo, &["commit", "-q", "-m", "init"]);
+}
+
+/// The task's events of `kind`, read from the SQLite journal `db`.
+pub fn events_of(db: &Path, id: &str, kind: &str) -> Vec<Value> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let j = SqliteJournal::open(db, Durability::Normal).await.unwrap();
+        j.stream_events(&id.into(), 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event.kind() == kind)
+            .map(|e| serde_json::to_value(&e.event).unwrap())
+            .collect()
+    })
 }
 
 /// A client sending the local secret of the data dir `data` as its bearer credential.
@@ -282,5 +303,151 @@ impl Home {
                 .unwrap();
             j.close().await;
         });
+    }
+}
+
+// The real agent CLIs (`gaffer_testkit::clis`) against the scripted model server.
+
+/// What an agent is told when its `rm -rf build` is denied ([`RealRun::finish`]).
+pub const DENY_NOTE: &str = "never delete the build dir";
+
+/// The planner's one-subtask plan.
+pub fn plan_reply() -> LlmReply {
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    say(&format!("Here is the plan.\n```json\n{plan}\n```"))
+}
+
+/// A model reply that comes only after the test is over: the CLI waits on it.
+pub fn never() -> LlmReply {
+    LlmReply {
+        delay_ms: Some(120_000),
+        ..say("too late")
+    }
+}
+
+/// A fixture repository and a gaffer home (review goes to the arbiter after one round
+/// of changes), the CLI's own home pointed at the model server.
+pub struct RealRun {
+    pub bench: Bench,
+    pub cli: CliHome,
+    pub server: ModelServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl RealRun {
+    pub fn new(cli: Cli, script: ModelScript) -> RealRun {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(ModelServer::start(script)).unwrap();
+        let bench = Bench::new();
+        bench.home.write_config("[review]\nrounds = 1\n");
+        let cli = CliHome::new(cli, &server, model(cli)).unwrap();
+        RealRun {
+            bench,
+            cli,
+            server,
+            _rt: rt,
+        }
+    }
+
+    /// `gaffer` with only PATH, the CLI's home and what points it at the server.
+    pub fn gaffer(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("gaffer"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("GAFFER_CONFIG", self.bench.home.config())
+            .env("GAFFER_DATA_DIR", self.bench.home.data())
+            .env("USER", "tester")
+            .env(self.cli.cli.bin_env(), self.cli.cli.bin())
+            .envs(&self.cli.env);
+        cmd
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        json_of(&self.gaffer().args(args).output().unwrap())
+    }
+
+    /// `gaffer run` of the request with the CLI as every role's agent, and `extra`.
+    pub fn start(&self, extra: &[&str]) -> Child {
+        self.gaffer()
+            .args(["run", "Add an installation section to README", "--repo"])
+            .arg(&self.bench.repo)
+            .args(["--json", "--agent", self.cli.cli.agent()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Wait until `role`'s CLI has asked the model `n` times, `child` running.
+    pub fn wait_for(&self, role: &str, child: &mut Child, n: usize) {
+        let started = Instant::now();
+        while self.server.played(role) < n {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "gaffer ended before the {role}'s request {n}:\n{}",
+                self.server.describe()
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "{}",
+                self.server.describe()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Wait for `child` (a `gaffer run` or `gaffer task resume`) to end, deciding every
+    /// approval as a person would from another terminal: approve, except `rm -rf`
+    /// (denied with [`DENY_NOTE`]). It must exit 0: returns its summary and the
+    /// approvals decided.
+    pub fn finish(&self, mut child: Child) -> (Value, Vec<Value>) {
+        let started = Instant::now();
+        let mut decided = Vec::new();
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(240),
+                "gaffer did not finish; the model saw:\n{}",
+                self.server.describe()
+            );
+            let pending = self.json(&["approvals", "--json"]);
+            for a in pending.as_array().cloned().unwrap_or_default() {
+                let id = a["id"].as_str().unwrap().to_owned();
+                let out = if a.to_string().contains("rm -rf") {
+                    self.gaffer()
+                        .args(["deny", &id, "--note", DENY_NOTE])
+                        .output()
+                } else {
+                    self.gaffer().args(["approve", &id]).output()
+                }
+                .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                decided.push(a);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}\nthe model saw:\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.server.describe()
+        );
+        (json_of(&out), decided)
+    }
+}
+
+/// Models each CLI knows, so it offers the tools it offers its users.
+pub fn model(cli: Cli) -> &'static str {
+    match cli {
+        Cli::Claude => "claude-sonnet-4-5",
+        Cli::Codex => "gpt-5-codex",
+        Cli::Gemini => "gemini-2.5-pro",
     }
 }
