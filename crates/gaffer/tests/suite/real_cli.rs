@@ -4,7 +4,7 @@
 //! gaffer and one denied (and the agent told), the read-only reviewer refused a write,
 //! the arbiter's ruling, the check, tokens and cost.
 use super::run::README_DONE;
-use super::support::{never, plan_reply, RealRun, DENY_NOTE};
+use super::support::{never, per_cli, plan_reply, RealRun, DENY_NOTE};
 use gaffer_testkit::clis::Cli;
 use gaffer_testkit::model::{call, say, ModelScript};
 use gaffer_testkit::scenario::LlmReply;
@@ -144,26 +144,6 @@ fn end_to_end(cli: Cli) {
         summary["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
         "{summary}"
     );
-}
-
-/// The tests of `scenario` with each CLI, named `real_<cli>_…`.
-macro_rules! per_cli {
-    ($scenario:ident: $claude:ident, $codex:ident, $gemini:ident) => {
-        #[test]
-        fn $claude() {
-            $scenario(Cli::Claude);
-        }
-
-        #[test]
-        fn $codex() {
-            $scenario(Cli::Codex);
-        }
-
-        #[test]
-        fn $gemini() {
-            $scenario(Cli::Gemini);
-        }
-    };
 }
 
 /// How each CLI tells its model that a call was refused.

@@ -5,7 +5,7 @@
 //! resumed turn. Either way the model is given the message once and the journal
 //! records it delivered once.
 use super::run::success_json;
-use super::support::{events_of, never, plan_reply, RealRun};
+use super::support::{events_of, never, per_cli, plan_reply, RealRun};
 use gaffer_testkit::clis::Cli;
 use gaffer_testkit::model::{call, say, ModelScript};
 use gaffer_testkit::scenario::LlmReply;
@@ -197,32 +197,12 @@ fn a_message_sent_while_gaffer_is_dead_reaches_the_resumed_turn(cli: Cli) {
     delivered_once(&r, &id, &sent, "live");
 }
 
-#[test]
-fn real_claude_takes_a_message_mid_turn_and_the_model_sees_it() {
-    a_message_reaches_the_running_turn(Cli::Claude);
-}
+per_cli!(a_message_reaches_the_running_turn:
+    real_claude_takes_a_message_mid_turn_and_the_model_sees_it,
+    real_codex_takes_a_message_mid_turn_and_the_model_sees_it,
+    real_gemini_takes_a_message_mid_turn_by_cancel_then_prompt_and_the_model_sees_it);
 
-#[test]
-fn real_codex_takes_a_message_mid_turn_and_the_model_sees_it() {
-    a_message_reaches_the_running_turn(Cli::Codex);
-}
-
-#[test]
-fn real_gemini_takes_a_message_mid_turn_by_cancel_then_prompt_and_the_model_sees_it() {
-    a_message_reaches_the_running_turn(Cli::Gemini);
-}
-
-#[test]
-fn real_claude_gets_a_message_sent_while_gaffer_was_killed_once_after_resume() {
-    a_message_sent_while_gaffer_is_dead_reaches_the_resumed_turn(Cli::Claude);
-}
-
-#[test]
-fn real_codex_gets_a_message_sent_while_gaffer_was_killed_once_after_resume() {
-    a_message_sent_while_gaffer_is_dead_reaches_the_resumed_turn(Cli::Codex);
-}
-
-#[test]
-fn real_gemini_gets_a_message_sent_while_gaffer_was_killed_once_after_resume() {
-    a_message_sent_while_gaffer_is_dead_reaches_the_resumed_turn(Cli::Gemini);
-}
+per_cli!(a_message_sent_while_gaffer_is_dead_reaches_the_resumed_turn:
+    real_claude_gets_a_message_sent_while_gaffer_was_killed_once_after_resume,
+    real_codex_gets_a_message_sent_while_gaffer_was_killed_once_after_resume,
+    real_gemini_gets_a_message_sent_while_gaffer_was_killed_once_after_resume);

@@ -380,20 +380,20 @@ impl RealRun {
             .unwrap()
     }
 
-    /// Wait until `role`'s CLI has asked the model `n` times, `child` running.
+    /// Wait until `role`'s CLI has asked the model `n` times, `child` running (killed
+    /// when it does not come: a failed test leaves no gaffer behind).
     pub fn wait_for(&self, role: &str, child: &mut Child, n: usize) {
         let started = Instant::now();
         while self.server.played(role) < n {
-            assert!(
-                child.try_wait().unwrap().is_none(),
-                "gaffer ended before the {role}'s request {n}:\n{}",
-                self.server.describe()
-            );
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "{}",
-                self.server.describe()
-            );
+            let ended = child.try_wait().unwrap();
+            if ended.is_some() || started.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "no request {n} of the {role} (gaffer ended: {ended:?}):\n{}",
+                    self.server.describe()
+                );
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -451,3 +451,24 @@ pub fn model(cli: Cli) -> &'static str {
         Cli::Gemini => "gemini-2.5-pro",
     }
 }
+
+/// The tests of `scenario` with each CLI, named `real_<cli>_…`.
+macro_rules! per_cli {
+    ($scenario:ident: $claude:ident, $codex:ident, $gemini:ident) => {
+        #[test]
+        fn $claude() {
+            $scenario(Cli::Claude);
+        }
+
+        #[test]
+        fn $codex() {
+            $scenario(Cli::Codex);
+        }
+
+        #[test]
+        fn $gemini() {
+            $scenario(Cli::Gemini);
+        }
+    };
+}
+pub(crate) use per_cli;
