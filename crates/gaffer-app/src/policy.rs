@@ -82,7 +82,7 @@ pub struct AutoRule {
     /// Shown as the deciding actor; defaults to a description of the rule.
     #[serde(default)]
     pub name: Option<String>,
-    /// Which kinds it applies to; default `["tool"]`. `manual` and `escalation`
+    /// Which kinds it applies to; default `["tool"]`. `manual`, `escalation`, `stall` and `budget`
     /// are never auto-approved.
     #[serde(default)]
     pub kinds: Vec<ApprovalKind>,
@@ -275,7 +275,11 @@ impl Policy {
 fn never_auto(kind: ApprovalKind) -> bool {
     matches!(
         kind,
-        ApprovalKind::Manual | ApprovalKind::Escalation | ApprovalKind::Memory
+        ApprovalKind::Manual
+            | ApprovalKind::Escalation
+            | ApprovalKind::Memory
+            | ApprovalKind::Stall
+            | ApprovalKind::Budget
     )
 }
 

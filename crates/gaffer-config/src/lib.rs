@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 mod setup;
+mod supervision;
 pub use setup::WorktreeSetup;
+pub use supervision::{parse_duration, Budget, Watchdog};
 
 /// The commented configuration file `gaffer init` writes.
 pub const TEMPLATE: &str = include_str!("default.toml");
@@ -270,6 +272,14 @@ pub struct Config {
     /// `[projects.<name>] setup`, `copy`, `port`: how a new worktree of the project is
     /// made ready before the owner starts, by project name (absent: nothing to do).
     pub worktree_setup: std::collections::BTreeMap<String, WorktreeSetup>,
+    /// `[watchdog]`: when a running agent looks stuck.
+    pub watchdog: Watchdog,
+    /// `[budget]`: spending caps.
+    pub budget: Budget,
+    /// `[projects.<name>.watchdog]`, merged over `watchdog`, by project name.
+    pub project_watchdog: std::collections::BTreeMap<String, Watchdog>,
+    /// `[projects.<name>.budget]`, merged over `budget`, by project name.
+    pub project_budget: std::collections::BTreeMap<String, Budget>,
 }
 
 /// Default environment variable holding the Discord bot token.
@@ -383,12 +393,32 @@ impl Config {
             agent_env: Vec::new(),
             check_env: Default::default(),
             worktree_setup: Default::default(),
+            watchdog: Watchdog::default(),
+            budget: Budget::default(),
+            project_watchdog: Default::default(),
+            project_budget: Default::default(),
         }
     }
 
     /// The roles for `project`: its overrides over the global ones.
     pub fn roles_for(&self, project: &str) -> &Roles {
         self.project_roles.get(project).unwrap_or(&self.roles)
+    }
+
+    /// The watchdog for `project`: its section over the global one.
+    pub fn watchdog_for(&self, project: &str) -> Watchdog {
+        self.project_watchdog
+            .get(project)
+            .copied()
+            .unwrap_or(self.watchdog)
+    }
+
+    /// The spending caps for `project`: its section over the global one.
+    pub fn budget_for(&self, project: &str) -> Budget {
+        self.project_budget
+            .get(project)
+            .copied()
+            .unwrap_or(self.budget)
     }
 
     /// The journal to open: `database.url` as written (a path, `sqlite://PATH` or
@@ -435,6 +465,10 @@ struct RawConfig {
     discord: RawDiscord,
     #[serde(default)]
     prices: std::collections::BTreeMap<String, RawPrice>,
+    #[serde(default)]
+    watchdog: supervision::RawWatchdog,
+    #[serde(default)]
+    budget: supervision::RawBudget,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -524,6 +558,8 @@ struct RawProject {
     setup: Option<Vec<String>>,
     copy: Option<Vec<String>>,
     port: Option<bool>,
+    watchdog: Option<supervision::RawWatchdog>,
+    budget: Option<supervision::RawBudget>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -947,7 +983,27 @@ fn resolve(
         raw.roles,
         &config.acp_agents,
     )?;
+    config.watchdog = supervision::watchdog(origin, "watchdog", Watchdog::default(), raw.watchdog)?;
+    config.budget = supervision::budget(origin, "budget", Budget::default(), raw.budget)?;
     for (project, p) in raw.projects {
+        if let Some(w) = p.watchdog {
+            let w = supervision::watchdog(
+                origin,
+                &format!("projects.{project}.watchdog"),
+                config.watchdog,
+                w,
+            )?;
+            config.project_watchdog.insert(project.clone(), w);
+        }
+        if let Some(b) = p.budget {
+            let b = supervision::budget(
+                origin,
+                &format!("projects.{project}.budget"),
+                config.budget,
+                b,
+            )?;
+            config.project_budget.insert(project.clone(), b);
+        }
         let roles = merge_roles(
             origin,
             &format!("projects.{project}.roles"),

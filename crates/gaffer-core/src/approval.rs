@@ -18,6 +18,11 @@ pub enum ApprovalKind {
     Escalation,
     /// The owner or the reviewer proposes an addition to the project's memory.
     Memory,
+    /// The watchdog saw a running agent look stuck: approve continues, deny
+    /// interrupts the turn; the note goes to the agent as a message.
+    Stall,
+    /// A spending cap was reached: approve raises this task's cap, deny stops it.
+    Budget,
 }
 
 impl ApprovalKind {
@@ -30,6 +35,8 @@ impl ApprovalKind {
             ApprovalKind::Manual => "manual",
             ApprovalKind::Escalation => "escalation",
             ApprovalKind::Memory => "memory",
+            ApprovalKind::Stall => "stall",
+            ApprovalKind::Budget => "budget",
         }
     }
 }

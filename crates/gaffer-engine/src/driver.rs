@@ -63,6 +63,14 @@ pub struct Settings {
     /// How each project's new worktrees are made ready, by project name
     /// (`[projects.<name>] setup`, `copy`, `port`).
     pub worktree_setup: std::collections::BTreeMap<String, gaffer_config::WorktreeSetup>,
+    /// When a running agent looks stuck (`[watchdog]`); off unless configured.
+    pub watchdog: gaffer_config::Watchdog,
+    /// Per-project watchdogs (`[projects.<name>.watchdog]`), by project name.
+    pub project_watchdog: std::collections::BTreeMap<String, gaffer_config::Watchdog>,
+    /// Spending caps (`[budget]`); none unless configured.
+    pub budget: gaffer_config::Budget,
+    /// Per-project caps (`[projects.<name>.budget]`), by project name.
+    pub project_budget: std::collections::BTreeMap<String, gaffer_config::Budget>,
 }
 
 impl Settings {
@@ -83,7 +91,27 @@ impl Settings {
             trackers: Default::default(),
             sandbox: Default::default(),
             worktree_setup: Default::default(),
+            watchdog: gaffer_config::Watchdog::OFF,
+            project_watchdog: Default::default(),
+            budget: gaffer_config::Budget::default(),
+            project_budget: Default::default(),
         }
+    }
+
+    /// The watchdog of `project`.
+    pub fn watchdog_for(&self, project: &str) -> gaffer_config::Watchdog {
+        self.project_watchdog
+            .get(project)
+            .copied()
+            .unwrap_or(self.watchdog)
+    }
+
+    /// The spending caps of `project`.
+    pub fn budget_for(&self, project: &str) -> gaffer_config::Budget {
+        self.project_budget
+            .get(project)
+            .copied()
+            .unwrap_or(self.budget)
     }
 }
 

@@ -19,6 +19,7 @@
 //! tasks.
 
 pub mod agents;
+mod budget;
 mod context;
 mod driver;
 mod error;
@@ -30,9 +31,11 @@ pub mod pipeline;
 pub mod prompts;
 mod read_only;
 mod recovery;
+mod stall;
 mod steps;
 mod text;
 mod turn;
+mod watchdog;
 mod workers;
 
 pub use agents::{

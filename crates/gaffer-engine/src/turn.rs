@@ -109,6 +109,14 @@ impl Engine {
         let (session_id, mut session) = self
             .open_session(task, step, role, &agent, backend.as_ref(), opts, gate)
             .await?;
+        let mut watch = crate::stall::Watch::new(
+            self,
+            task,
+            step,
+            &session_id,
+            self.settings.watchdog_for(&project.name),
+            mode == Mode::ReadWrite,
+        );
         let outcome = self
             .converse(
                 task,
@@ -116,11 +124,13 @@ impl Engine {
                 &session_id,
                 session.as_mut(),
                 model_label.as_deref(),
+                &mut watch,
                 prompt,
                 cancel,
                 &contract,
             )
             .await;
+        watch.close("the agent's session ended").await;
         let _ = session.shutdown().await;
         let reason = match &outcome {
             Ok(_) => "turn finished".to_owned(),
@@ -262,6 +272,7 @@ impl Engine {
         session_id: &SessionId,
         session: &mut dyn AgentSession,
         model: Option<&str>,
+        watch: &mut crate::stall::Watch,
         prompt: String,
         cancel: &CancellationToken,
         contract: &impl Fn(&str) -> Result<Value, ContractError>,
@@ -282,11 +293,13 @@ impl Engine {
             if people.is_none() {
                 tries += 1;
             }
+            self.within_budget(task, step, &usage).await?;
             let turn_started = std::time::Instant::now();
             session
                 .send_turn(&prompt)
                 .await
                 .map_err(|e| fail(format!("agent turn: {e}")))?;
+            watch.turn_started();
             if let Some(turn) = people.take() {
                 live.sent(&turn).await?;
             }
@@ -302,6 +315,13 @@ impl Engine {
                         live.steer(session).await?;
                         continue;
                     }
+                    wake = watch.wake() => {
+                        match wake {
+                            crate::stall::Wake::Alarm => watch.ask_if_stalled().await?,
+                            crate::stall::Wake::Decided(d) => watch.apply(d, session, &mut live, true).await?,
+                        }
+                        continue;
+                    }
                 };
                 let event = match event {
                     None => {
@@ -312,6 +332,7 @@ impl Engine {
                     Some(Err(e)) => return Err(fail(format!("agent: {e}"))),
                     Some(Ok(ev)) => ev,
                 };
+                watch.observe(&event).await?;
                 match &event {
                     AgentEvent::TurnCompleted { result } => break result.clone(),
                     AgentEvent::SessionStarted {
@@ -361,6 +382,9 @@ impl Engine {
             )
             .await?;
             usage += result.usage;
+            watch.turn_ended();
+            // The watchdog asked about this turn: the answer comes before its result counts.
+            watch.settle(session, &mut live, cancel).await?;
             match result.status {
                 TurnStatus::Completed => {}
                 // A person stopped the turn: the session's next turn is their next message.

@@ -354,7 +354,7 @@ pub struct Approval {
     pub step_id: String,
     /// Which request of that step.
     pub attempt: i64,
-    /// `plan` | `tool` | `ship` | `manual` | `escalation`.
+    /// `plan` | `tool` | `ship` | `manual` | `escalation` | `stall` | `budget`.
     pub kind: String,
     /// `pending` | `approved` | `denied` | `expired` | `withdrawn`.
     pub state: String,

@@ -1,6 +1,6 @@
 // Approvals: the card a person decides on (queue, task page), the line that
 // marks where one was asked in a transcript, and the queue across projects.
-import { html, api, errorText, actor, ago, countdown, shortIds, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
+import { html, api, errorText, actor, ago, countdown, money, tokens, shortIds, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
 import { putApproval, useApprovals, useListed, useNotificationPermission } from "./live.js";
 
 const KIND = {
@@ -10,6 +10,15 @@ const KIND = {
   manual: "Needs a person",
   escalation: "Escalation",
   memory: "Project memory",
+  stall: "Looks stuck",
+  budget: "Spending cap",
+};
+
+// What approving and denying do for kinds that name it (`details.choices`), and
+// what a note is for there.
+const CHOICES = {
+  stall: { approve: "Continue", deny: "Interrupt", approved: "Continued", denied: "Interrupted", note: "Message to the agent (optional)" },
+  budget: { approve: "Raise cap", deny: "Stop task", approved: "Cap raised", denied: "Stopped", note: "Raise by, like $5 or 200k (optional)" },
 };
 
 const STATE = { approved: "Approved", denied: "Denied", expired: "Expired", withdrawn: "Withdrawn", pending: "Waiting" };
@@ -59,6 +68,8 @@ export function ApprovalDetails({ a }) {
   }
   if (a.kind === "memory" && d.memory) parts.push(html`<div class="kv"><span class="muted">Every later task in</span> <code>${d.project}</code> <span class="muted">will be told:</span></div><pre class="out memory">${d.memory}</pre>`);
   if (a.kind === "manual" && d.error) parts.push(html`<pre class="out">${d.error}</pre>`);
+  if (a.kind === "stall" && d.trigger) parts.push(html`<div class="kv"><span class="muted">watchdog</span> <code>${d.trigger}</code>${d.count ? html` <span class="muted">× ${d.count}</span>` : null}</div>`);
+  if (a.kind === "budget" && d.cap) parts.push(html`<div class="kv"><span class="muted">cap</span> <code>${d.cap}</code> <span class="muted">raise without an amount:</span> ${d.unit === "usd" ? money(d.default_raise) : tokens(d.default_raise)}</div>`);
   if (d.reason && a.kind !== "escalation") parts.push(html`<p class="reason"><${Text} text=${d.reason} /></p>`);
   if (d.diff) parts.push(html`<${Diff} text=${d.diff} />`);
   return parts.length ? html`<div class="details">${parts}</div>` : null;
@@ -76,7 +87,8 @@ function Expiry({ a }) {
 /** Who decided and how, for a settled approval. */
 export function Decision({ a }) {
   const by = a.decided_by ? actor(a.decided_by) : null;
-  const what = a.state === "approved" ? (a.for_task ? "Allowed for this task" : "Approved") : STATE[a.state] || a.state;
+  const named = CHOICES[a.kind]?.[a.state];
+  const what = named || (a.state === "approved" ? (a.for_task ? "Allowed for this task" : "Approved") : STATE[a.state] || a.state);
   return html`<div class=${"decision d-" + a.state} role="status">
     <span class="mark" aria-hidden="true">${a.state === "approved" ? "✓" : "✕"}</span>
     <span><strong>${what}</strong>${by ? html` by ${by}` : null}${a.decided_at ? html` <span class="muted">· ${ago(a.decided_at)}</span>` : null}
@@ -108,8 +120,20 @@ export function ApprovalCard({ a, showTask = true, taskLabel }) {
       setError(errorText(r));
     }
   };
+  const [cancelling, setCancelling] = useState(false);
+  // Cancel the whole task (a stall's third choice): a second tap confirms.
+  const cancelTask = async () => {
+    if (!cancelling) return setCancelling(true);
+    setBusy("cancel");
+    setError("");
+    const r = await api("POST", `/api/tasks/${encodeURIComponent(a.task_id)}/cancel`, { reason: note.current?.value.trim() || null });
+    setBusy(null);
+    setCancelling(false);
+    if (r.status !== 200) setError(errorText(r));
+  };
   const pending = a.state === "pending";
   const grant = a.kind === "tool" && (a.details?.subject?.command || a.details?.command);
+  const choice = CHOICES[a.kind];
   return html`<article class=${"card approval k-" + a.kind + (pending ? "" : " settled")} data-id=${a.id} data-kind=${a.kind} aria-label=${KIND[a.kind] + " approval"}>
     <header class="approval-head">
       <span class=${"kind k-" + a.kind}>${KIND[a.kind] || a.kind}</span>
@@ -121,11 +145,12 @@ export function ApprovalCard({ a, showTask = true, taskLabel }) {
     <${ApprovalDetails} a=${a} />
     ${pending ? html`
       <label class="sr-only" for=${"note-" + a.id}>Note for ${KIND[a.kind] || a.kind} approval</label>
-      <textarea id=${"note-" + a.id} class="note" ref=${note} rows="1" placeholder="Note (optional)"></textarea>
+      <textarea id=${"note-" + a.id} class="note" ref=${note} rows="1" placeholder=${choice?.note || "Note (optional)"}></textarea>
       <div class="actions">
-        <button type="button" class="approve" disabled=${!!busy} onClick=${() => decide("approve")}>${busy === "approve" ? "Approving…" : "Approve"}</button>
+        <button type="button" class="approve" disabled=${!!busy} onClick=${() => decide("approve")}>${busy === "approve" ? "Recording…" : choice?.approve || "Approve"}</button>
         ${grant ? html`<button type="button" class="secondary for-task" disabled=${!!busy} title="Also approve this exact command when this task asks again" onClick=${() => decide("approve", true)}>${busy === "task" ? "Allowing…" : "Allow for this task"}</button>` : null}
-        <button type="button" class="deny" disabled=${!!busy} onClick=${() => decide("deny")}>${busy === "deny" ? "Denying…" : "Deny"}</button>
+        <button type="button" class="deny" disabled=${!!busy} onClick=${() => decide("deny")}>${busy === "deny" ? "Recording…" : choice?.deny || "Deny"}</button>
+        ${a.kind === "stall" ? html`<button type="button" class="secondary danger cancel-task" disabled=${!!busy} onClick=${cancelTask}>${busy === "cancel" ? "Cancelling…" : cancelling ? "Tap again to cancel" : "Cancel task"}</button>` : null}
       </div>
       ${error ? html`<p class="err" role="alert">${error}</p>` : null}` : html`
       <${Decision} a=${a} />`}

@@ -91,7 +91,7 @@ pub struct ApprovalRow {
     pub step_id: String,
     /// Request number within the step.
     pub attempt: i64,
-    /// `plan` | `tool` | `ship` | `manual` | `escalation`.
+    /// `plan` | `tool` | `ship` | `manual` | `escalation` | `stall` | `budget`.
     pub kind: String,
     /// The question.
     pub summary: String,

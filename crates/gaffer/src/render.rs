@@ -218,6 +218,36 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
                 out.extend(labeled("remember ", text, 20));
             }
         }
+        "stall" => {
+            if let Some(seen) = str_at(d, "/seen") {
+                out.extend(labeled("seen     ", seen, 4));
+            }
+            if let Some(step) = str_at(d, "/step") {
+                out.push(format!("step     {}", one_line(step, 80)));
+            }
+        }
+        "budget" => {
+            let money = str_at(d, "/unit") == Some("usd");
+            let amount = |p: &str| {
+                let n = d.pointer(p).and_then(Value::as_f64).unwrap_or(0.0);
+                if money {
+                    gaffer_core::format_usd(n)
+                } else {
+                    format!("{} tokens", count(n.round() as u64))
+                }
+            };
+            out.push(format!(
+                "cap      {}: {} spent of {}",
+                one_line(str_at(d, "/cap").unwrap_or("?"), 40),
+                amount("/spent"),
+                amount("/limit")
+            ));
+            out.push(format!(
+                "raise    by the amount in the note (like {}), else by {}",
+                if money { "$5" } else { "200k" },
+                amount("/default_raise")
+            ));
+        }
         "escalation" => {
             if let Some(why) = str_at(d, "/reason") {
                 out.extend(labeled("why      ", why, 8));
@@ -234,6 +264,20 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
         }
     }
     out
+}
+
+/// What approving and denying do, for the kinds that say (`details.choices`: a
+/// `stall` continues or interrupts, a `budget` raises or stops), and how else to
+/// answer (`cancel`).
+pub fn choices(a: &api::Approval) -> Option<(String, String, Option<String>)> {
+    let c = a.details.get("choices")?;
+    Some((
+        one_line(c.get("approve")?.as_str()?, 60),
+        one_line(c.get("deny")?.as_str()?, 60),
+        c.get("cancel")
+            .and_then(Value::as_str)
+            .map(|x| one_line(x, 80)),
+    ))
 }
 
 /// Who decided (and their note), or why it ended without a decision.

@@ -758,3 +758,95 @@ fn a_tester_is_optional_per_project() {
         "{err}"
     );
 }
+
+#[test]
+fn the_watchdog_and_caps_read_durations_and_projects_override_key_by_key() {
+    use std::time::Duration;
+    let c = load_text(
+        "[watchdog]\nidle = \"2s\"\nturn = 90\nrepeated_calls = 4\n\n[budget]\ntask_usd = 2.5\nproject_day_tokens = 1000000\n\n[projects.web.watchdog]\nidle = \"off\"\ntokens_without_change = 1000\n\n[projects.web.budget]\ntask_tokens = 5000\ntask_usd = \"off\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        c.watchdog,
+        Watchdog {
+            idle: Some(Duration::from_secs(2)),
+            turn: Some(Duration::from_secs(90 * 60)),
+            repeated_calls: Some(4),
+            ..Watchdog::default()
+        }
+    );
+    assert_eq!(
+        c.watchdog_for("web"),
+        Watchdog {
+            idle: None,
+            tokens_without_change: Some(1000),
+            ..c.watchdog
+        }
+    );
+    assert_eq!(c.watchdog_for("other"), c.watchdog);
+    assert_eq!(
+        c.budget,
+        Budget {
+            task_usd: Some(2.5),
+            project_day_tokens: Some(1_000_000),
+            ..Budget::default()
+        }
+    );
+    assert_eq!(
+        c.budget_for("web"),
+        Budget {
+            task_tokens: Some(5000),
+            task_usd: None,
+            project_day_tokens: Some(1_000_000),
+            project_day_usd: None,
+        }
+    );
+    // No caps unless configured; the watchdog is on by default.
+    let d = load_text("", &[]).unwrap();
+    assert!(!d.budget.any());
+    assert_eq!(d.watchdog.idle, Some(Duration::from_secs(600)));
+}
+
+#[test]
+fn a_bad_watchdog_or_cap_names_the_field() {
+    for (text, field) in [
+        ("[watchdog]\nidle = \"0s\"\n", "watchdog.idle"),
+        ("[watchdog]\nidle = \"ten minutes\"\n", "watchdog.idle"),
+        ("[watchdog]\nturn = -5\n", "watchdog.turn"),
+        ("[watchdog]\nturn = true\n", "watchdog.turn"),
+        (
+            "[watchdog]\nrepeated_calls = 1\n",
+            "watchdog.repeated_calls",
+        ),
+        (
+            "[watchdog]\nrepeated_failures = 0\n",
+            "watchdog.repeated_failures",
+        ),
+        (
+            "[watchdog]\ntokens_without_change = -1\n",
+            "watchdog.tokens_without_change",
+        ),
+        ("[watchdog]\nidel = \"5m\"\n", "idel"),
+        ("[budget]\ntask_usd = 0\n", "budget.task_usd"),
+        ("[budget]\ntask_usd = -3.5\n", "budget.task_usd"),
+        (
+            "[budget]\nproject_day_usd = \"lots\"\n",
+            "budget.project_day_usd",
+        ),
+        ("[budget]\ntask_tokens = 0\n", "budget.task_tokens"),
+        ("[budget]\ntask_tokens = 1.5\n", "budget.task_tokens"),
+        ("[budget]\nper_day = 1\n", "per_day"),
+        (
+            "[projects.web.watchdog]\nidle = \"-1m\"\n",
+            "projects.web.watchdog.idle",
+        ),
+        (
+            "[projects.web.budget]\nproject_day_tokens = 0\n",
+            "projects.web.budget.project_day_tokens",
+        ),
+    ] {
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert!(err.contains(field), "{text}: {err}");
+    }
+}

@@ -1,3 +1,4 @@
+mod budget;
 mod challenge;
 mod crash_points;
 mod faulty;
@@ -9,5 +10,6 @@ mod sessions;
 mod ship;
 mod support;
 mod tester;
+mod watchdog;
 mod workers;
 mod worktree_setup;

@@ -294,3 +294,37 @@ pub fn shipping(
         wait_for_ci: true,
     }
 }
+
+/// The stage `run` (of task `id`) ends in; a run still going after a minute fails
+/// the test with the task's journal, so a hang shows where it stopped.
+pub async fn finish(
+    w: &World,
+    id: &TaskId,
+    run: tokio::task::JoinHandle<gaffer_engine::Result<gaffer_core::Stage>>,
+) -> gaffer_core::Stage {
+    match tokio::time::timeout(std::time::Duration::from_secs(60), run).await {
+        Ok(done) => done.unwrap().unwrap(),
+        Err(_) => {
+            let events = w
+                .journal
+                .stream_events(&gaffer_core::StreamId(id.0.clone()), 0)
+                .await
+                .unwrap();
+            let kinds: Vec<String> = events
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} {}",
+                        e.event.kind(),
+                        serde_json::to_string(&e.event)
+                            .unwrap_or_default()
+                            .chars()
+                            .take(300)
+                            .collect::<String>()
+                    )
+                })
+                .collect();
+            panic!("task {id} still runs after a minute:\n{}", kinds.join("\n"));
+        }
+    }
+}

@@ -227,7 +227,7 @@ pub async fn auto(
     } else {
         writeln!(
             crate::term::stdout(),
-            "auto-approve is {} for project {} (applies to approvals asked from now on; manual and escalation approvals always need a person)",
+            "auto-approve is {} for project {} (applies to approvals asked from now on; manual, escalation, stall and budget approvals always need a person)",
             if p.auto_approve { "on" } else { "off" },
             p.name
         )?;

@@ -41,6 +41,10 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
     tokens.extend(shipping(config, &mut settings)?);
     settings.sandbox = agent_sandbox(global, config);
     settings.worktree_setup = config.worktree_setup.clone();
+    settings.watchdog = config.watchdog;
+    settings.project_watchdog = config.project_watchdog.clone();
+    settings.budget = config.budget;
+    settings.project_budget = config.project_budget.clone();
     settings.agent_env = from_environment(&config.agent_env);
     settings.check_env = config
         .check_env

@@ -151,10 +151,15 @@ pub async fn ask(
     for line in question(approval, short_id, worktree) {
         term::note(line);
     }
-    let keys = if allow {
-        "y approve · n deny · a approve this command for the rest of the task"
-    } else {
-        "y approve · n deny"
+    let keys = match render::choices(approval) {
+        Some((approve, deny, cancel)) => format!(
+            "y {approve} · n {deny}{}",
+            cancel.map(|c| format!(" · or `{c}`")).unwrap_or_default()
+        ),
+        None if allow => {
+            "y approve · n deny · a approve this command for the rest of the task".to_owned()
+        }
+        None => "y approve · n deny".to_owned(),
     };
     term::note(format_args!("  {}", s.clone().dim().apply_to(keys)));
     term::note(format_args!(

@@ -1,0 +1,175 @@
+//! Issue #20 item 5: spending caps pause, not kill. A cap reached pauses the task
+//! with one `budget` approval; approving raises this task's cap and the task goes
+//! on; denying stops it with its work kept.
+
+use super::support::*;
+use gaffer_app::Scope;
+use gaffer_core::{Actor, ApprovalKind, Decision, Event, Stage};
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const REQUEST: &str = "Add an installation section to README";
+
+/// The owner writes README and spends 1,500 tokens ($0.30); the cap is `caps`.
+async fn world(caps: gaffer_config::Budget) -> World {
+    let w = World::build("grep -q '^## Installation' README.md", |s| {
+        s.budget = caps;
+    })
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let mut owner = write("README.md", README_DONE);
+    owner["usage"] = json!({ "input_tokens": 1200, "output_tokens": 300 });
+    owner["cost_usd"] = json!(0.3);
+    w.script("owner", vec![owner]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    w
+}
+
+async fn next_budget(
+    events: &mut tokio::sync::broadcast::Receiver<gaffer_store::RecordedEvent>,
+) -> (String, String, Value) {
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("a budget approval within a minute")
+            .unwrap();
+        if let Event::ApprovalRequested {
+            approval_id,
+            kind: ApprovalKind::Budget,
+            summary,
+            details,
+            ..
+        } = e.event
+        {
+            return (approval_id.0, summary, details);
+        }
+    }
+}
+
+async fn decide(w: &World, id: &str, decision: Decision, note: &str) {
+    w.app
+        .decide(
+            id,
+            decision,
+            Actor::user("ana", "test"),
+            Some(note.into()),
+            Scope::default(),
+        )
+        .await
+        .unwrap();
+}
+
+fn budgets(view: &gaffer_store::TaskView) -> Vec<(String, String)> {
+    view.approvals
+        .iter()
+        .filter(|a| a.kind == "budget")
+        .map(|a| (a.step_id.clone(), a.state.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_cap_pauses_before_the_next_turn_and_a_raise_lets_it_finish() {
+    let w = world(gaffer_config::Budget {
+        task_tokens: Some(1000),
+        ..Default::default()
+    })
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (approval, summary, details) = next_budget(&mut events).await;
+    // Paused before the reviewer's turn, with the owner's work committed.
+    assert_eq!(details["cap"], "task_tokens");
+    assert_eq!(details["spent"], 1500.0);
+    assert_eq!(details["step"], "review/1");
+    assert!(
+        summary.contains("spent 1,500 tokens of 1,000 tokens"),
+        "{summary}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!run.is_finished(), "the task waits for a person");
+    decide(&w, &approval, Decision::Approve, "raise by 5k").await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Done);
+    let view = w.view(&id).await;
+    assert_eq!(budgets(&view), vec![("review/1".into(), "approved".into())]);
+}
+
+#[tokio::test]
+async fn a_raise_too_small_asks_again_and_a_denial_stops_the_task_keeping_its_work() {
+    let w = world(gaffer_config::Budget {
+        task_usd: Some(0.25),
+        ..Default::default()
+    })
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (first, _, details) = next_budget(&mut events).await;
+    assert_eq!(details["cap"], "task_usd");
+    assert_eq!(details["spent"], 0.3);
+    // $0.01 more is still under what was spent: asked again, under a new key.
+    decide(&w, &first, Decision::Approve, "$0.01").await;
+    let (second, summary, _) = next_budget(&mut events).await;
+    assert_ne!(first, second);
+    assert!(summary.contains("$0.3000 of $0.2600"), "{summary}");
+    decide(&w, &second, Decision::Deny, "too expensive for a README").await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Failed);
+    let view = w.view(&id).await;
+    assert_eq!(
+        budgets(&view),
+        vec![
+            ("review/1".into(), "approved".into()),
+            ("review/1".into(), "denied".into())
+        ]
+    );
+    let outcome = view.task.outcome.clone().unwrap();
+    assert!(
+        outcome.contains("task_usd") && outcome.contains("too expensive for a README"),
+        "{outcome}"
+    );
+    // Nothing lost: the owner's commit is on the task branch, in the kept worktree.
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("README.md")).unwrap(),
+        README_DONE
+    );
+    let log = git(&wt, &["log", "--format=%s", "-n", "1"]);
+    assert!(!log.contains("init"), "the owner's commit is kept: {log}");
+    assert!(view
+        .steps
+        .iter()
+        .any(|s| s.step_id == "commit/1" && s.state == "completed"));
+}
+
+#[tokio::test]
+async fn a_projects_daily_cap_pauses_its_next_task_before_its_first_turn() {
+    let w = world(gaffer_config::Budget {
+        project_day_tokens: Some(1000),
+        ..Default::default()
+    })
+    .await;
+    // The planner's first plan spends nothing; the owner's 1,500 tokens take the
+    // first task over the day's cap before its review, where a raise lets it finish.
+    let first = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&first);
+    let (a, _, d) = next_budget(&mut events).await;
+    assert_eq!(d["cap"], "project_day_tokens");
+    decide(&w, &a, Decision::Approve, "ok").await;
+    assert_eq!(finish(&w, &first, run).await, Stage::Done);
+    // The raise was the first task's: the next task stops before its planner runs.
+    let second = w.task(REQUEST, true).await;
+    let run = w.spawn(&second);
+    let (b, summary, d) = next_budget(&mut events).await;
+    assert_eq!(
+        (d["cap"].as_str(), d["step"].as_str()),
+        (Some("project_day_tokens"), Some("plan"))
+    );
+    assert!(summary.contains("the project's tasks today"), "{summary}");
+    decide(&w, &b, Decision::Deny, "enough for today").await;
+    assert_eq!(finish(&w, &second, run).await, Stage::Failed);
+}
