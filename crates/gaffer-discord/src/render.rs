@@ -430,16 +430,30 @@ pub fn approval(a: &api::Approval) -> Value {
         // What every later task's agents would be told, whole as far as it fits.
         text.push_str(&format!("```\n{}\n```\n", clip(memory, 1500)));
     }
+    // What the buttons do, for kinds that name it: a stall continues or interrupts
+    // (or the task is cancelled with /cancel), a budget raises the cap or stops.
+    let (allow, deny) = match a.kind.as_str() {
+        "stall" => ("Continue", "Interrupt"),
+        "budget" => ("Raise cap", "Stop task"),
+        _ => ("Allow", "Deny"),
+    };
+    if a.state == "pending" {
+        match a.kind.as_str() {
+            "stall" => text.push_str(&format!("Interrupt sends your `/deny` note to the agent; `/cancel {}` stops the task.\n", a.task_id)),
+            "budget" => text.push_str("Raise by the amount in an `/approve` note (like `$5` or `200k`), else by the cap again.\n"),
+            _ => {}
+        }
+    }
     let components = if a.state == "pending" {
         let mut buttons = vec![
-            json!({ "type": 2, "style": 3, "label": "Allow", "custom_id": format!("{ALLOW}{}", a.id) }),
+            json!({ "type": 2, "style": 3, "label": allow, "custom_id": format!("{ALLOW}{}", a.id) }),
         ];
         // A grant needs a command to match later requests against.
         if a.kind == "tool" && gaffer_core::granted_command(&a.details).is_some() {
             buttons.push(json!({ "type": 2, "style": 1, "label": "Allow for this task", "custom_id": format!("{ALLOW_TASK}{}", a.id) }));
         }
         buttons.push(
-            json!({ "type": 2, "style": 4, "label": "Deny", "custom_id": format!("{DENY}{}", a.id) }),
+            json!({ "type": 2, "style": 4, "label": deny, "custom_id": format!("{DENY}{}", a.id) }),
         );
         json!([{ "type": 1, "components": buttons }])
     } else {
@@ -483,6 +497,29 @@ mod tests {
             expires_at: None,
             for_task: false,
         }
+    }
+
+    #[test]
+    fn stall_and_budget_buttons_say_what_they_do() {
+        let labels = |kind: &str| {
+            let mut a = approval_of("pending", None);
+            a.kind = kind.into();
+            let m = approval(&a);
+            let labels: Vec<String> = m["components"][0]["components"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["label"].as_str().unwrap().to_owned())
+                .collect();
+            (labels, m["content"].as_str().unwrap_or_default().to_owned())
+        };
+        let (stall, text) = labels("stall");
+        assert_eq!(stall, ["Continue", "Interrupt"]);
+        assert!(text.contains("/cancel t-1"), "{text}");
+        let (budget, text) = labels("budget");
+        assert_eq!(budget, ["Raise cap", "Stop task"]);
+        assert!(text.contains("$5"), "{text}");
+        assert_eq!(labels("plan").0, ["Allow", "Deny"]);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!   it (recorded as the decider's `turn_interrupted`), and the note (or, without
 //!   one, what the watchdog saw) becomes the decider's message that starts the next
 //!   turn;
-//! - **cancel**: the person cancels the task (`gaffer cancel`, the page's Cancel
+//! - **cancel**: the person cancels the task (`gaffer task cancel`, the page's Cancel
 //!   task), which withdraws the approval;
 //! - expired: as continue without a note (nobody looked; the agent is not stopped
 //!   on nobody's word).
@@ -151,7 +151,7 @@ impl Watch {
             "choices": {
                 "approve": "continue",
                 "deny": "interrupt the turn",
-                "cancel": format!("gaffer cancel {}", self.task.id),
+                "cancel": format!("gaffer task cancel {}", self.task.id),
             },
         });
         if let (Some(d), Some(facts)) = (details.as_object_mut(), stall.facts.as_object()) {

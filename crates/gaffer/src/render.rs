@@ -567,6 +567,45 @@ mod tests {
     }
 
     #[test]
+    fn stall_and_budget_approvals_say_what_was_seen_and_what_each_answer_does() {
+        let mut stall = plan_approval(json!({
+            "trigger": "idle", "seen": "no activity from the agent for 10m during its turn",
+            "step": "code/1",
+            "choices": {"approve": "continue", "deny": "interrupt the turn", "cancel": "gaffer task cancel t-1"},
+        }));
+        stall.kind = "stall".into();
+        assert_eq!(
+            approval_body(&stall, None),
+            vec![
+                "seen     no activity from the agent for 10m during its turn".to_owned(),
+                "step     code/1".to_owned(),
+            ]
+        );
+        assert_eq!(
+            choices(&stall),
+            Some((
+                "continue".into(),
+                "interrupt the turn".into(),
+                Some("gaffer task cancel t-1".into())
+            ))
+        );
+        let mut budget = plan_approval(json!({
+            "cap": "task_usd", "unit": "usd", "spent": 2.04, "limit": 2.0, "default_raise": 2.0,
+            "choices": {"approve": "raise this task's cap", "deny": "stop the task"},
+        }));
+        budget.kind = "budget".into();
+        assert_eq!(
+            approval_body(&budget, None),
+            vec![
+                "cap      task_usd: $2.04 spent of $2.00".to_owned(),
+                "raise    by the amount in the note (like $5), else by $2.00".to_owned(),
+            ]
+        );
+        assert_eq!(choices(&budget).unwrap().2, None);
+        assert_eq!(choices(&plan_approval(json!({}))), None);
+    }
+
+    #[test]
     fn a_plan_approval_shows_each_revision_and_the_challenges_left_open() {
         let sub = |acc: &str| json!({ "subtasks": [{ "title": "Install docs", "description": "d", "files": [], "acceptance": acc }] });
         let a = plan_approval(json!({

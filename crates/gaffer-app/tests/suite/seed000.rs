@@ -420,18 +420,32 @@ async fn false_positives_rules_match_exactly_or_not_at_all() {
             "approved"
         );
     }
-    // Even with the toggle on, a manual (crash) or escalation approval needs a person.
+    // Even with the toggle on, a manual (crash), escalation, stall (the watchdog) or
+    // budget (a spending cap) approval needs a person.
     env.app
         .set_auto_approve("alpha", true, user("alice"))
         .await
         .unwrap();
-    for kind in [ApprovalKind::Manual, ApprovalKind::Escalation] {
+    for kind in [
+        ApprovalKind::Manual,
+        ApprovalKind::Escalation,
+        ApprovalKind::Stall,
+        ApprovalKind::Budget,
+    ] {
         let a = env
             .app
             .request_approval(ask(ta.clone(), command("git push"), kind))
             .await
             .unwrap();
         assert_eq!(a.state, "pending");
+    }
+    // A rule naming them is refused when the policy is read.
+    for kind in ["stall", "budget"] {
+        let err = gaffer_app::Policy::parse(&format!(
+            "[[projects.x.auto_approve]]\nkinds = [\"{kind}\"]\ntool = \"Bash\"\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("never auto-approved"), "{err}");
     }
     // A rule with no condition is refused when the policy is read.
     let err =

@@ -3,10 +3,9 @@
 //! on; denying stops it with its work kept.
 
 use super::support::*;
-use gaffer_app::Scope;
-use gaffer_core::{Actor, ApprovalKind, Decision, Event, Stage};
+use gaffer_core::{ApprovalKind, Decision, Stage};
 use pretty_assertions::assert_eq;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
 
 const REQUEST: &str = "Add an installation section to README";
@@ -29,40 +28,6 @@ async fn world(caps: gaffer_config::Budget) -> World {
     w
 }
 
-async fn next_budget(
-    events: &mut tokio::sync::broadcast::Receiver<gaffer_store::RecordedEvent>,
-) -> (String, String, Value) {
-    loop {
-        let e = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("a budget approval within a minute")
-            .unwrap();
-        if let Event::ApprovalRequested {
-            approval_id,
-            kind: ApprovalKind::Budget,
-            summary,
-            details,
-            ..
-        } = e.event
-        {
-            return (approval_id.0, summary, details);
-        }
-    }
-}
-
-async fn decide(w: &World, id: &str, decision: Decision, note: &str) {
-    w.app
-        .decide(
-            id,
-            decision,
-            Actor::user("ana", "test"),
-            Some(note.into()),
-            Scope::default(),
-        )
-        .await
-        .unwrap();
-}
-
 fn budgets(view: &gaffer_store::TaskView) -> Vec<(String, String)> {
     view.approvals
         .iter()
@@ -81,7 +46,7 @@ async fn a_task_cap_pauses_before_the_next_turn_and_a_raise_lets_it_finish() {
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (approval, summary, details) = next_budget(&mut events).await;
+    let (approval, summary, details) = next_approval(&mut events, ApprovalKind::Budget).await;
     // Paused before the reviewer's turn, with the owner's work committed.
     assert_eq!(details["cap"], "task_tokens");
     assert_eq!(details["spent"], 1500.0);
@@ -92,7 +57,7 @@ async fn a_task_cap_pauses_before_the_next_turn_and_a_raise_lets_it_finish() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!run.is_finished(), "the task waits for a person");
-    decide(&w, &approval, Decision::Approve, "raise by 5k").await;
+    decide_as_ana(&w, &approval, Decision::Approve, Some("raise by 5k")).await;
     assert_eq!(finish(&w, &id, run).await, Stage::Done);
     let view = w.view(&id).await;
     assert_eq!(budgets(&view), vec![("review/1".into(), "approved".into())]);
@@ -108,15 +73,21 @@ async fn a_raise_too_small_asks_again_and_a_denial_stops_the_task_keeping_its_wo
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (first, _, details) = next_budget(&mut events).await;
+    let (first, _, details) = next_approval(&mut events, ApprovalKind::Budget).await;
     assert_eq!(details["cap"], "task_usd");
     assert_eq!(details["spent"], 0.3);
     // $0.01 more is still under what was spent: asked again, under a new key.
-    decide(&w, &first, Decision::Approve, "$0.01").await;
-    let (second, summary, _) = next_budget(&mut events).await;
+    decide_as_ana(&w, &first, Decision::Approve, Some("$0.01")).await;
+    let (second, summary, _) = next_approval(&mut events, ApprovalKind::Budget).await;
     assert_ne!(first, second);
     assert!(summary.contains("$0.3000 of $0.2600"), "{summary}");
-    decide(&w, &second, Decision::Deny, "too expensive for a README").await;
+    decide_as_ana(
+        &w,
+        &second,
+        Decision::Deny,
+        Some("too expensive for a README"),
+    )
+    .await;
     assert_eq!(finish(&w, &id, run).await, Stage::Failed);
     let view = w.view(&id).await;
     assert_eq!(
@@ -157,19 +128,19 @@ async fn a_projects_daily_cap_pauses_its_next_task_before_its_first_turn() {
     let first = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&first);
-    let (a, _, d) = next_budget(&mut events).await;
+    let (a, _, d) = next_approval(&mut events, ApprovalKind::Budget).await;
     assert_eq!(d["cap"], "project_day_tokens");
-    decide(&w, &a, Decision::Approve, "ok").await;
+    decide_as_ana(&w, &a, Decision::Approve, Some("ok")).await;
     assert_eq!(finish(&w, &first, run).await, Stage::Done);
     // The raise was the first task's: the next task stops before its planner runs.
     let second = w.task(REQUEST, true).await;
     let run = w.spawn(&second);
-    let (b, summary, d) = next_budget(&mut events).await;
+    let (b, summary, d) = next_approval(&mut events, ApprovalKind::Budget).await;
     assert_eq!(
         (d["cap"].as_str(), d["step"].as_str()),
         (Some("project_day_tokens"), Some("plan"))
     );
     assert!(summary.contains("the project's tasks today"), "{summary}");
-    decide(&w, &b, Decision::Deny, "enough for today").await;
+    decide_as_ana(&w, &b, Decision::Deny, Some("enough for today")).await;
     assert_eq!(finish(&w, &second, run).await, Stage::Failed);
 }

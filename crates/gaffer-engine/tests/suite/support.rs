@@ -328,3 +328,48 @@ pub async fn finish(
         }
     }
 }
+
+/// The next approval of `kind` the journal records: its id, summary and details
+/// (a minute at most).
+pub async fn next_approval(
+    events: &mut tokio::sync::broadcast::Receiver<gaffer_store::RecordedEvent>,
+    kind: gaffer_core::ApprovalKind,
+) -> (String, String, Value) {
+    loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(60), events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("a {} approval within a minute", kind.as_str()))
+            .unwrap();
+        if let gaffer_core::Event::ApprovalRequested {
+            approval_id,
+            kind: k,
+            summary,
+            details,
+            ..
+        } = e.event
+        {
+            if k == kind {
+                return (approval_id.0, summary, details);
+            }
+        }
+    }
+}
+
+/// `decision` on approval `id`, by ana.
+pub async fn decide_as_ana(
+    w: &World,
+    id: &str,
+    decision: gaffer_core::Decision,
+    note: Option<&str>,
+) {
+    w.app
+        .decide(
+            id,
+            decision,
+            Actor::user("ana", "test"),
+            note.map(str::to_owned),
+            gaffer_app::Scope::default(),
+        )
+        .await
+        .unwrap();
+}

@@ -4,7 +4,6 @@
 //! note reaches the agent as the decider's message.
 
 use super::support::*;
-use gaffer_app::Scope;
 use gaffer_core::{Actor, ApprovalKind, Decision, Event, Stage};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
@@ -26,41 +25,6 @@ async fn world(cfg: gaffer_config::Watchdog, owner: Vec<Value>) -> World {
     w.script("owner", owner);
     w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
     w
-}
-
-/// The next `stall` approval the journal records: its id, summary and details.
-async fn next_stall(
-    events: &mut tokio::sync::broadcast::Receiver<gaffer_store::RecordedEvent>,
-) -> (String, String, Value) {
-    loop {
-        let e = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("a stall approval within a minute")
-            .unwrap();
-        if let Event::ApprovalRequested {
-            approval_id,
-            kind: ApprovalKind::Stall,
-            summary,
-            details,
-            ..
-        } = e.event
-        {
-            return (approval_id.0, summary, details);
-        }
-    }
-}
-
-async fn decide(w: &World, id: &str, decision: Decision, note: Option<&str>) {
-    w.app
-        .decide(
-            id,
-            decision,
-            Actor::user("ana", "test"),
-            note.map(str::to_owned),
-            Scope::default(),
-        )
-        .await
-        .unwrap();
 }
 
 /// The task's stall approvals: (trigger, state).
@@ -102,14 +66,14 @@ async fn a_looping_agent_raises_one_stall_and_interrupt_sends_the_note_as_its_ne
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (stall, summary, details) = next_stall(&mut events).await;
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "repeated_call");
     assert_eq!(details["count"], 3);
     assert!(
         summary.contains("Bash") && summary.contains("ls -la"),
         "{summary}"
     );
-    decide(
+    decide_as_ana(
         &w,
         &stall,
         Decision::Deny,
@@ -154,14 +118,14 @@ async fn an_idle_agent_raises_one_stall_and_continue_sends_the_note_into_the_tur
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (stall, summary, details) = next_stall(&mut events).await;
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "idle");
     assert!(
         summary.contains("no activity from the agent for 1s"),
         "{summary}"
     );
     assert_eq!(details["choices"]["deny"], "interrupt the turn");
-    decide(
+    decide_as_ana(
         &w,
         &stall,
         Decision::Approve,
@@ -208,11 +172,11 @@ async fn an_overrunning_turn_raises_one_stall_and_the_turn_goes_on_when_continue
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (stall, summary, details) = next_stall(&mut events).await;
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "turn");
     assert!(summary.contains("longer than 800ms"), "{summary}");
     // The turn finishes meanwhile; it waits for the answer, then counts.
-    decide(&w, &stall, Decision::Approve, None).await;
+    decide_as_ana(&w, &stall, Decision::Approve, None).await;
     assert_eq!(finish(&w, &id, run).await, Stage::Done);
     assert_eq!(
         stalls(&w, &id).await,
@@ -240,11 +204,11 @@ async fn the_same_failing_read_raises_one_stall_naming_the_error() {
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (stall, summary, details) = next_stall(&mut events).await;
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "repeated_failure");
     assert_eq!(details["tool"], "Read");
     assert!(summary.contains("No such file"), "{summary}");
-    decide(&w, &stall, Decision::Approve, None).await;
+    decide_as_ana(&w, &stall, Decision::Approve, None).await;
     assert_eq!(finish(&w, &id, run).await, Stage::Done);
     // Four failing reads: one question, not one per trigger (repeated_calls = 3 too).
     assert_eq!(
@@ -281,14 +245,14 @@ async fn tokens_without_a_file_change_raise_one_stall_and_the_note_starts_the_ne
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (stall, summary, details) = next_stall(&mut events).await;
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "tokens_without_change");
     assert_eq!(details["step"], "code/1");
     assert!(
         summary.contains("12,800 tokens without changing a file"),
         "{summary}"
     );
-    decide(&w, &stall, Decision::Deny, Some("write the section now")).await;
+    decide_as_ana(&w, &stall, Decision::Deny, Some("write the section now")).await;
     assert_eq!(finish(&w, &id, run).await, Stage::Done);
     assert_eq!(
         stalls(&w, &id).await,
@@ -309,10 +273,10 @@ async fn cancelling_the_task_answers_a_stall_by_withdrawing_it() {
     let id = w.task(REQUEST, true).await;
     let mut events = w.journal.subscribe();
     let run = w.spawn(&id);
-    let (_, _, details) = next_stall(&mut events).await;
+    let (_, _, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(
         details["choices"]["cancel"],
-        format!("gaffer cancel {}", id.0)
+        format!("gaffer task cancel {}", id.0)
     );
     w.app
         .cancel_task(

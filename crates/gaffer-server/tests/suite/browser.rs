@@ -1017,3 +1017,167 @@ async fn a_page_whose_name_was_rebound_to_this_machine_can_neither_read_nor_deci
     assert_eq!(h.event_count().await, before);
     browser.close().await.unwrap();
 }
+
+/// Issue #20: a `stall` approval reads as the agent looking stuck, with Continue,
+/// Interrupt and Cancel task (a second tap confirms); a `budget` one with Raise cap
+/// and Stop task. Both fit a phone; the decision shows in the card's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stall_and_budget_cards_name_their_choices_at_phone_width() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let s = Scene::new(&h.app, "alpha", "Add a --json flag to the list command").await;
+    s.stage(Stage::Planning).await;
+    s.stage(Stage::Coding).await;
+    let stall = s
+        .ask(
+            "code/1",
+            ApprovalKind::Stall,
+            "`owner turn, subtask 1` looks stuck: the agent called Bash with the same input 5 times: {\"command\":\"cargo test --workspace -- list::json\"}. Continue, interrupt the turn, or cancel the task?",
+            json!({"trigger": "repeated_call", "count": 5, "tool": "Bash", "seen": "the agent called Bash with the same input 5 times", "step": "code/1",
+                   "choices": {"approve": "continue", "deny": "interrupt the turn", "cancel": format!("gaffer task cancel {}", s.task)}}),
+            None,
+        )
+        .await;
+    let budget = s
+        .ask(
+            "review/1",
+            ApprovalKind::Budget,
+            "Spending cap `task_usd` reached: this task spent $2.0400 of $2.00 before `review round 1`. Approve to raise this task's cap (by the amount in your note, like \"$5\", else by $2.00); deny to stop the task (its work is kept).",
+            json!({"cap": "task_usd", "unit": "usd", "spent": 2.04, "limit": 2.0, "default_raise": 2.0, "step": "review/1",
+                   "choices": {"approve": "raise this task's cap", "deny": "stop the task"}}),
+            None,
+        )
+        .await;
+    let b = logged_in(&driver, &h, "stall-390", PHONE).await;
+    b.goto(&h.url("/approvals")).await.unwrap();
+    let card = |id: &str| format!(".approval[data-id=\"{id}\"]");
+    let buttons = |id: &str| {
+        format!(
+            "[...document.querySelectorAll('{} .actions button')].map((b) => b.innerText.trim())",
+            card(id)
+        )
+    };
+    b.wait_for(
+        "the stall card",
+        &format!(
+            "document.querySelector('{} button.approve')",
+            card(&stall.id)
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        b.eval(&buttons(&stall.id)).await.unwrap(),
+        json!(["Continue", "Interrupt", "Cancel task"])
+    );
+    assert_eq!(
+        b.eval(&buttons(&budget.id)).await.unwrap(),
+        json!(["Raise cap", "Stop task"])
+    );
+    assert_eq!(
+        b.eval(&format!(
+            "document.querySelector('{} .kind').textContent",
+            card(&stall.id)
+        ))
+        .await
+        .unwrap(),
+        json!("Looks stuck")
+    );
+    assert_no_horizontal_scroll(&b, "the stall card at 390px").await;
+    assert_no_critical_axe_violations(&b, "the stall card at 390px").await;
+    b.eval(&format!(
+        "document.querySelector('{}').scrollIntoView()",
+        card(&stall.id)
+    ))
+    .await
+    .unwrap();
+    b.screenshot(&artifact("stall-approval-390.png"))
+        .await
+        .unwrap();
+    b.eval(&format!(
+        "document.querySelector('{}').scrollIntoView()",
+        card(&budget.id)
+    ))
+    .await
+    .unwrap();
+    b.screenshot(&artifact("budget-approval-390.png"))
+        .await
+        .unwrap();
+
+    // Interrupt with a note: recorded as a denial by the person, shown as "Interrupted".
+    b.type_into(
+        &format!("{} textarea.note", card(&stall.id)),
+        "run only the list tests",
+    )
+    .await
+    .unwrap();
+    b.click(&format!("{} button.deny", card(&stall.id)))
+        .await
+        .unwrap();
+    b.wait_for(
+        "the interrupted stall",
+        &format!(
+            "(document.querySelector('{} .decision')?.innerText || '').includes('Interrupted')",
+            card(&stall.id)
+        ),
+    )
+    .await
+    .unwrap();
+    let decided = h.app.approval(&stall.id).await.unwrap();
+    assert_eq!(
+        (decided.state.as_str(), decided.note.as_deref()),
+        ("denied", Some("run only the list tests"))
+    );
+
+    // Cancel task: the first tap only asks; the second cancels.
+    let again = Scene::attach(&h.app, &s.task)
+        .ask(
+            "code/2",
+            ApprovalKind::Stall,
+            "`owner turn, subtask 2` looks stuck: no activity from the agent for 10m during its turn. Continue, interrupt the turn, or cancel the task?",
+            json!({"trigger": "idle", "seen": "no activity from the agent for 10m during its turn", "choices": {"approve": "continue", "deny": "interrupt the turn"}}),
+            None,
+        )
+        .await;
+    b.wait_for(
+        "the second stall",
+        &format!(
+            "document.querySelector('{} button.cancel-task')",
+            card(&again.id)
+        ),
+    )
+    .await
+    .unwrap();
+    b.click(&format!("{} button.cancel-task", card(&again.id)))
+        .await
+        .unwrap();
+    b.wait_for(
+        "the confirming tap",
+        &format!(
+            "document.querySelector('{} button.cancel-task').innerText.includes('Tap again')",
+            card(&again.id)
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.app.task(&s.task).await.unwrap().task.stage,
+        "coding",
+        "one tap cancels nothing"
+    );
+    b.click(&format!("{} button.cancel-task", card(&again.id)))
+        .await
+        .unwrap();
+    b.wait_for(
+        "the withdrawn stall",
+        &format!(
+            "!document.querySelector('{} button.cancel-task')",
+            card(&again.id)
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.app.task(&s.task).await.unwrap().task.stage, "cancelled");
+    b.close().await.unwrap();
+}
