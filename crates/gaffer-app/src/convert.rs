@@ -69,6 +69,10 @@ pub(crate) fn step(r: &StepRow) -> api::Step {
         error: r.error.clone(),
         tokens: spend.tokens(),
         cost_usd: spend.cost_usd(),
+        context: r
+            .context
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c).ok()),
         updated_at: r.updated_at,
     }
 }

@@ -1,6 +1,6 @@
 use crate::{
-    ApprovalId, ApprovalKind, Decision, Delivery, Intent, ProjectId, Role, SessionId, Stage,
-    StepId, TaskId,
+    ApprovalId, ApprovalKind, ContextPack, Decision, Delivery, Intent, ProjectId, Role, SessionId,
+    Stage, StepId, TaskId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -180,6 +180,17 @@ pub enum Event {
         step_id: StepId,
         /// The normalized agent event.
         activity: serde_json::Value,
+    },
+    /// The repository context the running step's agent is given, recorded before its turn
+    /// (which files, whole or skeleton, their tokens, the budget). A step run again records
+    /// its new pack over the old one.
+    StepContextPacked {
+        /// The running step.
+        step_id: StepId,
+        /// The role whose prompt holds the pack.
+        role: Role,
+        /// What was packed.
+        pack: ContextPack,
     },
     /// The CI state of the pushed commit changed while a `ci` step waits for it (the
     /// first state seen, then every change of the overall state or of any check).
@@ -396,6 +407,7 @@ event_kinds! {
     StepIntentRecorded => "step_intent_recorded",
     StepStarted => "step_started",
     AgentActivity => "agent_activity",
+    StepContextPacked => "step_context_packed",
     CiStatusChanged => "ci_status_changed",
     StepCompleted => "step_completed",
     StepFailed => "step_failed",
@@ -451,7 +463,8 @@ impl Event {
             | Event::StepInterrupted { step_id }
             | Event::StepReconcileStarted { step_id }
             | Event::StepManualRequired { step_id, .. }
-            | Event::StepRetried { step_id } => Touched::Step(step_id.clone()),
+            | Event::StepRetried { step_id }
+            | Event::StepContextPacked { step_id, .. } => Touched::Step(step_id.clone()),
             Event::ApprovalRequested { approval_id, .. }
             | Event::ApprovalDecided { approval_id, .. }
             | Event::ApprovalExpired { approval_id, .. }

@@ -154,6 +154,14 @@ pub enum Rejected {
     /// The turn was already interrupted and waits for a message.
     #[error("the turn of session `{0}` is already interrupted; a message goes on")]
     AlreadyInterrupted(SessionId),
+    /// A context pack that cannot be what a step's agent got.
+    #[error("the context pack of step `{step}` is invalid: {problem}")]
+    InvalidContextPack {
+        /// The step.
+        step: StepId,
+        /// What is wrong.
+        problem: String,
+    },
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

@@ -1,4 +1,4 @@
-use crate::{StepId, Timestamp};
+use crate::{ContextPack, StepId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -92,6 +92,8 @@ pub struct Step {
     pub receipt: Option<serde_json::Value>,
     /// Why it failed or needs a human, when it did.
     pub error: Option<String>,
+    /// The repository context its agent was given, once packed (the last attempt's).
+    pub context: Option<ContextPack>,
     /// Position among the task's steps in recording order (0, 1, …).
     pub order: u32,
     /// When the intent was recorded.

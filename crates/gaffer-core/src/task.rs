@@ -187,6 +187,7 @@ impl TaskState {
                         attempt: 1,
                         receipt: None,
                         error: None,
+                        context: None,
                         order: self.steps.len() as u32,
                         recorded_at: at,
                         updated_at: at,
@@ -221,6 +222,16 @@ impl TaskState {
             }
             Event::AgentActivity { step_id, .. } | Event::CiStatusChanged { step_id, .. } => {
                 self.step_in(step_id, &[StepState::Started], event)?;
+            }
+            Event::StepContextPacked { step_id, pack, .. } => {
+                self.step_in(step_id, &[StepState::Started], event)?;
+                if let Some(problem) = pack.problem() {
+                    return Err(Rejected::InvalidContextPack {
+                        step: step_id.clone(),
+                        problem,
+                    });
+                }
+                self.set_step(at, step_id, |s| s.context = Some(pack.clone()));
             }
             Event::StepCompleted { step_id, receipt } => {
                 self.step_in(step_id, AWAITING_OUTCOME, event)?;

@@ -941,6 +941,7 @@ fn renders(e: &Event) -> bool {
     !matches!(
         e,
         Event::AgentActivity { .. }
+            | Event::StepContextPacked { .. }
             | Event::SessionStarted { .. }
             | Event::SessionVerified { .. }
             | Event::SessionEnded { .. }

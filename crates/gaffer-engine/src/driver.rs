@@ -123,6 +123,9 @@ pub struct Engine {
     pub(crate) settings: Settings,
     /// The tasks [`Engine::work`] runs now, shared by every clone.
     pub(crate) held: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The repository indexes this process keeps in memory, shared by every clone, role
+    /// and task.
+    pub(crate) indexes: Arc<crate::context::Indexes>,
 }
 
 impl Engine {
@@ -137,6 +140,7 @@ impl Engine {
             agents,
             settings,
             held: Arc::default(),
+            indexes: Arc::default(),
         }
     }
 
@@ -187,6 +191,7 @@ impl Engine {
             agents: self.agents.clone(),
             settings: self.settings.clone(),
             held: self.held.clone(),
+            indexes: self.indexes.clone(),
         }
     }
 

@@ -241,8 +241,37 @@ pub struct Step {
     /// What they cost in US dollars; `null` when unknown (no price for the model).
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// The repository context its agent was given, once packed; `null` for steps
+    /// without one.
+    #[serde(default)]
+    pub context: Option<ContextPack>,
     /// Last change.
     pub updated_at: i64,
+}
+
+/// The repository context an agent was given: the files gaffer's context manager
+/// picked, whole or as signatures, within a token budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ContextPack {
+    /// The budget, in tokens.
+    pub budget: u64,
+    /// Tokens used (the sum over `files`).
+    pub used: u64,
+    /// The files, in rank order.
+    pub files: Vec<PackedFile>,
+}
+
+/// One file of a [`ContextPack`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PackedFile {
+    /// Path relative to the worktree root.
+    pub path: String,
+    /// `full` (the whole file) or `skeleton` (signatures with line spans).
+    pub mode: String,
+    /// Tokens of what the agent got for it.
+    pub tokens: u64,
 }
 
 /// What one role (planner, owner, reviewer, arbiter) of a task spent.

@@ -91,6 +91,12 @@ export function apply(m, e) {
     case "agent_activity":
       activity(m, step(m, ev.step_id), ev.activity || {}, e);
       break;
+    case "step_context_packed": {
+      const s = step(m, ev.step_id);
+      s.context = ev.pack;
+      touch(m, s);
+      break;
+    }
     case "ci_status_changed": {
       const s = step(m, ev.step_id);
       s.entries.push({ key: "e" + e.seq, kind: "ci", state: ev.state, sha: ev.sha, checks: ev.checks, at: e.at });
@@ -377,6 +383,19 @@ function Avatar({ role }) {
   return html`<span class=${"avatar r-" + role} aria-hidden="true">${(ROLE[role] || role || "?")[0]}</span>`;
 }
 
+/** The repository context the agent was given: one line, folded open to the files. */
+function ContextPack({ pack }) {
+  const n = pack.files.length;
+  const full = pack.files.filter((f) => f.mode === "full").length;
+  const summary = `context: ${n} file${n === 1 ? "" : "s"}, ${tokens(pack.used)} tokens`;
+  return html`<${Fold} summary=${summary} cls="context-pack">
+    ${() => html`<p class="muted small">${full} whole, ${n - full} as signatures; ${tokens(pack.used)} of a ${tokens(pack.budget)}-token budget, in rank order.</p>
+      <ol class="pack-files">
+        ${pack.files.map((f) => html`<li key=${f.path}><code class="path">${f.path}</code> <span class=${"mode m-" + f.mode}>${f.mode}</span> <span class="muted">${tokens(f.tokens)}</span></li>`)}
+      </ol>`}
+  </${Fold}>`;
+}
+
 /** An agent's session: its turn as a conversation, then what it concluded. */
 function AgentStep({ s, spend }) {
   const role = s.session.role;
@@ -391,6 +410,7 @@ function AgentStep({ s, spend }) {
       ${running ? html`<span class="working" role="status">working</span>` : null}
       ${shown ? html`<span class="spend">${shown}</span>` : null}
     </header>
+    ${s.context ? html`<${ContextPack} pack=${s.context} />` : null}
     <${Entries} entries=${s.entries} />
     ${running && !s.entries.length ? html`<div class="entries muted small">Thinking…</div>` : null}
     <${Result} s=${s} />

@@ -72,6 +72,8 @@ pub struct StepRow {
     pub receipt: Option<String>,
     /// Error or manual reason.
     pub error: Option<String>,
+    /// JSON context pack its agent was given (migration 0007).
+    pub context: Option<String>,
     /// Recorded at (ms).
     pub recorded_at: i64,
     /// Last change (ms).
@@ -244,6 +246,7 @@ pub(crate) fn step_row(t: &TaskState, s: &Step) -> StepRow {
         input: json(&s.input),
         receipt: s.receipt.as_ref().map(json),
         error: s.error.clone(),
+        context: s.context.as_ref().map(json),
         recorded_at: s.recorded_at,
         updated_at: s.updated_at,
     }

@@ -477,11 +477,11 @@ macro_rules! journal_backend {
         async fn upsert_step(tx: &mut $Conn, r: &StepRow) -> Result<()> {
             sqlx::query(
                 "INSERT INTO steps (task_id, step_id, ord, name, intent, state, attempt, depends_on, input,
-                   receipt, error, recorded_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                   receipt, error, recorded_at, updated_at, context)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                  ON CONFLICT (task_id, step_id) DO UPDATE SET state = excluded.state,
                    attempt = excluded.attempt, receipt = excluded.receipt, error = excluded.error,
-                   updated_at = excluded.updated_at",
+                   updated_at = excluded.updated_at, context = excluded.context",
             )
             .bind(&r.task_id)
             .bind(&r.step_id)
@@ -496,6 +496,7 @@ macro_rules! journal_backend {
             .bind(&r.error)
             .bind(r.recorded_at)
             .bind(r.updated_at)
+            .bind(&r.context)
             .execute(&mut *tx)
             .await
             .map_err(|e| constraint(e, &format!("step `{}`", r.step_id)))?;

@@ -457,7 +457,9 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
                 one_line(&s.id, 14),
                 s.state,
                 s.intent
-            ));
+            ));            if let Some(pack) = &s.context {
+                out.extend(context(pack));
+            }
         }
     }
     if !t.approvals.is_empty() {
@@ -486,6 +488,37 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
                 one_line(&s.id, 40)
             ));
         }
+    }
+    out
+}
+
+/// How many files of a step's context pack `task show` names; `--json` has them all.
+const CONTEXT_FILES_SHOWN: usize = 8;
+
+/// A step's context pack: one line of totals, then its first files in rank order.
+pub fn context(pack: &api::ContextPack) -> Vec<String> {
+    let full = pack.files.iter().filter(|f| f.mode == "full").count();
+    let mut out = vec![format!(
+        "      context: {} file{} ({full} full, {} skeleton), {} of {} tokens",
+        pack.files.len(),
+        if pack.files.len() == 1 { "" } else { "s" },
+        pack.files.len() - full,
+        count(pack.used),
+        count(pack.budget)
+    )];
+    for f in pack.files.iter().take(CONTEXT_FILES_SHOWN) {
+        out.push(format!(
+            "        {:<8} {:>6}  {}",
+            f.mode,
+            count(f.tokens),
+            one_line(&f.path, 100)
+        ));
+    }
+    if pack.files.len() > CONTEXT_FILES_SHOWN {
+        out.push(format!(
+            "        … {} more (gaffer task show --json lists every file)",
+            pack.files.len() - CONTEXT_FILES_SHOWN
+        ));
     }
     out
 }

@@ -870,3 +870,82 @@ fn a_decision_without_a_grant_serialises_as_before_and_old_ones_read_back() {
         "by": { "kind": "user", "name": "ana", "via": "web" }, "note": null });
     assert_eq!(serde_json::from_value::<Event>(old).unwrap(), e);
 }
+
+fn pack(files: &[(&str, PackMode, u64)], used: u64, budget: u64) -> Event {
+    Event::StepContextPacked {
+        step_id: "plan".into(),
+        role: Role::Planner,
+        pack: ContextPack {
+            budget,
+            used,
+            files: files
+                .iter()
+                .map(|(path, mode, tokens)| PackedFile {
+                    path: (*path).into(),
+                    mode: *mode,
+                    tokens: *tokens,
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The context an agent got is kept with its step; a step run again records its new pack
+/// over the old one.
+#[test]
+fn a_running_step_records_its_context_pack() {
+    let files = [
+        ("src/lib.rs", PackMode::Full, 900),
+        ("src/main.rs", PackMode::Skeleton, 100),
+    ];
+    let t = given(&[
+        created(),
+        step("plan", Intent::ReadOnly, &[]),
+        started("plan"),
+        pack(&files, 1000, 8000),
+    ]);
+    let kept = t.steps[&StepId::from("plan")].context.clone().unwrap();
+    assert_eq!((kept.used, kept.files.len()), (1000, 2));
+    assert_eq!(kept.files[1].mode, PackMode::Skeleton);
+    let again = given(&[
+        created(),
+        step("plan", Intent::ReadOnly, &[]),
+        started("plan"),
+        pack(&files, 1000, 8000),
+        pack(&[("README.md", PackMode::Full, 10)], 10, 8000),
+    ]);
+    let kept = again.steps[&StepId::from("plan")].context.clone().unwrap();
+    assert_eq!(kept.files[0].path, "README.md");
+}
+
+#[test]
+fn a_context_pack_is_refused_outside_a_running_step_or_when_it_cannot_be_one() {
+    let recorded = given(&[created(), step("plan", Intent::ReadOnly, &[])]);
+    let ok = [("a.py", PackMode::Full, 5)];
+    assert!(matches!(
+        rejects(&recorded, pack(&ok, 5, 100)),
+        Rejected::StepState { .. }
+    ));
+    let running = given(&[
+        created(),
+        step("plan", Intent::ReadOnly, &[]),
+        started("plan"),
+    ]);
+    for (event, says) in [
+        (pack(&ok, 6, 100), "add up to 5"),
+        (pack(&ok, 5, 4), "over the budget of 4"),
+        (pack(&[("/etc/passwd", PackMode::Full, 5)], 5, 100), "not a path inside"),
+        (pack(&[("../x.py", PackMode::Full, 5)], 5, 100), "not a path inside"),
+        (pack(&[("", PackMode::Full, 5)], 5, 100), "not a path inside"),
+        (
+            pack(&[("a.py", PackMode::Full, 5), ("a.py", PackMode::Skeleton, 1)], 6, 100),
+            "listed twice",
+        ),
+    ] {
+        let err = rejects(&running, event);
+        assert!(
+            matches!(err, Rejected::InvalidContextPack { .. }) && err.to_string().contains(says),
+            "{err}"
+        );
+    }
+}

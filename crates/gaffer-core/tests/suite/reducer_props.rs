@@ -39,6 +39,11 @@ fn arb_event() -> impl Strategy<Value = Event> {
         ),
         4 => pick(STEPS).prop_map(|s| Event::StepStarted { step_id: s.into() }),
         1 => pick(STEPS).prop_map(|s| Event::AgentActivity { step_id: s.into(), activity: json!({"type": "text"}) }),
+        1 => (pick(STEPS), 0u64..3).prop_map(|(s, used)| Event::StepContextPacked {
+            step_id: s.into(),
+            role: Role::Owner,
+            pack: ContextPack { budget: 2, used, files: vec![PackedFile { path: "a.py".into(), mode: PackMode::Full, tokens: used }] },
+        }),
         3 => pick(STEPS).prop_map(|s| Event::StepCompleted { step_id: s.into(), receipt: json!({"n": 1}) }),
         2 => pick(STEPS).prop_map(|s| Event::StepFailed { step_id: s.into(), error: "e".into(), usage: None }),
         2 => pick(STEPS).prop_map(|s| Event::StepInterrupted { step_id: s.into() }),

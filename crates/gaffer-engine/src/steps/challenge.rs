@@ -24,7 +24,9 @@ impl Engine {
     ) -> Result<Value, Failure> {
         let wt = self.worktree(task).await?;
         let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
-        let context = self.repo_context(&wt, &task.request, None).await;
+        let context = self
+            .repo_context(task, step, Role::Challenger, &wt, &task.request, None)
+            .await?;
         let prompt = prompts::fill(
             prompts::CHALLENGER,
             &[
@@ -69,7 +71,9 @@ impl Engine {
         let challenges = challenges_of(task, n)
             .ok_or_else(|| fail(format!("challenge round {n} has no challenges")))?
             .challenges;
-        let context = self.repo_context(&wt, &task.request, None).await;
+        let context = self
+            .repo_context(task, step, Role::Planner, &wt, &task.request, None)
+            .await?;
         let prompt = prompts::fill(
             prompts::REVISE,
             &[

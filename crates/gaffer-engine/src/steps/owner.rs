@@ -28,8 +28,15 @@ impl Engine {
             );
         }
         let context = self
-            .repo_context(&wt, &format!("{}\n{assignment}", task.request), None)
-            .await;
+            .repo_context(
+                task,
+                step,
+                Role::Owner,
+                &wt,
+                &format!("{}\n{assignment}", task.request),
+                None,
+            )
+            .await?;
         let prompt = prompts::fill(
             prompts::OWNER,
             &[

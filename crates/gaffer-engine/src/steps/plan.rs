@@ -19,7 +19,9 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
         let wt = self.worktree(task).await?;
-        let context = self.repo_context(&wt, &task.request, None).await;
+        let context = self
+            .repo_context(task, step, Role::Planner, &wt, &task.request, None)
+            .await?;
         let prompt = prompts::fill(
             prompts::PLANNER,
             &[("request", &task.request), ("context", &context)],

@@ -68,7 +68,9 @@ impl Engine {
         let diff = wt.diff()?;
         let history = format!("Earlier in this task:\n{}", self.history(task));
         let changed = wt.changed_files().unwrap_or_default();
-        let context = self.repo_context(&wt, &task.request, Some(changed)).await;
+        let context = self
+            .repo_context(task, step, Role::Reviewer, &wt, &task.request, Some(changed))
+            .await?;
         let prompt = prompts::fill(
             prompts::REVIEWER,
             &[

@@ -24,7 +24,9 @@ impl Engine {
         let project = self.project(task).await?;
         let plan = plan_of(task).ok_or_else(|| fail("the plan is missing"))?;
         let diff = self.settings.redactor.redact(&wt.diff()?);
-        let context = self.repo_context(&wt, &task.request, None).await;
+        let context = self
+            .repo_context(task, step, Role::Tester, &wt, &task.request, None)
+            .await?;
         let prompt = prompts::fill(
             prompts::TESTER,
             &[

@@ -145,6 +145,26 @@ async fn every_screen_at_phone_and_laptop_width_in_light_and_dark() {
                     // The plan and the review are shown as text and lists.
                     b.wait_for("the plan as a list", "[...document.querySelectorAll('.plan li .plan-title')].some(e => e.textContent === 'Print rows as JSON')").await.unwrap();
                     b.wait_for("the review as text", "document.querySelector('.result.warn').innerText.includes('Changes requested')").await.unwrap();
+                    // The planner's context: one line, opened to its files in rank order.
+                    let fold = "[data-step=\"plan\"] .context-pack";
+                    assert_eq!(
+                        b.eval(&format!("document.querySelector('{fold} > .fold-head').innerText.trim()")).await.unwrap(),
+                        json!("›context: 5 files, 5.0k tokens"),
+                        "{what}"
+                    );
+                    if !dark {
+                        b.eval(&format!("document.querySelector('{fold} > .fold-head').click()")).await.unwrap();
+                        b.wait_for("the packed files", &format!("document.querySelectorAll('{fold} .pack-files li').length === 5")).await.unwrap();
+                        assert_eq!(
+                            b.eval(&format!("[...document.querySelectorAll('{fold} .pack-files li')].map((l) => l.innerText.replace(/\\s+/g, ' ').trim())")).await.unwrap(),
+                            json!(["src/list.rs full 412", "src/cli.rs full 2.9k", "src/main.rs skeleton 96", "src/output/table_formatting_for_wide_terminals.rs skeleton 1.4k", "tests/list.rs skeleton 188"]),
+                            "{what}"
+                        );
+                        assert_no_horizontal_scroll(&b, &format!("{what}, context open")).await;
+                        b.eval(&format!("document.querySelector('{fold}').scrollIntoView()")).await.unwrap();
+                        b.screenshot(&artifact(&format!("task-context-{w}.png"))).await.unwrap();
+                        b.eval(&format!("document.querySelector('{fold} > .fold-head').click()")).await.unwrap();
+                    }
                     // An edit of one line is two diff lines, the strings' final newlines no extra blank ones.
                     assert_eq!(
                         b.eval("[...document.querySelectorAll('[data-step=\"fix/1\"] .tool pre.diff > span')].map((l) => l.textContent)").await.unwrap(),

@@ -4,7 +4,8 @@
 
 use gaffer_app::{App, ApprovalRequest, NewTask, Subject};
 use gaffer_core::{
-    Actor, ApprovalKind, Event, Intent, Role, SessionId, Stage, StepId, StreamId, TaskId,
+    Actor, ApprovalKind, ContextPack, Event, Intent, PackMode, PackedFile, Role, SessionId, Stage,
+    StepId, StreamId, TaskId,
 };
 use gaffer_protocol::api;
 use gaffer_store::NewEvent;
@@ -90,6 +91,27 @@ impl Scene {
             workspace_key: "/work/demo".into(),
             agent_session_id: Some("5f0c1a".into()),
             step_id: Some(StepId(id.into())),
+        }])
+        .await;
+    }
+
+    /// The context a running agent step was given: `(path, full?, tokens)` in rank order.
+    pub async fn packed(&self, step: &str, role: Role, budget: u64, files: &[(&str, bool, u64)]) {
+        self.push(vec![Event::StepContextPacked {
+            step_id: StepId(step.into()),
+            role,
+            pack: ContextPack {
+                budget,
+                used: files.iter().map(|f| f.2).sum(),
+                files: files
+                    .iter()
+                    .map(|(path, full, tokens)| PackedFile {
+                        path: (*path).into(),
+                        mode: if *full { PackMode::Full } else { PackMode::Skeleton },
+                        tokens: *tokens,
+                    })
+                    .collect(),
+            },
         }])
         .await;
     }
@@ -210,6 +232,19 @@ pub async fn conversation(app: &App, project: &str) -> Scene {
     s.step("worktree", Intent::Idempotent).await;
     s.complete("worktree", json!({"path": "/work/wt/t-demo", "branch": "gaffer/add-json-flag", "base": "8c1e2f4a9b", "base_ref": "main"})).await;
     s.agent_step("plan", Role::Planner, "claude").await;
+    s.packed(
+        "plan",
+        Role::Planner,
+        8000,
+        &[
+            ("src/list.rs", true, 412),
+            ("src/cli.rs", true, 2875),
+            ("src/main.rs", false, 96),
+            ("src/output/table_formatting_for_wide_terminals.rs", false, 1430),
+            ("tests/list.rs", false, 188),
+        ],
+    )
+    .await;
     s.say(
         "plan",
         "Let me look at how the list command prints its rows.",

@@ -135,7 +135,7 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
         output::json(&serde_json::json!({
             "task": task_json(&view.task),
             "head_seq": view.head_seq,
-            "steps": view.steps.iter().map(|s| row_json(s, &["depends_on", "input", "receipt"])).collect::<Vec<_>>(),
+            "steps": view.steps.iter().map(|s| row_json(s, &["depends_on", "input", "receipt", "context"])).collect::<Vec<_>>(),
             "approvals": view.approvals.iter().map(|a| row_json(a, &["details", "decided_by"])).collect::<Vec<_>>(),
             "sessions": view.sessions.iter().map(|s| row_json(s, &[])).collect::<Vec<_>>(),
             "worker": view.lease,
