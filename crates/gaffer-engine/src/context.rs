@@ -128,10 +128,11 @@ impl Indexes {
         opts: &gaffer_index::PackOptions,
         cache: &dyn IndexCache,
     ) -> gaffer_index::Result<Selection> {
-        let worktree = std::fs::canonicalize(worktree).map_err(|source| gaffer_index::Error::Repo {
-            path: worktree.to_path_buf(),
-            source,
-        })?;
+        let worktree =
+            std::fs::canonicalize(worktree).map_err(|source| gaffer_index::Error::Repo {
+                path: worktree.to_path_buf(),
+                source,
+            })?;
         let base = base.and_then(|b| std::fs::canonicalize(b).ok());
         let tok = match self.tok.get() {
             Some(tok) => tok,
@@ -282,7 +283,11 @@ mod tests {
             "pkg/render.py",
             "from .layout import place\n\ndef render_total(frame):\n    return place(frame)\n",
         );
-        write(dir, "pkg/layout.py", "def place(frame):\n    return frame\n");
+        write(
+            dir,
+            "pkg/layout.py",
+            "def place(frame):\n    return frame\n",
+        );
         write(dir, "README.md", "# Widgets\n");
     }
 
@@ -291,7 +296,11 @@ mod tests {
         let (base, wt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         tree(base.path());
         tree(wt.path());
-        write(wt.path(), "pkg/layout.py", "def place(frame, gap=0):\n    return frame\n");
+        write(
+            wt.path(),
+            "pkg/layout.py",
+            "def place(frame, gap=0):\n    return frame\n",
+        );
         let cache = MemoryCache::new();
         let indexes = Indexes::default();
         let opts = PackOptions {
@@ -316,7 +325,11 @@ mod tests {
         let held = |d: &Path| indexes.slot(&std::fs::canonicalize(d).unwrap());
         assert!(Arc::ptr_eq(&held(wt.path()), &held(wt.path())));
         // The next role sees the worktree as it is now, from the same held index.
-        write(wt.path(), "pkg/invoice.py", "def parse_invoice_total(text):\n    return 0\n");
+        write(
+            wt.path(),
+            "pkg/invoice.py",
+            "def parse_invoice_total(text):\n    return 0\n",
+        );
         let second = indexes
             .select(
                 wt.path(),
@@ -339,16 +352,31 @@ mod tests {
             )
             .unwrap();
         assert_eq!(review.files[0].path, "pkg/invoice.py");
-        assert_eq!(indexes.len(), 2, "one index for the worktree, one for the project");
+        assert_eq!(
+            indexes.len(),
+            2,
+            "one index for the worktree, one for the project"
+        );
         // The project's tree-sitter tier is handed out to be warmed once.
         let warm = indexes.unwarmed(base.path()).unwrap();
         // The project's layout.py differs from the worktree's: no pack parsed it yet.
         assert!(warm.warm_symbols(&cache).unwrap() >= 1);
-        assert_eq!(warm.warm_symbols(&cache).unwrap(), 0, "all in the cache now");
+        assert_eq!(
+            warm.warm_symbols(&cache).unwrap(),
+            0,
+            "all in the cache now"
+        );
         assert!(indexes.unwarmed(base.path()).is_none());
         // The project's checkout was not changed by the worktree's edits.
         let base_only = indexes
-            .select(base.path(), None, "parse_invoice_total", None, &opts, &cache)
+            .select(
+                base.path(),
+                None,
+                "parse_invoice_total",
+                None,
+                &opts,
+                &cache,
+            )
             .unwrap();
         assert!(base_only.files.iter().all(|f| f.path != "pkg/invoice.py"));
         // A finished task's worktree, once removed, is forgotten.

@@ -457,7 +457,8 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
                 one_line(&s.id, 14),
                 s.state,
                 s.intent
-            ));            if let Some(pack) = &s.context {
+            ));
+            if let Some(pack) = &s.context {
                 out.extend(context(pack));
             }
         }

@@ -934,11 +934,24 @@ fn a_context_pack_is_refused_outside_a_running_step_or_when_it_cannot_be_one() {
     for (event, says) in [
         (pack(&ok, 6, 100), "add up to 5"),
         (pack(&ok, 5, 4), "over the budget of 4"),
-        (pack(&[("/etc/passwd", PackMode::Full, 5)], 5, 100), "not a path inside"),
-        (pack(&[("../x.py", PackMode::Full, 5)], 5, 100), "not a path inside"),
-        (pack(&[("", PackMode::Full, 5)], 5, 100), "not a path inside"),
         (
-            pack(&[("a.py", PackMode::Full, 5), ("a.py", PackMode::Skeleton, 1)], 6, 100),
+            pack(&[("/etc/passwd", PackMode::Full, 5)], 5, 100),
+            "not a path inside",
+        ),
+        (
+            pack(&[("../x.py", PackMode::Full, 5)], 5, 100),
+            "not a path inside",
+        ),
+        (
+            pack(&[("", PackMode::Full, 5)], 5, 100),
+            "not a path inside",
+        ),
+        (
+            pack(
+                &[("a.py", PackMode::Full, 5), ("a.py", PackMode::Skeleton, 1)],
+                6,
+                100,
+            ),
             "listed twice",
         ),
     ] {

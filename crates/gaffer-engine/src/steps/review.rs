@@ -69,7 +69,14 @@ impl Engine {
         let history = format!("Earlier in this task:\n{}", self.history(task));
         let changed = wt.changed_files().unwrap_or_default();
         let context = self
-            .repo_context(task, step, Role::Reviewer, &wt, &task.request, Some(changed))
+            .repo_context(
+                task,
+                step,
+                Role::Reviewer,
+                &wt,
+                &task.request,
+                Some(changed),
+            )
             .await?;
         let prompt = prompts::fill(
             prompts::REVIEWER,

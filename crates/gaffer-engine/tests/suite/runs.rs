@@ -98,7 +98,12 @@ async fn add_an_installation_section_runs_to_done() {
     // their tokens, within the budget; the reviewer's starts with the changed file.
     let pack = |step: &str| -> serde_json::Value {
         let row = view.steps.iter().find(|s| s.step_id == step).unwrap();
-        serde_json::from_str(row.context.as_deref().unwrap_or_else(|| panic!("{step} has no pack"))).unwrap()
+        serde_json::from_str(
+            row.context
+                .as_deref()
+                .unwrap_or_else(|| panic!("{step} has no pack")),
+        )
+        .unwrap()
     };
     for step in ["plan", "code/1", "review/1"] {
         let p = pack(step);
@@ -107,10 +112,16 @@ async fn add_an_installation_section_runs_to_done() {
         assert!(!files.is_empty(), "{step}: {p}");
         let sum: u64 = files.iter().map(|f| f["tokens"].as_u64().unwrap()).sum();
         assert_eq!(p["used"].as_u64().unwrap(), sum, "{step}");
-        assert!(files.iter().all(|f| f["mode"] == "full" || f["mode"] == "skeleton"));
+        assert!(files
+            .iter()
+            .all(|f| f["mode"] == "full" || f["mode"] == "skeleton"));
     }
     assert_eq!(pack("review/1")["files"][0]["path"], "README.md");
-    let events = w.journal.stream_events(&StreamId(id.0.clone()), 0).await.unwrap();
+    let events = w
+        .journal
+        .stream_events(&StreamId(id.0.clone()), 0)
+        .await
+        .unwrap();
     let packed: Vec<(String, String)> = events
         .iter()
         .filter_map(|e| match &e.event {

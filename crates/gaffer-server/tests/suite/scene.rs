@@ -107,7 +107,11 @@ impl Scene {
                     .iter()
                     .map(|(path, full, tokens)| PackedFile {
                         path: (*path).into(),
-                        mode: if *full { PackMode::Full } else { PackMode::Skeleton },
+                        mode: if *full {
+                            PackMode::Full
+                        } else {
+                            PackMode::Skeleton
+                        },
                         tokens: *tokens,
                     })
                     .collect(),
@@ -240,7 +244,11 @@ pub async fn conversation(app: &App, project: &str) -> Scene {
             ("src/list.rs", true, 412),
             ("src/cli.rs", true, 2875),
             ("src/main.rs", false, 96),
-            ("src/output/table_formatting_for_wide_terminals.rs", false, 1430),
+            (
+                "src/output/table_formatting_for_wide_terminals.rs",
+                false,
+                1430,
+            ),
             ("tests/list.rs", false, 188),
         ],
     )

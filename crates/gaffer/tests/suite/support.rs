@@ -1,6 +1,9 @@
 use super::run::{json_of, Bench};
 use assert_cmd::Command;
-use gaffer_core::{Actor, ApprovalKind, Decision, Event, Intent, Stage, StreamId};
+use gaffer_core::{
+    Actor, ApprovalKind, ContextPack, Decision, Event, Intent, PackMode, PackedFile, Role, Stage,
+    StreamId,
+};
 use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
 use gaffer_testkit::clis::{Cli, CliHome};
 use gaffer_testkit::model::{say, ModelScript, ModelServer};
@@ -228,7 +231,21 @@ impl Home {
             done.extend(step("worktree", Intent::Idempotent, json!({ "path": format!("/data/worktrees/{DONE_TASK}"), "branch": branch })));
             let mut plan_receipt = usage(1200, 300, 0.012);
             plan_receipt["plan"] = plan.clone();
-            done.extend(step("plan", Intent::ReadOnly, plan_receipt));
+            let mut planned = step("plan", Intent::ReadOnly, plan_receipt);
+            // The planner's context: ten files, so `task show` names eight and counts the rest.
+            let files: Vec<PackedFile> = (0..10)
+                .map(|i| PackedFile {
+                    path: if i == 0 { "README.md".into() } else { format!("src/module_{i}.rs") },
+                    mode: if i < 2 { PackMode::Full } else { PackMode::Skeleton },
+                    tokens: if i < 2 { 4200 } else { 350 },
+                })
+                .collect();
+            planned.insert(2, Event::StepContextPacked {
+                step_id: "plan".into(),
+                role: Role::Planner,
+                pack: ContextPack { budget: 13_000, used: files.iter().map(|f| f.tokens).sum(), files },
+            });
+            done.extend(planned);
             done.extend(stage(Stage::AwaitingPlanApproval));
             let mut approval = step("plan-approval", Intent::ReadOnly, json!({ "approval": PLAN_APPROVAL, "decision": "approve" }));
             approval.insert(2, Event::ApprovalRequested {
