@@ -148,7 +148,7 @@ async fn every_screen_at_phone_and_laptop_width_in_light_and_dark() {
                     // The planner's context: one line, opened to its files in rank order.
                     let fold = "[data-step=\"plan\"] .context-pack";
                     assert_eq!(
-                        b.eval(&format!("document.querySelector('{fold} > .fold-head').innerText.trim()")).await.unwrap(),
+                        b.eval(&format!("document.querySelector('{fold} > .fold-head').textContent.trim()")).await.unwrap(),
                         json!("›context: 5 files, 5.0k tokens"),
                         "{what}"
                     );
