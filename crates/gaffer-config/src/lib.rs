@@ -173,6 +173,71 @@ pub struct Roles {
     /// Writes tests for the acceptance criteria once before review
     /// (`[roles.tester]`); none: the owner's work goes straight to review.
     pub tester: Option<RoleConfig>,
+    /// Agents whose opinions the arbiter reads before it rules
+    /// (`[roles.arbiter] panel`); none: the arbiter rules alone.
+    pub panel: Option<Panel>,
+}
+
+/// `[roles.arbiter] panel`: each member gives its opinion in a fresh read-only
+/// session, all in parallel, before the arbiter rules with every opinion in front of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Panel {
+    /// In the order configured.
+    pub members: Vec<PanelMember>,
+    /// How long a member may take before it is recorded as failed (default 600).
+    pub timeout_secs: u64,
+}
+
+/// Seconds a panel member may take unless `panel_timeout_secs` says otherwise.
+pub const DEFAULT_PANEL_TIMEOUT_SECS: u64 = 600;
+
+/// One member of the arbiter's panel: `agent[:model]` (`claude`, `codex:gpt-5-codex`,
+/// `openai:gpt-4.1`, `acp:<name>:<model>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelMember {
+    /// Backend, as a role's `agent`.
+    pub agent: String,
+    /// Model passed to the backend; none: the backend's default.
+    pub model: Option<String>,
+}
+
+impl PanelMember {
+    /// Read `agent[:model]`; the agent of `acp:<name>:<model>` is `acp:<name>`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let spec = spec.trim();
+        let (agent, model) = match spec.strip_prefix("acp:") {
+            Some(rest) => match rest.split_once(':') {
+                Some((name, model)) => (format!("acp:{name}"), Some(model)),
+                None => (spec.to_owned(), None),
+            },
+            None => match spec.split_once(':') {
+                Some((agent, model)) => (agent.to_owned(), Some(model)),
+                None => (spec.to_owned(), None),
+            },
+        };
+        if agent.is_empty() || agent == "acp:" {
+            return Err(format!(
+                "has `{spec}`, which names no agent; write agent[:model], e.g. \"codex:gpt-5-codex\""
+            ));
+        }
+        if model.is_some_and(|m| m.trim().is_empty()) {
+            return Err(format!(
+                "has `{spec}` with an empty model; write `{agent}` alone for its default model"
+            ));
+        }
+        Ok(Self {
+            agent,
+            model: model.map(|m| m.trim().to_owned()),
+        })
+    }
+
+    /// `agent[:model]`, as configured.
+    pub fn label(&self) -> String {
+        match &self.model {
+            Some(m) => format!("{}:{m}", self.agent),
+            None => self.agent.clone(),
+        }
+    }
 }
 
 impl Roles {
@@ -651,6 +716,10 @@ struct RawRole {
     agent: Option<String>,
     model: Option<String>,
     effort: Option<String>,
+    /// `[roles.arbiter]` only.
+    panel: Option<Vec<String>>,
+    /// `[roles.arbiter]` only.
+    panel_timeout_secs: Option<u64>,
 }
 
 /// Where the configuration comes from.
@@ -1518,6 +1587,15 @@ fn merge_roles(
     acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
 ) -> Result<Roles, ConfigError> {
     let mut roles = base.clone();
+    if let Some(raw) = &raw.arbiter {
+        merge_panel(
+            origin,
+            &format!("{prefix}.arbiter"),
+            &mut roles.panel,
+            raw,
+            acp_agents,
+        )?;
+    }
     for (name, raw_role, role) in [
         ("planner", raw.planner, &mut roles.planner),
         ("owner", raw.owner, &mut roles.owner),
@@ -1525,6 +1603,9 @@ fn merge_roles(
         ("arbiter", raw.arbiter, &mut roles.arbiter),
     ] {
         let Some(raw_role) = raw_role else { continue };
+        if name != "arbiter" {
+            only_for_the_arbiter(origin, &format!("{prefix}.{name}"), &raw_role)?;
+        }
         merge_role(
             origin,
             &format!("{prefix}.{name}"),
@@ -1550,6 +1631,7 @@ fn merge_roles(
                 agent: raw.agent,
                 model: raw.model,
                 effort: raw.effort,
+                ..RawRole::default()
             };
             merge_role(origin, &field, &mut t, role, acp_agents)?;
             roles.tester = Some(t);
@@ -1573,6 +1655,7 @@ fn merge_roles(
                 agent: raw.agent,
                 model: raw.model,
                 effort: raw.effort,
+                ..RawRole::default()
             };
             merge_role(origin, &field, &mut c.role, role, acp_agents)?;
             roles.challenger = Some(c);
@@ -1597,6 +1680,87 @@ fn merge_role(
     }
     if let Some(e) = raw.effort {
         role.effort = Some(e).filter(|e| !e.is_empty());
+    }
+    Ok(())
+}
+
+/// `panel` and `panel_timeout_secs` of `[roles.arbiter]` over `panel`; `panel = []`
+/// turns an inherited panel off.
+fn merge_panel(
+    origin: &str,
+    field: &str,
+    panel: &mut Option<Panel>,
+    raw: &RawRole,
+    acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
+) -> Result<(), ConfigError> {
+    if let Some(specs) = &raw.panel {
+        let field = format!("{field}.panel");
+        let mut members: Vec<PanelMember> = Vec::new();
+        for spec in specs {
+            let member = PanelMember::parse(spec).map_err(|e| invalid(origin, &field, e))?;
+            check_agent(origin, &field, &member.agent, acp_agents)?;
+            if members.contains(&member) {
+                return Err(invalid(
+                    origin,
+                    &field,
+                    format!(
+                        "has `{}` twice; each member gives one opinion, list it once",
+                        member.label()
+                    ),
+                ));
+            }
+            members.push(member);
+        }
+        if members.len() > MAX_PANEL {
+            return Err(invalid(
+                origin,
+                &field,
+                format!("has {} members; at most {MAX_PANEL} are asked (each one is a session per arbiter call)", members.len()),
+            ));
+        }
+        let timeout_secs = panel
+            .as_ref()
+            .map_or(DEFAULT_PANEL_TIMEOUT_SECS, |p| p.timeout_secs);
+        *panel = (!members.is_empty()).then_some(Panel {
+            members,
+            timeout_secs,
+        });
+    }
+    if let Some(secs) = raw.panel_timeout_secs {
+        let field = format!("{field}.panel_timeout_secs");
+        if secs == 0 {
+            return Err(invalid(origin, &field, "must be at least 1"));
+        }
+        match panel {
+            Some(p) => p.timeout_secs = secs,
+            None => {
+                return Err(invalid(
+                    origin,
+                    &field,
+                    "is set but the arbiter has no panel; add `panel = [\"claude\", \"codex:gpt-5-codex\"]` or remove it",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Panel members at most.
+pub const MAX_PANEL: usize = 8;
+
+/// A role other than the arbiter names the arbiter's own keys.
+fn only_for_the_arbiter(origin: &str, field: &str, raw: &RawRole) -> Result<(), ConfigError> {
+    for (key, set) in [
+        ("panel", raw.panel.is_some()),
+        ("panel_timeout_secs", raw.panel_timeout_secs.is_some()),
+    ] {
+        if set {
+            return Err(invalid(
+                origin,
+                &format!("{field}.{key}"),
+                "is only for [roles.arbiter]; remove it here",
+            ));
+        }
     }
     Ok(())
 }

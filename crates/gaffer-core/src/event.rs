@@ -206,6 +206,34 @@ pub enum Event {
         #[serde(default)]
         checks: serde_json::Value,
     },
+    /// A member of the arbiter's panel gave its opinion, or failed to, inside the
+    /// running arbiter step (one per member and call). Changes no state; the step run
+    /// again after a crash asks only the members without one.
+    PanelOpinion {
+        /// The running arbiter step.
+        step_id: StepId,
+        /// The member as configured: `agent[:model]`.
+        member: String,
+        /// Its backend.
+        agent: String,
+        /// Its model, when one was configured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// What it recommends (`{"opinion","reason"}`, the opinion contract); none
+        /// when it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opinion: Option<serde_json::Value>,
+        /// Its whole answer, redacted and cut short.
+        #[serde(default)]
+        text: String,
+        /// Why it gave no opinion (error, timeout, an answer that broke the contract
+        /// twice), redacted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// What its session spent (the `usage` object a receipt holds).
+        #[serde(default)]
+        usage: serde_json::Value,
+    },
     /// The step's effect finished, with a receipt.
     StepCompleted {
         /// The step.
@@ -409,6 +437,7 @@ event_kinds! {
     AgentActivity => "agent_activity",
     StepContextPacked => "step_context_packed",
     CiStatusChanged => "ci_status_changed",
+    PanelOpinion => "panel_opinion",
     StepCompleted => "step_completed",
     StepFailed => "step_failed",
     StepInterrupted => "step_interrupted",
@@ -449,6 +478,7 @@ impl Event {
             | Event::TaskLeased { .. }
             | Event::AgentActivity { .. }
             | Event::CiStatusChanged { .. }
+            | Event::PanelOpinion { .. }
             | Event::MessageSent { .. }
             | Event::MessageDelivered { .. }
             | Event::TurnInterrupted { .. } => Touched::Task,

@@ -18,6 +18,9 @@ pub enum Role {
     Challenger,
     /// Writes tests for the acceptance criteria, in the worktree, before review.
     Tester,
+    /// A member of the arbiter's panel: one opinion for the ruling, read-only, a
+    /// fresh session every call.
+    Panelist,
 }
 
 impl Role {
@@ -30,6 +33,7 @@ impl Role {
             Role::Arbiter => "arbiter",
             Role::Challenger => "challenger",
             Role::Tester => "tester",
+            Role::Panelist => "panelist",
         }
     }
 }

@@ -220,7 +220,9 @@ impl TaskState {
                 self.worker = Some(worker_id.clone());
                 self.lease_generation = *generation;
             }
-            Event::AgentActivity { step_id, .. } | Event::CiStatusChanged { step_id, .. } => {
+            Event::AgentActivity { step_id, .. }
+            | Event::CiStatusChanged { step_id, .. }
+            | Event::PanelOpinion { step_id, .. } => {
                 self.step_in(step_id, &[StepState::Started], event)?;
             }
             Event::StepContextPacked { step_id, pack, .. } => {

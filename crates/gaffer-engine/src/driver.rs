@@ -161,9 +161,16 @@ impl Engine {
     ) -> std::result::Result<(), String> {
         let roles = self.roles_of(project);
         let mut agents: Vec<(&str, Vec<&str>)> = Vec::new();
-        for (role, cfg) in roles.each() {
-            let name = agent.unwrap_or(&cfg.agent);
+        // `--agent` puts every role on one backend; the panel keeps its members.
+        let panel = roles.panel.iter().flat_map(|p| &p.members);
+        let players = roles
+            .each()
+            .into_iter()
+            .map(|(role, cfg)| (role, agent.unwrap_or(&cfg.agent)))
+            .chain(panel.map(|m| ("arbiter's panel", m.agent.as_str())));
+        for (role, name) in players {
             match agents.iter_mut().find(|(a, _)| *a == name) {
+                Some((_, roles)) if roles.contains(&role) => {}
                 Some((_, roles)) => roles.push(role),
                 None => agents.push((name, vec![role])),
             }

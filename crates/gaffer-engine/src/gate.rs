@@ -62,6 +62,15 @@ impl Gate {
             asked: AtomicU32::new(0),
         }
     }
+
+    /// The gate of panel member `index` (from 0) in one attempt of the arbiter
+    /// `step`: members ask in parallel with their own keys, `attempt × 1000 +
+    /// 100 × (index + 1) + n`, above the arbiter's own (n < 100 each).
+    pub(crate) fn for_member(engine: Engine, task: TaskState, step: Step, index: usize) -> Self {
+        let gate = Self::new(engine, task, step);
+        gate.asked.store(100 * (index as u32 + 1), Ordering::SeqCst);
+        gate
+    }
 }
 
 /// The read-only role a step is played by, if it is one.

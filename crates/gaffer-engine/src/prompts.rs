@@ -17,6 +17,8 @@ pub const MESSAGES: &str = include_str!("../prompts/messages.md");
 pub const CHALLENGER: &str = include_str!("../prompts/challenger.md");
 /// The planner's message to revise its plan after challenges.
 pub const REVISE: &str = include_str!("../prompts/revise.md");
+/// A member of the arbiter's panel, asked for its opinion before the ruling.
+pub const PANELIST: &str = include_str!("../prompts/panelist.md");
 /// The tester's message, once before review.
 pub const TESTER: &str = include_str!("../prompts/tester.md");
 /// Sent when an answer breaks its contract.

@@ -36,6 +36,9 @@ impl Engine {
                 .as_ref()
                 .map_or(&roles.planner, |c| &c.role),
             Role::Tester => roles.tester.as_ref().unwrap_or(&roles.owner),
+            // Members name their own agent and model (`steps::panel`); this is only
+            // the effort they share with the arbiter.
+            Role::Panelist => &roles.arbiter,
         };
         match &task.options.agent {
             Some(agent) => RoleAgent {
@@ -76,33 +79,16 @@ impl Engine {
             .agents
             .backend(&agent, model.as_deref(), effort.as_deref())
             .map_err(fail)?;
-        let mut env = self.settings.agent_env.clone();
-        if let Some(tokens) = effort
-            .as_deref()
-            .filter(|_| agent == "claude")
-            .and_then(crate::agents::claude_thinking_tokens)
-        {
-            env.insert("MAX_THINKING_TOKENS".into(), tokens);
-        }
-        // A dev server the agent starts listens where the task's setup said.
-        if let Some(port) = crate::steps::command::task_port(task) {
-            env.insert("GAFFER_PORT".into(), port.to_string());
-        }
-        let opts = StartOptions {
-            workspace: wt.path.clone(),
-            role: role.as_str().into(),
-            role_prompt: String::new(),
+        let opts = self.start_options(
+            task,
+            &project,
+            role.as_str(),
             mode,
-            env,
-            task_id: task.id.0.clone(),
-            project: project.name.clone(),
+            wt,
+            &agent,
             model,
-            sandbox: self.settings.sandbox.clone(),
-            state_dir: Some(self.agent_state_dir(&task.id)),
-            // The worktree's objects and refs live in the repository's `.git`.
-            readable: vec![std::path::PathBuf::from(&project.path)],
-            lock: Some(self.turn_lock(&task.id)),
-        };
+            effort.as_deref(),
+        );
         // Every role is told what the project's people keep for every task.
         let prompt = crate::memory::with_memory(self.project_memory(&project.name), prompt);
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
@@ -144,6 +130,47 @@ impl Engine {
             .append(&task.id, vec![Event::SessionEnded { session_id, reason }])
             .await;
         outcome
+    }
+
+    /// How an agent playing `role` for `task` starts in `wt`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_options(
+        &self,
+        task: &TaskState,
+        project: &gaffer_core::ProjectState,
+        role: &str,
+        mode: Mode,
+        wt: &Worktree,
+        agent: &str,
+        model: Option<String>,
+        effort: Option<&str>,
+    ) -> StartOptions {
+        let mut env = self.settings.agent_env.clone();
+        if let Some(tokens) = effort
+            .filter(|_| agent == "claude")
+            .and_then(crate::agents::claude_thinking_tokens)
+        {
+            env.insert("MAX_THINKING_TOKENS".into(), tokens);
+        }
+        // A dev server the agent starts listens where the task's setup said.
+        if let Some(port) = crate::steps::command::task_port(task) {
+            env.insert("GAFFER_PORT".into(), port.to_string());
+        }
+        StartOptions {
+            workspace: wt.path.clone(),
+            role: role.into(),
+            role_prompt: String::new(),
+            mode,
+            env,
+            task_id: task.id.0.clone(),
+            project: project.name.clone(),
+            model,
+            sandbox: self.settings.sandbox.clone(),
+            state_dir: Some(self.agent_state_dir(&task.id)),
+            // The worktree's objects and refs live in the repository's `.git`.
+            readable: vec![std::path::PathBuf::from(&project.path)],
+            lock: Some(self.turn_lock(&task.id)),
+        }
     }
 
     /// The session a turn of `step` runs in. A turn of this step that a crash cut
@@ -188,7 +215,22 @@ impl Engine {
             .start(opts, gate)
             .await
             .map_err(|e| fail(format!("cannot start {agent}: {e}")))?;
-        let record = session.record();
+        let session_id = self
+            .record_session(task, step, role, agent, session.record())
+            .await?;
+        Ok((session_id, session))
+    }
+
+    /// Record a session just started for `step`: its agent's own id, and whether the
+    /// agent already confirmed it.
+    pub(crate) async fn record_session(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        role: Role,
+        agent: &str,
+        record: gaffer_agents::SessionRecord,
+    ) -> Result<SessionId, Failure> {
         let session_id = SessionId(gaffer_app::new_id("s"));
         let mut events = vec![Event::SessionStarted {
             session_id: session_id.clone(),
@@ -207,7 +249,7 @@ impl Engine {
             });
         }
         self.append(&task.id, events).await?;
-        Ok((session_id, session))
+        Ok(session_id)
     }
 
     /// The agent no longer has the conversation a crash interrupted: a person is

@@ -251,6 +251,21 @@ impl Scenario {
         match std::env::var(SCENARIO_ENV) {
             Ok(p) if !p.is_empty() && Path::new(&p).is_dir() => {
                 let role = std::env::var("GAFFER_ROLE").unwrap_or_else(|_| "agent".into());
+                // `<role>.<fake>.json` (`panelist.codex.json`) scripts one agent of a
+                // role whose sessions run in parallel with other agents' (the
+                // arbiter's panel): each keeps its own count of turns played.
+                let fake = std::env::current_exe().ok().and_then(|e| {
+                    e.file_stem()?
+                        .to_str()?
+                        .strip_prefix("fake-")
+                        .map(str::to_owned)
+                });
+                let role = match fake {
+                    Some(f) if Path::new(&p).join(format!("{role}.{f}.json")).exists() => {
+                        format!("{role}.{f}")
+                    }
+                    _ => role,
+                };
                 let file = Path::new(&p).join(format!("{role}.json"));
                 let mut scenario = if file.exists() {
                     Self::load(&file)?

@@ -848,5 +848,93 @@ fn a_bad_watchdog_or_cap_names_the_field() {
     ] {
         let err = load_text(text, &[]).unwrap_err().to_string();
         assert!(err.contains(field), "{text}: {err}");
+
+fn the_arbiter_panel_reads_agent_and_model_per_member_and_per_project() {
+    let c = load_text(
+        "[agents.acp.local]\ncommand = \"/bin/true\"\n\n[roles.arbiter]\npanel = [\"claude\", \"codex:gpt-5-codex\", \"openai:llama3:8b\", \"acp:local:small\"]\npanel_timeout_secs = 90\n\n[projects.web.roles.arbiter]\npanel = []\n\n[projects.api.roles.arbiter]\npanel_timeout_secs = 30\n",
+        &[],
+    )
+    .unwrap();
+    let panel = c.roles.panel.as_ref().unwrap();
+    let members: Vec<(&str, Option<&str>)> = panel
+        .members
+        .iter()
+        .map(|m| (m.agent.as_str(), m.model.as_deref()))
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("claude", None),
+            ("codex", Some("gpt-5-codex")),
+            // A model name may have colons of its own.
+            ("openai", Some("llama3:8b")),
+            ("acp:local", Some("small")),
+        ]
+    );
+    assert_eq!(panel.members[1].label(), "codex:gpt-5-codex");
+    assert_eq!(panel.timeout_secs, 90);
+    assert_eq!(c.roles_for("web").panel, None, "panel = [] turns it off");
+    let api = c.roles_for("api").panel.as_ref().unwrap();
+    assert_eq!((api.members.len(), api.timeout_secs), (4, 30));
+    // Without a panel, none; with one, the default timeout.
+    assert_eq!(load_text("", &[]).unwrap().roles.panel, None);
+    let c = load_text("[roles.arbiter]\npanel = [\"claude\"]\n", &[]).unwrap();
+    assert_eq!(
+        c.roles.panel.unwrap().timeout_secs,
+        DEFAULT_PANEL_TIMEOUT_SECS
+    );
+}
+
+#[test]
+fn a_bad_panel_names_the_field_and_the_member() {
+    for (text, field, says) in [
+        (
+            "[roles.arbiter]\npanel = [\"claude\", \"gpt4\"]\n",
+            "roles.arbiter.panel",
+            "is `gpt4`; use one of",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\"codex:\"]\n",
+            "roles.arbiter.panel",
+            "has `codex:` with an empty model",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\":gpt-4.1\"]\n",
+            "roles.arbiter.panel",
+            "names no agent",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\"claude\", \"claude\"]\n",
+            "roles.arbiter.panel",
+            "has `claude` twice",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\"acp:nowhere\"]\n",
+            "roles.arbiter.panel",
+            "nowhere",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\"claude\"]\npanel_timeout_secs = 0\n",
+            "roles.arbiter.panel_timeout_secs",
+            "at least 1",
+        ),
+        (
+            "[roles.arbiter]\npanel_timeout_secs = 60\n",
+            "roles.arbiter.panel_timeout_secs",
+            "has no panel",
+        ),
+        (
+            "[roles.reviewer]\npanel = [\"claude\"]\n",
+            "roles.reviewer.panel",
+            "only for [roles.arbiter]",
+        ),
+        (
+            "[projects.web.roles.arbiter]\npanel = [\"codex:\"]\n",
+            "projects.web.roles.arbiter.panel",
+            "empty model",
+        ),
+    ] {
+        let err = load_text(text, &[]).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains(says), "{text}: {err}");
     }
 }

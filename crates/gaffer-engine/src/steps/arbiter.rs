@@ -1,8 +1,10 @@
 //! The arbiter: a fresh read-only session that rules when owner and reviewer
-//! disagree, and the escalation of its ruling to a person.
+//! disagree (with its panel's opinions in front of it, when it has one:
+//! `steps::panel`), and the escalation of its ruling to a person.
 
 use crate::failure::{fail, Failure};
 use crate::pipeline::plan_of;
+use crate::steps::panel;
 use crate::{prompts, Engine};
 use gaffer_agents::Mode;
 use gaffer_app::Subject;
@@ -22,18 +24,33 @@ impl Engine {
         let plan = plan_of(task)
             .map(|p| prompts::plan_text(&p))
             .unwrap_or_default();
-        let diff = wt.diff()?;
+        let diff = prompts::head(&wt.diff()?, 60_000);
         let trigger = step.input.to_string();
-        let prompt = prompts::fill(
-            prompts::ARBITER,
-            &[
-                ("request", &task.request),
-                ("plan", &plan),
-                ("diff", &prompts::head(&diff, 60_000)),
-                ("history", &self.history(task)),
-                ("trigger", &trigger),
-            ],
-        );
+        let history = self.history(task);
+        let fields = [
+            ("request", task.request.as_str()),
+            ("plan", &plan),
+            ("diff", &diff),
+            ("history", &history),
+            ("trigger", &trigger),
+        ];
+        let project = self.project(task).await?;
+        let opinions = match self.roles_of(&project.name).panel.clone() {
+            Some(panel) => {
+                // Members are told what the project's people keep, as every role is.
+                let asked = crate::memory::with_memory(
+                    self.project_memory(&project.name),
+                    prompts::fill(prompts::PANELIST, &fields),
+                );
+                self.consult_panel(task, step, &panel, &wt, &asked, cancel)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        let heard = panel::opinions_text(&opinions);
+        let mut fields = fields.to_vec();
+        fields.push(("opinions", &heard));
+        let prompt = prompts::fill(prompts::ARBITER, &fields);
         let turn = self
             .agent_turn(
                 task,
@@ -54,7 +71,17 @@ impl Engine {
                 )
             })
         });
-        Ok(json!({ "ruling": ruling, "usage": turn.usage }))
+        if opinions.is_empty() {
+            return Ok(json!({ "ruling": ruling, "usage": turn.usage }));
+        }
+        // The step's spend is the ruling's and every member's.
+        let mut usage = turn.usage;
+        for o in &opinions {
+            usage += o.usage;
+        }
+        Ok(
+            json!({ "ruling": ruling, "usage": usage, "ruling_usage": turn.usage, "panel": opinions }),
+        )
     }
 
     pub(crate) async fn escalation(&self, task: &TaskState, step: &Step) -> Result<Value, Failure> {

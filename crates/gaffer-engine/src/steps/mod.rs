@@ -7,6 +7,7 @@ pub(crate) mod challenge;
 pub(crate) mod check;
 pub(crate) mod command;
 pub(crate) mod owner;
+pub(crate) mod panel;
 pub(crate) mod plan;
 pub(crate) mod review;
 pub(crate) mod scan;

@@ -2,6 +2,7 @@ mod budget;
 mod challenge;
 mod crash_points;
 mod faulty;
+mod panel;
 mod pipeline;
 mod rate_limits;
 mod runs;

@@ -7,6 +7,7 @@
 //! - challenger: `{"challenges":[{"id":…,"claim":…,"severity":"high"|"medium"|"low","evidence":…}],"agreement":bool}`
 //! - tester: `{"tests":[{"path":…,"covers":…}],"summary":…}`
 //! - planner revising its plan: `{"subtasks":[…],"answers":[{"id":…,"decision":"adopted"|"rejected","reason":…}]}`
+//! - arbiter's panel member: `{"opinion":"proceed"|"revise"|"escalate","reason":…}`
 //!
 //! Parsing never panics; an error says what is wrong in words the agent can act on
 //! (it is sent back to the agent on the retry).
@@ -14,8 +15,10 @@
 use serde::{Deserialize, Serialize};
 
 mod challenge;
+mod panel;
 mod tests;
 pub use challenge::{Answer, Challenge, Challenges, Decision, Revision, Severity};
+pub use panel::{Opinion, Recommendation};
 pub use tests::{TestFile, TestReport};
 
 /// Why an agent's answer does not meet its contract.

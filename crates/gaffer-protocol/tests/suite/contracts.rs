@@ -307,3 +307,30 @@ fn a_plans_changes_name_each_subtask_added_removed_or_changed() {
     assert_eq!(v1.changes_from(&v2)[1], "removed subtask 3: three");
     assert!(v1.changes_from(&v1).is_empty());
 }
+
+#[test]
+fn a_panel_opinion_names_its_recommendation_and_a_reason() {
+    use gaffer_protocol::contracts::{Opinion, Recommendation};
+    assert_eq!(
+        Opinion::parse("I read it.\n```json\n{\"opinion\":\"revise\",\"reason\":\"the parser drops the last line\"}\n```"),
+        Ok(Opinion {
+            opinion: Recommendation::Revise,
+            reason: "the parser drops the last line".into()
+        })
+    );
+    for (text, says) in [
+        ("no block at all", "no ```json block"),
+        (
+            "```json\n{\"opinion\":\"approve\",\"reason\":\"x\"}\n```",
+            "`opinion` is `approve`; use \"proceed\", \"revise\" or \"escalate\"",
+        ),
+        ("```json\n{\"reason\":\"x\"}\n```", "`opinion` is missing"),
+        (
+            "```json\n{\"opinion\":\"proceed\",\"reason\":\"  \"}\n```",
+            "`reason` must not be empty",
+        ),
+    ] {
+        let err = Opinion::parse(text).unwrap_err().to_string();
+        assert!(err.contains(says), "{text}: {err}");
+    }
+}
