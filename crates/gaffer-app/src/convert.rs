@@ -124,7 +124,7 @@ pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::T
 }
 
 /// What each role spent: every step's spend goes to the role of the session that
-/// ran it, roles in the order they first ran.
+/// ran it (the arbiter's, not its panel members'), roles in the order they first ran.
 pub(crate) fn role_spend(steps: &[StepRow], sessions: &[SessionRow]) -> Vec<api::RoleSpend> {
     let mut roles: Vec<(String, Spend)> = Vec::new();
     for s in steps {
@@ -132,9 +132,11 @@ pub(crate) fn role_spend(steps: &[StepRow], sessions: &[SessionRow]) -> Vec<api:
         if spend == Spend::default() {
             continue;
         }
+        // The arbiter's panel members run in its step: what they spent is the arbiter's.
         let role = sessions
             .iter()
-            .find(|x| x.step_id.as_deref() == Some(s.step_id.as_str()))
+            .filter(|x| x.step_id.as_deref() == Some(s.step_id.as_str()))
+            .find(|x| x.role != gaffer_core::Role::Panelist.as_str())
             .map_or("other", |x| x.role.as_str());
         match roles.iter_mut().find(|(r, _)| r == role) {
             Some((_, sum)) => *sum += spend,

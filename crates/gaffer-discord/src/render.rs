@@ -256,6 +256,9 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
                 key,
                 at,
             ));
+        } else if s.id.starts_with("arbiter/") {
+            let (title, text) = ruling_note(r);
+            out.push(with_output(title, &text, "ruling.txt", key, at));
         } else if s.id.starts_with("check/") {
             let passed = r["passed"].as_bool() == Some(true);
             let cmd = r["command"].as_str().unwrap_or("(none)");
@@ -326,6 +329,34 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
         });
     }
     out
+}
+
+/// The arbiter's ruling and, when it has a panel, each member's opinion (or why it
+/// gave none) in front of it.
+fn ruling_note(r: &Value) -> (String, String) {
+    let ruling = &r["ruling"];
+    let word = ruling["ruling"].as_str().unwrap_or("?");
+    // `instructions` for revise, `reason` otherwise (the ruling contract).
+    let why = ruling["instructions"]
+        .as_str()
+        .or_else(|| ruling["reason"].as_str())
+        .unwrap_or("");
+    let mut text = why.to_owned();
+    if let Some(panel) = r["panel"].as_array().filter(|p| !p.is_empty()) {
+        text.push_str("\n\nPanel:");
+        for o in panel {
+            let member = o["member"].as_str().unwrap_or("?");
+            let said = match o["opinion"]["opinion"].as_str() {
+                Some(w) => format!("{w}: {}", o["opinion"]["reason"].as_str().unwrap_or("")),
+                None => format!(
+                    "no opinion ({})",
+                    o["error"].as_str().unwrap_or("no answer")
+                ),
+            };
+            text.push_str(&format!("\n• {member} — {said}"));
+        }
+    }
+    (format!("⚖️ Arbiter: **{word}**"), text.trim().to_owned())
 }
 
 /// The pull request, once it is open.
@@ -539,6 +570,29 @@ mod tests {
             .unwrap()
             .contains("denied by ana (via web)"));
         assert_ne!(digest(&pending), digest(&settled));
+    }
+
+    #[test]
+    fn a_ruling_note_lists_each_panel_opinion_and_the_failures() {
+        // The arbiter receipt's shape (`gaffer-engine` suite::panel checks it).
+        let receipt = json!({
+            "ruling": { "ruling": "revise", "instructions": "Pin the install with --locked." },
+            "panel": [
+                { "member": "claude", "agent": "claude", "opinion": { "opinion": "proceed", "reason": "the check passes" }, "text": "…", "usage": {} },
+                { "member": "codex:gpt-5-codex", "agent": "codex", "model": "gpt-5-codex", "opinion": { "opinion": "revise", "reason": "use --locked" }, "text": "…", "usage": {} },
+                { "member": "openai:gpt-4.1", "agent": "openai", "model": "gpt-4.1", "error": "gave no opinion within 600 s (panel_timeout_secs)", "text": "", "usage": {} },
+            ],
+        });
+        let (title, text) = ruling_note(&receipt);
+        assert_eq!(title, "⚖️ Arbiter: **revise**");
+        assert_eq!(
+            text,
+            "Pin the install with --locked.\n\nPanel:\n• claude — proceed: the check passes\n• codex:gpt-5-codex — revise: use --locked\n• openai:gpt-4.1 — no opinion (gave no opinion within 600 s (panel_timeout_secs))"
+        );
+        // Without a panel, the ruling alone.
+        let (_, alone) =
+            ruling_note(&json!({ "ruling": { "ruling": "proceed", "reason": "fine" } }));
+        assert_eq!(alone, "fine");
     }
 
     #[test]

@@ -82,7 +82,16 @@ export function apply(m, e) {
     }
     case "session_started": {
       const s = step(m, ev.step_id || "session");
-      s.session = { id: ev.session_id, role: ev.role, agent: ev.agent };
+      // Panel members run inside the arbiter's step: until the arbiter's own
+      // session starts, the step is the arbiter's, hearing its panel.
+      if (ev.role !== "panelist") s.session = { id: ev.session_id, role: ev.role, agent: ev.agent };
+      else if (!s.session) s.session = { id: ev.session_id, role: "arbiter", agent: "panel" };
+      touch(m, s);
+      break;
+    }
+    case "panel_opinion": {
+      const s = step(m, ev.step_id);
+      s.entries.push({ key: "e" + e.seq, kind: "opinion", member: ev.member, opinion: ev.opinion || null, text: ev.text, error: ev.error || null, usage: ev.usage || {} });
       touch(m, s);
       break;
     }
@@ -160,7 +169,7 @@ function activity(m, s, a, e) {
 
 // ---------- view ----------
 
-const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger", tester: "Tester" };
+const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger", tester: "Tester", panelist: "Panel member" };
 
 export function stepLabel(id) {
   const [k, n] = String(id).split("/");
@@ -232,6 +241,27 @@ function Ci({ entry }) {
   </div>`;
 }
 
+const RECOMMENDS = { proceed: "Proceed", revise: "Revise", escalate: "Escalate" };
+
+/** One member of the arbiter's panel: what it recommends and why (or why it said
+ *  nothing), what it spent; its whole answer folded. */
+function Opinion({ entry }) {
+  const o = entry.opinion;
+  const u = entry.usage || {};
+  const spent = (u.input_tokens || 0) + (u.output_tokens || 0) + (u.cached_input_tokens || 0);
+  const cost = u.cost_usd === undefined || u.cost_usd === null ? (spent ? null : 0) : u.cost_usd;
+  return html`<div class=${"entry opinion " + (o ? "op-" + o.opinion : "op-failed")}>
+    <span class="icon" aria-hidden="true">⚖</span>
+    <div class="body">
+      <div class="opinion-head"><code class="member">${entry.member}</code>
+        <strong class="op-word">${o ? RECOMMENDS[o.opinion] || o.opinion : "No opinion"}</strong>
+        <span class="muted small">${tokens(spent)} tokens · ${money(cost)}</span></div>
+      ${o ? html`<p><${Text} text=${o.reason} /></p>` : html`<p class="err">${entry.error}</p>`}
+      ${entry.text ? html`<${Fold} summary="Whole answer">${() => html`<${Prose} text=${entry.text} />`}</${Fold}>` : null}
+    </div>
+  </div>`;
+}
+
 function Entry({ entry }) {
   switch (entry.kind) {
     case "text":
@@ -246,6 +276,8 @@ function Entry({ entry }) {
       return html`<${LiveApprovalLine} id=${entry.id} />`;
     case "ci":
       return html`<${Ci} entry=${entry} />`;
+    case "opinion":
+      return html`<${Opinion} entry=${entry} />`;
     case "wait":
       return html`<div class="entry wait"><span class="icon" aria-hidden="true">⏸</span><div class="body">${entry.text}</div></div>`;
     default:

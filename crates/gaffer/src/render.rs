@@ -429,7 +429,9 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
             let text = text
                 .map(|t| format!("  {}", one_line(t, 160)))
                 .unwrap_or_default();
-            Some(format!("  {:<12} {word}{text}", one_line(&s.id, 12)))
+            let mut lines = vec![format!("  {:<12} {word}{text}", one_line(&s.id, 12))];
+            lines.extend(panel_lines(r));
+            Some(lines.join("\n"))
         })
         .collect();
     if !verdicts.is_empty() {
@@ -672,4 +674,33 @@ mod tests {
         let plain = approval_body(&plan_approval(json!({ "plan": sub("x") })), None);
         assert_eq!(plain.len(), 3, "{plain:#?}");
     }
+}
+
+/// The arbiter's panel under its ruling: each member's opinion (or why it gave
+/// none), with what it spent.
+fn panel_lines(receipt: &Value) -> Vec<String> {
+    receipt["panel"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let member = one_line(o["member"].as_str().unwrap_or("?"), 40);
+            let said = match o["opinion"]["opinion"].as_str() {
+                Some(word) => format!(
+                    "{word}  {}",
+                    one_line(o["opinion"]["reason"].as_str().unwrap_or_default(), 140)
+                ),
+                None => format!(
+                    "no opinion  {}",
+                    one_line(o["error"].as_str().unwrap_or("no answer"), 140)
+                ),
+            };
+            let spent = gaffer_core::Spend::of_usage(&o["usage"]);
+            format!(
+                "    panel {member}: {said} ({} tokens, {})",
+                spent.tokens(),
+                spent.cost_display()
+            )
+        })
+        .collect()
 }

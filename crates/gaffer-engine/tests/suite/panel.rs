@@ -425,3 +425,33 @@ async fn a_crash_mid_panel_asks_only_the_members_without_a_recorded_opinion() {
     let r = arbiter_receipt(&view);
     assert_eq!(r["panel"][1]["opinion"]["reason"], "after the crash");
 }
+
+/// A member is read-only like the arbiter, even with `--yes`: its request to write is
+/// refused before any policy, and the file is not written; its opinion still counts.
+#[tokio::test]
+async fn a_panel_member_asking_to_write_is_refused_even_with_yes() {
+    let w = world(&["claude"], 60).await;
+    w.script(
+        "panelist.claude",
+        vec![json!({ "steps": [
+            { "tool": { "name": "Write", "input": { "file_path": "PWNED.md", "content": "x" }, "write": { "path": "PWNED.md", "content": "x" } } },
+            { "say": opinion_block("proceed", "read only") },
+        ] })],
+    );
+    w.script(
+        "arbiter",
+        vec![ruling("1. claude recommends proceed: read only")],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    assert!(
+        !wt.join("PWNED.md").exists(),
+        "a panel member wrote to the worktree"
+    );
+    assert!(
+        !w.effects().iter().any(|l| l.contains("write PWNED.md")),
+        "{:?}",
+        w.effects()
+    );
+}

@@ -465,6 +465,36 @@ impl View {
                     one_line(reason, 300)
                 ),
             ),
+            Event::PanelOpinion {
+                member,
+                opinion,
+                error,
+                usage,
+                ..
+            } => {
+                let spent = Spend::of_usage(usage);
+                let said = match (opinion, error) {
+                    (Some(o), _) => format!(
+                        "{}: {}",
+                        one_line(o["opinion"].as_str().unwrap_or("?"), 20),
+                        one_line(o["reason"].as_str().unwrap_or_default(), 240)
+                    ),
+                    (None, e) => format!(
+                        "no opinion: {}",
+                        one_line(e.as_deref().unwrap_or("no answer"), 240)
+                    ),
+                };
+                self.say(
+                    at,
+                    "⚖",
+                    &format!(
+                        "panel {} {said} ({} tokens, {})",
+                        one_line(member, 60),
+                        spent.tokens(),
+                        spent.cost_display()
+                    ),
+                );
+            }
             Event::CiStatusChanged { sha, state, .. } => self.say(
                 at,
                 " ",

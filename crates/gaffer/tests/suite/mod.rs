@@ -11,6 +11,7 @@ mod nodes;
 mod observe;
 mod ops;
 mod page;
+mod panel;
 mod real_cli;
 mod real_live;
 mod run;

@@ -214,7 +214,7 @@ async fn a_failed_task_costs_what_its_failed_turns_spent_everywhere() {
 }
 
 /// `gaffer serve` on a free port, API and page only; its login link and base URL.
-fn serve(b: &Bench) -> (Served, String, String) {
+pub fn serve(b: &Bench) -> (Served, String, String) {
     let mut child = b
         .gaffer_std()
         .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0"])
@@ -233,7 +233,7 @@ fn serve(b: &Bench) -> (Served, String, String) {
     (served, link, base)
 }
 
-fn artifact(name: &str) -> std::path::PathBuf {
+pub fn artifact(name: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/artifacts")
         .join(name)
