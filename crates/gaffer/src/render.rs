@@ -587,6 +587,35 @@ fn outcome(o: &Value) -> Vec<String> {
     out
 }
 
+/// The arbiter's panel under its ruling: each member's opinion (or why it gave
+/// none), with what it spent.
+fn panel_lines(receipt: &Value) -> Vec<String> {
+    receipt["panel"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let member = one_line(o["member"].as_str().unwrap_or("?"), 40);
+            let said = match o["opinion"]["opinion"].as_str() {
+                Some(word) => format!(
+                    "{word}  {}",
+                    one_line(o["opinion"]["reason"].as_str().unwrap_or_default(), 140)
+                ),
+                None => format!(
+                    "no opinion  {}",
+                    one_line(o["error"].as_str().unwrap_or("no answer"), 140)
+                ),
+            };
+            let spent = gaffer_core::Spend::of_usage(&o["usage"]);
+            format!(
+                "    panel {member}: {said} ({} tokens, {})",
+                spent.tokens(),
+                spent.cost_display()
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,33 +703,4 @@ mod tests {
         let plain = approval_body(&plan_approval(json!({ "plan": sub("x") })), None);
         assert_eq!(plain.len(), 3, "{plain:#?}");
     }
-}
-
-/// The arbiter's panel under its ruling: each member's opinion (or why it gave
-/// none), with what it spent.
-fn panel_lines(receipt: &Value) -> Vec<String> {
-    receipt["panel"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| {
-            let member = one_line(o["member"].as_str().unwrap_or("?"), 40);
-            let said = match o["opinion"]["opinion"].as_str() {
-                Some(word) => format!(
-                    "{word}  {}",
-                    one_line(o["opinion"]["reason"].as_str().unwrap_or_default(), 140)
-                ),
-                None => format!(
-                    "no opinion  {}",
-                    one_line(o["error"].as_str().unwrap_or("no answer"), 140)
-                ),
-            };
-            let spent = gaffer_core::Spend::of_usage(&o["usage"]);
-            format!(
-                "    panel {member}: {said} ({} tokens, {})",
-                spent.tokens(),
-                spent.cost_display()
-            )
-        })
-        .collect()
 }

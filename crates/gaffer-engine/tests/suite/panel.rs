@@ -261,10 +261,10 @@ async fn a_panel_of_three_gives_opinions_in_parallel_and_the_arbiter_rules_with_
 #[tokio::test]
 async fn a_member_that_fails_or_times_out_is_recorded_as_failed_and_the_ruling_goes_on() {
     let w = world(&["claude", "codex", "openai:gpt-4.1"], 3).await;
-    w.script(
-        "panelist.claude",
-        vec![say("I think it is fine."), say("Still fine, no block.")],
-    );
+    // Sent back once with what was wrong, then recorded as failed.
+    let mut again = say("Still fine, no block.");
+    again["expect_prompt_contains"] = json!("no ```json block found");
+    w.script("panelist.claude", vec![say("I think it is fine."), again]);
     w.script(
         "panelist.codex",
         vec![opinion("proceed", "never heard", 60_000, (10, 1), 0.0)],

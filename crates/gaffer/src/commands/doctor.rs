@@ -122,11 +122,17 @@ fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
             .map(|(p, r)| (format!("projects.{p}.roles"), r)),
     );
     for (prefix, r) in all {
-        for (role, cfg) in r.each() {
-            let field = format!("{prefix}.{role}");
-            match roles.iter_mut().find(|(a, _)| *a == cfg.agent) {
+        let panel = r.panel.iter().flat_map(|p| &p.members);
+        let players = r
+            .each()
+            .into_iter()
+            .map(|(role, cfg)| (format!("{prefix}.{role}"), &cfg.agent))
+            .chain(panel.map(|m| (format!("{prefix}.arbiter.panel"), &m.agent)));
+        for (field, agent) in players {
+            match roles.iter_mut().find(|(a, _)| a == agent) {
+                Some((_, fields)) if fields.contains(&field) => {}
                 Some((_, fields)) => fields.push(field),
-                None => roles.push((cfg.agent.clone(), vec![field])),
+                None => roles.push((agent.clone(), vec![field])),
             }
         }
     }

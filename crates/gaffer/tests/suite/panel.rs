@@ -65,6 +65,21 @@ fn login_link(b: &Bench) -> String {
         .expect("gaffer login-link prints a link")
 }
 
+/// The bench's only task, as the API lists it.
+async fn the_task(b: &Bench, base: &str) -> Value {
+    let listed: Value = b
+        .home
+        .http()
+        .get(format!("{base}/api/tasks"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed[0].clone()
+}
+
 async fn no_horizontal_scroll(page: &Browser, what: &str) {
     let wide = page
         .eval("document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -132,17 +147,7 @@ async fn a_panel_of_three_opinions_and_one_ruling_in_the_terminal_and_on_the_pag
     }
     assert!(stderr.contains("arbiter/1 ruling: proceed"), "{stderr}");
     let (_served, _, base) = serve(&b);
-    let listed: Value = b
-        .home
-        .http()
-        .get(format!("{base}/api/tasks"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = listed[0]["id"].as_str().unwrap().to_owned();
+    let id = the_task(&b, &base).await["id"].as_str().unwrap().to_owned();
 
     // `task show`: the ruling and the panel under it.
     let show = b.gaffer_std().args(["task", "show", &id]).output().unwrap();
@@ -258,18 +263,9 @@ async fn the_plan_approval_shows_the_revisions_and_the_challenge_left_open_on_th
     let id = loop {
         assert!(run.try_wait().unwrap().is_none(), "gaffer run ended early");
         assert!(std::time::Instant::now() < deadline, "no plan approval");
-        let listed: Value = b
-            .home
-            .http()
-            .get(format!("{base}/api/tasks"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if listed[0]["stage"] == "awaiting_plan_approval" {
-            break listed[0]["id"].as_str().unwrap().to_owned();
+        let task = the_task(&b, &base).await;
+        if task["stage"] == "awaiting_plan_approval" {
+            break task["id"].as_str().unwrap().to_owned();
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
@@ -330,4 +326,68 @@ async fn the_plan_approval_shows_the_revisions_and_the_challenge_left_open_on_th
     }
     let _ = run.kill();
     let _ = run.wait();
+}
+
+/// A bad panel member is a configuration error: `gaffer run` exits 78 naming the
+/// field and the member, before anything is stored.
+#[test]
+fn a_bad_panel_member_exits_78_naming_the_field() {
+    let b = Bench::new();
+    for (config, says) in [
+        (
+            "[roles.arbiter]\npanel = [\"claude\", \"codex:\"]\n",
+            "has `codex:` with an empty model",
+        ),
+        (
+            "[roles.arbiter]\npanel = [\"gpt-4.1\"]\n",
+            "is `gpt-4.1`; use one of",
+        ),
+    ] {
+        b.home.write_config(config);
+        let out = b
+            .gaffer_std()
+            .args(["run", REQUEST, "--repo"])
+            .arg(&b.repo)
+            .args(["--yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{err}");
+        assert!(
+            err.contains("roles.arbiter.panel") && err.contains(says),
+            "{err}"
+        );
+    }
+    assert!(
+        !b.home.data().join("gaffer.db").exists(),
+        "nothing is stored"
+    );
+}
+
+/// A member whose agent cannot start here (no API key) is found before the task is
+/// stored, like any role's agent; `gaffer doctor` names the panel among what it plays.
+#[test]
+fn a_panel_member_that_cannot_start_is_refused_before_anything_is_stored() {
+    let b = Bench::new();
+    b.home
+        .write_config("[roles.arbiter]\npanel = [\"claude\", \"openai:gpt-4.1\"]\n");
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--agent", "claude"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("agent openai (arbiter's panel) cannot start")
+            && err.contains("OPENAI_API_KEY"),
+        "{err}"
+    );
+    let doctor = b.gaffer_std().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("roles.arbiter.panel"), "{said}");
 }
