@@ -848,7 +848,10 @@ fn a_bad_watchdog_or_cap_names_the_field() {
     ] {
         let err = load_text(text, &[]).unwrap_err().to_string();
         assert!(err.contains(field), "{text}: {err}");
+    }
+}
 
+#[test]
 fn the_arbiter_panel_reads_agent_and_model_per_member_and_per_project() {
     let c = load_text(
         "[agents.acp.local]\ncommand = \"/bin/true\"\n\n[roles.arbiter]\npanel = [\"claude\", \"codex:gpt-5-codex\", \"openai:llama3:8b\", \"acp:local:small\"]\npanel_timeout_secs = 90\n\n[projects.web.roles.arbiter]\npanel = []\n\n[projects.api.roles.arbiter]\npanel_timeout_secs = 30\n",
