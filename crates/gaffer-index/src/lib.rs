@@ -22,6 +22,7 @@ pub mod index;
 pub mod lang;
 mod lexical;
 pub mod live;
+pub mod mask;
 pub mod pack;
 pub mod rank;
 pub mod select;
@@ -35,6 +36,7 @@ pub use index::{
 };
 pub use lang::Lang;
 pub use live::LiveIndex;
+pub use mask::Masker;
 pub use pack::{fit, Entry, Mode, PackOptions, Selection, Tokenizer, TokenizerKind};
 pub use rank::{rank, Ranked, Weights};
 pub use select::{parse_and_fit, rank_neighbourhood, select_context, select_neighbourhood};

@@ -3,6 +3,7 @@ mod cli;
 mod incremental;
 mod languages;
 mod live;
+mod mask;
 mod pack;
 mod rank;
 mod support;
