@@ -9,8 +9,10 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod privacy;
 mod setup;
 mod supervision;
+pub use privacy::{Network, Privacy};
 pub use setup::WorktreeSetup;
 pub use supervision::{parse_duration, Budget, Watchdog};
 
@@ -143,6 +145,9 @@ pub struct AcpAgentConfig {
     pub state_dirs: Vec<PathBuf>,
     /// Environment variables it is started with (on top of what every agent gets).
     pub env: std::collections::BTreeMap<String, String>,
+    /// `local = true`: its model runs on this machine or the private network, so a
+    /// `local-only` or `masked` project may give it source.
+    pub local: bool,
 }
 
 /// What one model's tokens cost, in US dollars per million tokens.
@@ -345,6 +350,12 @@ pub struct Config {
     pub project_watchdog: std::collections::BTreeMap<String, Watchdog>,
     /// `[projects.<name>.budget]`, merged over `budget`, by project name.
     pub project_budget: std::collections::BTreeMap<String, Budget>,
+    /// `[projects.<name>] privacy`: what model endpoints may see the project's source,
+    /// by project name (absent: standard).
+    pub privacy: std::collections::BTreeMap<String, Privacy>,
+    /// `[privacy] private_networks`: networks whose model servers count as local, on
+    /// top of loopback.
+    pub private_networks: Vec<Network>,
 }
 
 /// Default environment variable holding the Discord bot token.
@@ -462,7 +473,14 @@ impl Config {
             budget: Budget::default(),
             project_watchdog: Default::default(),
             project_budget: Default::default(),
+            privacy: Default::default(),
+            private_networks: Vec::new(),
         }
+    }
+
+    /// The privacy mode of `project` (standard unless its table says otherwise).
+    pub fn privacy_for(&self, project: &str) -> Privacy {
+        self.privacy.get(project).copied().unwrap_or_default()
     }
 
     /// The roles for `project`: its overrides over the global ones.
@@ -534,6 +552,14 @@ struct RawConfig {
     watchdog: supervision::RawWatchdog,
     #[serde(default)]
     budget: supervision::RawBudget,
+    #[serde(default)]
+    privacy: RawPrivacy,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrivacy {
+    private_networks: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -577,6 +603,7 @@ struct RawAcpAgent {
     state_dirs: Vec<String>,
     #[serde(default)]
     env: std::collections::BTreeMap<String, String>,
+    local: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -625,6 +652,7 @@ struct RawProject {
     port: Option<bool>,
     watchdog: Option<supervision::RawWatchdog>,
     budget: Option<supervision::RawBudget>,
+    privacy: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1033,6 +1061,20 @@ fn resolve(
     config.secret_env = raw.secrets.env.unwrap_or_default();
     config.acp_agents = resolve_acp_agents(origin, sources, raw.agents.acp)?;
     config.prices = resolve_prices(origin, raw.prices)?;
+    config.private_networks = match (sources.env)("GAFFER_PRIVACY_PRIVATE_NETWORKS") {
+        Some(list) => privacy::networks(
+            "environment variable GAFFER_PRIVACY_PRIVATE_NETWORKS",
+            list.split(',').map(str::trim).filter(|n| !n.is_empty()),
+        )?,
+        None => privacy::networks(
+            origin,
+            raw.privacy
+                .private_networks
+                .iter()
+                .flatten()
+                .map(String::as_str),
+        )?,
+    };
     config.agent_env = match (sources.env)("GAFFER_AGENTS_ENV") {
         Some(list) => env_names(
             "environment variable GAFFER_AGENTS_ENV",
@@ -1096,6 +1138,18 @@ fn resolve(
         }
         if let Some(setup) = setup::resolve(origin, &project, p.setup, p.copy, p.port)? {
             config.worktree_setup.insert(project.clone(), setup);
+        }
+        let (mode, from) = overlay(
+            sources,
+            &project_env_var(&project, "PRIVACY"),
+            p.privacy,
+            origin,
+        );
+        if let Some(mode) = mode {
+            let field = format!("projects.{project}.privacy");
+            config
+                .privacy
+                .insert(project.clone(), privacy::parse_mode(&from, &field, &mode)?);
         }
         config.project_roles.insert(project, roles);
     }
@@ -1572,6 +1626,7 @@ fn resolve_acp_agents(
                 args: a.args,
                 state_dirs,
                 env: a.env,
+                local: a.local.unwrap_or(false),
             },
         );
     }

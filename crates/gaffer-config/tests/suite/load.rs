@@ -941,3 +941,46 @@ fn a_bad_panel_names_the_field_and_the_member() {
         assert!(err.contains(field) && err.contains(says), "{text}: {err}");
     }
 }
+
+#[test]
+fn privacy_is_per_project_and_a_bad_mode_or_network_names_the_field_and_the_choices() {
+    let c = load_text(
+        "[privacy]\nprivate_networks = [\"10.0.0.0/8\", \"fd00::/8\"]\n\
+         [projects.vault]\nprivacy = \"masked\"\n[projects.lab]\nprivacy = \"local-only\"\n\
+         [projects.web]\ncheck_env = []\n\
+         [agents.acp.llama]\ncommand = \"llama-acp\"\nlocal = true\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.privacy_for("vault"), Privacy::Masked);
+    assert_eq!(c.privacy_for("lab"), Privacy::LocalOnly);
+    assert_eq!(c.privacy_for("web"), Privacy::Standard);
+    assert_eq!(c.privacy_for("unknown"), Privacy::Standard);
+    assert!(c.acp_agents["llama"].local);
+    let nets: Vec<String> = c.private_networks.iter().map(ToString::to_string).collect();
+    assert_eq!(nets, ["10.0.0.0/8", "fd00::/8"]);
+
+    let err = load_text("[projects.vault]\nprivacy = \"secret\"\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("projects.vault.privacy"), "{err}");
+    assert!(err.contains("`secret`"), "{err}");
+    assert!(
+        err.contains("\"standard\", \"local-only\", \"masked\""),
+        "{err}"
+    );
+
+    let err = load_text(
+        "[projects.vault]\nprivacy = \"standard\"\n",
+        &[("GAFFER_PROJECT_VAULT_PRIVACY", "cloud")],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("GAFFER_PROJECT_VAULT_PRIVACY"), "{err}");
+
+    let err = load_text("[privacy]\nprivate_networks = [\"10.0.0/8\"]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("privacy.private_networks"), "{err}");
+    assert!(err.contains("10.0.0/8"), "{err}");
+}
