@@ -172,6 +172,34 @@ impl Engine {
         text: &str,
         changed: Option<Vec<String>>,
     ) -> Result<String, Failure> {
+        let Some(selection) = self.select_context(task, wt, text, changed).await else {
+            return Ok(String::new());
+        };
+        self.record_pack(task, step, role, &selection).await?;
+        if selection.files.is_empty() {
+            return Ok(String::new());
+        }
+        let list: Vec<String> = selection
+            .files
+            .iter()
+            .map(|e| format!("- {} ({:?}): {}", e.path, e.mode, e.reasons.join("; ")))
+            .collect();
+        Ok(format!(
+            "Files gaffer's context manager picked as a starting point (read others as you need):\n{}\n\n{}",
+            list.join("\n"),
+            selection.pack()
+        ))
+    }
+
+    /// The context manager's selection for `text` (or the neighbourhood of `changed`)
+    /// from the worktree's held index; `None` when it fails.
+    pub(crate) async fn select_context(
+        &self,
+        task: &TaskState,
+        wt: &Worktree,
+        text: &str,
+        changed: Option<Vec<String>>,
+    ) -> Option<gaffer_index::Selection> {
         let base = self.project(task).await.ok().map(|p| PathBuf::from(p.path));
         let cache = self.settings.index_cache.clone();
         let indexes = self.indexes.clone();
@@ -204,17 +232,28 @@ impl Engine {
             }
             selection
         });
-        let selection = match picked {
-            Ok(Ok(s)) => s,
+        match picked {
+            Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => {
                 tracing::warn!("context selection failed: {e}");
-                return Ok(String::new());
+                None
             }
             Err(e) => {
                 tracing::warn!("context selection stopped: {e}");
-                return Ok(String::new());
+                None
             }
-        };
+        }
+    }
+
+    /// Record the pack `role` receives with `step`: which files, full or skeleton, and
+    /// their tokens (empty packs too, so a person sees the agent got nothing).
+    pub(crate) async fn record_pack(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        role: Role,
+        selection: &gaffer_index::Selection,
+    ) -> Result<(), Failure> {
         let pack = ContextPack {
             budget: selection.budget as u64,
             used: selection.used as u64,
@@ -247,19 +286,7 @@ impl Engine {
                 .await?
             }
         }
-        if selection.files.is_empty() {
-            return Ok(String::new());
-        }
-        let list: Vec<String> = selection
-            .files
-            .iter()
-            .map(|e| format!("- {} ({:?}): {}", e.path, e.mode, e.reasons.join("; ")))
-            .collect();
-        Ok(format!(
-            "Files gaffer's context manager picked as a starting point (read others as you need):\n{}\n\n{}",
-            list.join("\n"),
-            selection.pack()
-        ))
+        Ok(())
     }
 }
 

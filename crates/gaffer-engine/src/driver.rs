@@ -71,6 +71,9 @@ pub struct Settings {
     pub budget: gaffer_config::Budget,
     /// Per-project caps (`[projects.<name>.budget]`), by project name.
     pub project_budget: std::collections::BTreeMap<String, gaffer_config::Budget>,
+    /// Each project's privacy mode, the networks that count as local, the ACP agents
+    /// declared local.
+    pub privacy: crate::privacy::PrivacySettings,
 }
 
 impl Settings {
@@ -95,6 +98,7 @@ impl Settings {
             project_watchdog: Default::default(),
             budget: gaffer_config::Budget::default(),
             project_budget: Default::default(),
+            privacy: Default::default(),
         }
     }
 
@@ -181,6 +185,42 @@ impl Engine {
                 .map_err(|e| format!("agent {name} ({}) cannot start: {e}", roles.join(", ")))?;
         }
         Ok(())
+    }
+
+    /// What the privacy of `project` (by name) makes of each of its roles, `agent`
+    /// playing every role when given (`--agent`): whether it complies, where its model
+    /// runs, whether it sees a masked pack.
+    pub fn privacy_of(
+        &self,
+        project: &str,
+        agent: Option<&str>,
+    ) -> Vec<crate::privacy::RolePrivacy> {
+        crate::privacy::project_privacy(
+            project,
+            self.roles_of(project),
+            agent,
+            &self.settings.privacy,
+            &crate::privacy::process_env,
+        )
+    }
+
+    /// Whether every role of a task in `project` may run under the project's privacy
+    /// (`local-only`: no cloud model; `masked`: only a built-in cloud planner). Checked
+    /// before anything is stored; the error names the role, its agent and endpoint,
+    /// and what to change.
+    pub fn check_privacy(
+        &self,
+        project: &str,
+        agent: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        match self
+            .privacy_of(project, agent)
+            .into_iter()
+            .find_map(|r| r.refusal)
+        {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
     }
 
     /// The roles of tasks in `project` (by name): its overrides, else the configured ones.
@@ -479,7 +519,17 @@ impl Engine {
         )
         .await;
         match result {
-            Ok(receipt) => {
+            Ok(mut receipt) => {
+                // Which privacy applied to an agent step is recorded with it.
+                if let (Some(role), Value::Object(fields)) =
+                    (crate::privacy::step_role(kind), &mut receipt)
+                {
+                    if !fields.contains_key("privacy") {
+                        let project = self.project(task).await?;
+                        let applied = self.role_privacy(task, &project.name, role);
+                        fields.insert("privacy".into(), applied.to_json());
+                    }
+                }
                 let step_id = id.clone();
                 let done = Event::StepCompleted { step_id, receipt };
                 self.record_outcome(&task.id, id, done).await

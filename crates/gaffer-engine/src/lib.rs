@@ -15,8 +15,8 @@
 //! approvals steps and agents ask for, after `read_only` refused what a read-only
 //! role may not do; `live` carries people's messages and
 //! interrupts into the running turn; `recovery` handles steps a crash
-//! interrupted; `context` picks repository files for prompts; `workers` leases
-//! tasks.
+//! interrupted; `context` picks repository files for prompts; `privacy` decides
+//! what each role's model may see (secure mode); `workers` leases tasks.
 
 pub mod agents;
 mod budget;
@@ -28,6 +28,7 @@ mod gate;
 mod live;
 mod memory;
 pub mod pipeline;
+pub mod privacy;
 pub mod prompts;
 mod read_only;
 mod recovery;

@@ -54,6 +54,26 @@ impl Engine {
         }
     }
 
+    /// What the project's privacy makes of `role` in `task` (its agent as
+    /// [`Engine::role_agent`] says).
+    pub(crate) fn role_privacy(
+        &self,
+        task: &TaskState,
+        project: &str,
+        role: Role,
+    ) -> crate::privacy::RolePrivacy {
+        let agent = self.role_agent(task, project, role).agent;
+        crate::privacy::role_privacy(
+            project,
+            self.settings.privacy.mode(project),
+            role.as_str(),
+            &agent,
+            self.roles_of(project),
+            &self.settings.privacy,
+            &crate::privacy::process_env,
+        )
+    }
+
     /// One agent session for one step: start, send the prompt, stream events into
     /// the journal, retry once if the answer breaks its contract, stop.
     #[allow(clippy::too_many_arguments)]
@@ -75,11 +95,17 @@ impl Engine {
             effort,
         } = self.role_agent(task, &project.name, role);
         let model_label = model.clone();
+        // The project's privacy is checked again at every turn (the config may have
+        // changed since the task was stored): a refused role never starts.
+        let privacy = self.role_privacy(task, &project.name, role);
+        if let Some(refusal) = &privacy.refusal {
+            return Err(fail(refusal.clone()));
+        }
         let backend = self
             .agents
             .backend(&agent, model.as_deref(), effort.as_deref())
             .map_err(fail)?;
-        let opts = self.start_options(
+        let mut opts = self.start_options(
             task,
             &project,
             role.as_str(),
@@ -89,8 +115,19 @@ impl Engine {
             model,
             effort.as_deref(),
         );
-        // Every role is told what the project's people keep for every task.
-        let prompt = crate::memory::with_memory(self.project_memory(&project.name), prompt);
+        // A masked (cloud) role works in an empty directory of its own and may read
+        // nothing of the project: all it sees of it is the masked prompt.
+        if privacy.masked {
+            opts.workspace = self.masked_workspace(&task.id).map_err(fail)?;
+            opts.readable = Vec::new();
+        }
+        // Every role is told what the project's people keep for every task, except a
+        // masked one: the notes are the project's own words, unmasked.
+        let prompt = if privacy.masked {
+            prompt
+        } else {
+            crate::memory::with_memory(self.project_memory(&project.name), prompt)
+        };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
             .open_session(task, step, role, &agent, backend.as_ref(), opts, gate)
@@ -488,6 +525,22 @@ impl Engine {
     /// resume (see `gaffer_agents::StartOptions::state_dir`).
     pub(crate) fn agent_state_dir(&self, task: &gaffer_core::TaskId) -> std::path::PathBuf {
         self.settings.data_dir.join("agents").join(task.as_str())
+    }
+
+    /// The empty directory a masked role of `task` works in, made (emptied) now.
+    fn masked_workspace(&self, task: &gaffer_core::TaskId) -> Result<std::path::PathBuf, String> {
+        let dir = self.settings.data_dir.join("masked").join(task.as_str());
+        let made = match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => std::fs::create_dir_all(&dir),
+        };
+        made.map_err(|e| {
+            format!(
+                "cannot make the masked planner's empty directory {}: {e}",
+                dir.display()
+            )
+        })?;
+        Ok(dir)
     }
 
     /// The lock every process of the task's turns and checks holds while alive; crash

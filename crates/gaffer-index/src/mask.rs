@@ -14,10 +14,12 @@
 //! byte for byte.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use tree_sitter::{Node, Parser};
 
 use crate::lang::{grammar, Lang};
+use crate::pack::{Mode, Selection};
 
 /// The placeholder families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -531,7 +533,7 @@ impl Masker {
         let core = piece.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
         let core = core.trim_start_matches('(');
         let lead = piece.find(core).unwrap_or(0);
-        let as_path = std::path::Path::new(core);
+        let as_path = Path::new(core);
         let known_file = core.rsplit_once('.').is_some_and(|(s, _)| !s.is_empty())
             && (Lang::detect(as_path).is_some_and(Lang::is_code) || Lang::known_text_ext(as_path));
         let looks_like_path = core.contains('/') || known_file;
@@ -549,6 +551,49 @@ impl Masker {
                 None
             }
         })
+    }
+
+    /// A selection's pack as an agent gets it, masked: each entry's header with its
+    /// path masked, a full file masked with its grammar, skeleton lines word by word
+    /// (gaffer's own `# L3-9` line spans kept). Reasons are left out: they quote names.
+    pub fn mask_pack(&mut self, selection: &Selection) -> String {
+        let mut out = String::new();
+        for e in &selection.files {
+            let body = e.text.split_once('\n').map_or("", |(_, b)| b);
+            // The path first, so placeholders are numbered in reading order.
+            let path = self.mask_path(&e.path);
+            let (mode, masked) = match e.mode {
+                Mode::Full => {
+                    let lang = Lang::detect(Path::new(&e.path)).unwrap_or(Lang::Text);
+                    ("full", self.mask_source(lang, body))
+                }
+                Mode::Skeleton => ("skeleton", self.mask_skeleton(body)),
+            };
+            out.push_str(&format!("----- {path} ({mode}) -----\n{masked}"));
+        }
+        out
+    }
+
+    fn mask_skeleton(&mut self, body: &str) -> String {
+        let mut out = String::with_capacity(body.len());
+        for line in body.split_inclusive('\n') {
+            let (text, newline) = match line.strip_suffix('\n') {
+                Some(t) => (t, "\n"),
+                None => (line, ""),
+            };
+            let (signature, span) = match text.rfind("  # L") {
+                Some(i) if is_line_span(&text[i + 5..]) => text.split_at(i),
+                _ => (text, ""),
+            };
+            if is_omitted_note(text) {
+                out.push_str(text);
+            } else {
+                out.push_str(&self.mask_words(signature));
+                out.push_str(span);
+            }
+            out.push_str(newline);
+        }
+        out
     }
 
     /// `text` with every placeholder this table handed out replaced by its original.
@@ -609,6 +654,20 @@ fn placeholder_at(bytes: &[u8], i: usize) -> Option<usize> {
         let boundary_after = end == bytes.len() || !bytes[end].is_ascii_alphanumeric();
         (digits > 0 && bytes[i + p.len()] != b'0' && boundary_after).then_some(end)
     })
+}
+
+/// `12-30`: the line span a skeleton line ends with.
+fn is_line_span(s: &str) -> bool {
+    s.split_once('-').is_some_and(|(a, b)| {
+        !a.is_empty() && !b.is_empty() && (a.bytes().chain(b.bytes())).all(|c| c.is_ascii_digit())
+    })
+}
+
+/// `… 3 more definitions`: gaffer's own note under a cut skeleton.
+fn is_omitted_note(line: &str) -> bool {
+    line.strip_prefix("… ")
+        .and_then(|r| r.strip_suffix(" more definitions"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
 }
 
 fn is_placeholder(word: &str) -> bool {

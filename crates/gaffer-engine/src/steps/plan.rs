@@ -19,13 +19,24 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
         let wt = self.worktree(task).await?;
-        let context = self
-            .repo_context(task, step, Role::Planner, &wt, &task.request, None)
-            .await?;
-        let prompt = prompts::fill(
-            prompts::PLANNER,
-            &[("request", &task.request), ("context", &context)],
-        );
+        let project = self.project(task).await?;
+        let privacy = self.role_privacy(task, &project.name, Role::Planner);
+        // A masked planner (a cloud model of a masked project) gets the pack and the
+        // request masked with one table, kept in memory for this step only; its plan
+        // is unmasked before anything else reads it.
+        let mut masker = privacy.masked.then(gaffer_index::Masker::new);
+        let prompt = match &mut masker {
+            Some(masker) => self.masked_planner_prompt(task, step, &wt, masker).await?,
+            None => {
+                let context = self
+                    .repo_context(task, step, Role::Planner, &wt, &task.request, None)
+                    .await?;
+                prompts::fill(
+                    prompts::PLANNER,
+                    &[("request", &task.request), ("context", &context)],
+                )
+            }
+        };
         let turn = self
             .agent_turn(
                 task,
@@ -40,16 +51,23 @@ impl Engine {
             .await?;
         // Whether a challenger reads the plan, and for how many rounds: decided once,
         // here, so `decide` reads it from the journal.
-        let project = self.project(task).await?;
         let challenger = self
             .roles_of(&project.name)
             .challenger
             .as_ref()
             .map(|c| json!({ "max_rounds": c.max_challenge_rounds }));
+        let unmask = |text: &str| masker.as_ref().map_or(text.to_owned(), |m| m.unmask(text));
+        let mut applied = privacy.to_json();
+        applied["placeholders"] = json!(masker.as_ref().map_or(0, gaffer_index::Masker::len));
         match turn.parsed {
-            Ok(plan) => Ok(
-                json!({ "plan": plan, "usage": turn.usage, "text": prompts::head(&turn.text, 4000), "challenger": challenger }),
-            ),
+            Ok(plan) => {
+                let plan = masker
+                    .as_ref()
+                    .map_or(plan.clone(), |m| m.unmask_json(&plan));
+                Ok(
+                    json!({ "plan": plan, "usage": turn.usage, "text": prompts::head(&unmask(&turn.text), 4000), "challenger": challenger, "privacy": applied }),
+                )
+            }
             Err(e) => Err(fail_spent(
                 format!(
                     "the planner's answer is not a valid plan after a retry: {}",
@@ -58,6 +76,40 @@ impl Engine {
                 &turn.usage,
             )),
         }
+    }
+
+    /// The planner's prompt with the request and the pack masked by `masker`, and the
+    /// note saying what the placeholders are.
+    async fn masked_planner_prompt(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        wt: &gaffer_forge::Worktree,
+        masker: &mut gaffer_index::Masker,
+    ) -> Result<String, Failure> {
+        // The pack first: the request's words that are names in it are masked too. The
+        // journal (local) records the real pack, as for any role.
+        let pack = match self.select_context(task, wt, &task.request, None).await {
+            Some(selection) => {
+                self.record_pack(task, step, Role::Planner, &selection)
+                    .await?;
+                if selection.files.is_empty() {
+                    String::new()
+                } else {
+                    masker.mask_pack(&selection)
+                }
+            }
+            None => String::new(),
+        };
+        let request = masker.mask_prose(&task.request);
+        let context = format!(
+            "{}\nFiles gaffer's context manager picked, masked:\n\n{pack}",
+            crate::privacy::MASKED_NOTE
+        );
+        Ok(prompts::fill(
+            prompts::PLANNER,
+            &[("request", &request), ("context", &context)],
+        ))
     }
 
     pub(crate) async fn plan_approval(

@@ -293,3 +293,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_selected_pack_is_masked_whole_full_files_and_skeletons() {
+    use super::support::Repo;
+    let repo = Repo::new(&[
+        ("billing/ledger.py", PYTHON),
+        ("README.md", "The ledger settles invoices.\n"),
+    ]);
+    let cache = gaffer_index::MemoryCache::default();
+    for budget in [4000, 90] {
+        let opts = gaffer_index::PackOptions {
+            budget,
+            ..Default::default()
+        };
+        let sel = gaffer_index::select_context(
+            repo.path(),
+            "settle_total in billing/ledger.py",
+            &opts,
+            gaffer_index::TokenizerKind::Cl100k,
+            &cache,
+        )
+        .unwrap();
+        let mut m = Masker::new();
+        let pack = m.mask_pack(&sel);
+        assert!(pack.contains("----- id"), "{pack}");
+        for s in SECRETS[0].1.iter().chain(&["ledger", "settles", "README"]) {
+            assert!(!has_word(&pack, s), "`{s}` in\n{pack}");
+        }
+        if budget == 4000 {
+            // The full file in the pack unmasks to the file.
+            assert!(m.unmask(&pack).contains(PYTHON), "{}", m.unmask(&pack));
+        } else {
+            assert!(pack.contains("(skeleton) -----"), "{pack}");
+            assert!(pack.contains("  # L"), "{pack}");
+        }
+    }
+}

@@ -157,6 +157,50 @@ fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
     checks
 }
 
+/// Each configured project's privacy mode, where each role's model runs, and whether
+/// the roles comply (a role that does not makes its tasks refused).
+fn privacy_checks(config: &gaffer_config::Config) -> Vec<Check> {
+    let settings = gaffer_engine::privacy::PrivacySettings::from_config(config);
+    config
+        .project_roles
+        .iter()
+        .map(|(project, roles)| {
+            let applied = gaffer_engine::privacy::project_privacy(
+                project,
+                roles,
+                None,
+                &settings,
+                &gaffer_engine::privacy::process_env,
+            );
+            let mode = settings.mode(project);
+            let roles: Vec<String> = applied
+                .iter()
+                .map(|r| {
+                    let place = if r.endpoint.local { "local" } else { "cloud" };
+                    let how = match (&r.refusal, r.masked) {
+                        (Some(_), _) => ", REFUSED",
+                        (None, true) => ", sees a masked pack",
+                        (None, false) => "",
+                    };
+                    format!("{} {} ({place}{how})", r.role, r.agent)
+                })
+                .collect();
+            let refusal = applied.iter().find_map(|r| r.refusal.clone());
+            let status = if refusal.is_some() {
+                Status::Fail
+            } else {
+                Status::Ok
+            };
+            Check {
+                name: format!("privacy: {project}"),
+                status,
+                detail: format!("{}: {}", mode.as_str(), roles.join(", ")),
+                hint: refusal,
+            }
+        })
+        .collect()
+}
+
 fn git_check() -> Check {
     match std::process::Command::new("git").arg("--version").output() {
         Ok(out) if out.status.success() => check(
@@ -394,6 +438,7 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
             checks.extend(shipping_checks(&config));
             checks.push(journal_check(&config).await);
             checks.extend(agent_checks(Some(&config)));
+            checks.extend(privacy_checks(&config));
         }
         Err(e) => {
             checks.push(Check {

@@ -45,6 +45,7 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
     settings.project_watchdog = config.project_watchdog.clone();
     settings.budget = config.budget;
     settings.project_budget = config.project_budget.clone();
+    settings.privacy = gaffer_engine::privacy::PrivacySettings::from_config(config);
     settings.agent_env = from_environment(&config.agent_env);
     settings.check_env = config
         .check_env
@@ -243,7 +244,11 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
     // Made before anything is stored: from here on every event is redacted with
     // every secret the engine knows (the credential helper's tokens too).
     let engine = engine(global, &config, &app).await?;
-    // A missing agent CLI or API key is found now, not after a worktree exists.
+    // A role the project's privacy forbids (a cloud model for a local-only project)
+    // and a missing agent CLI or API key are found now, before anything is stored.
+    engine
+        .check_privacy(&name, args.agent.as_deref())
+        .map_err(CliError::config)?;
     engine
         .check_roles(&name, args.agent.as_deref())
         .map_err(|e| match &args.agent {
@@ -345,6 +350,9 @@ pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     let agent = serde_json::from_str::<Value>(&view.task.options)
         .ok()
         .and_then(|o| o["agent"].as_str().map(str::to_owned));
+    engine
+        .check_privacy(&project, agent.as_deref())
+        .map_err(CliError::config)?;
     engine
         .check_roles(&project, agent.as_deref())
         .map_err(CliError::config)?;

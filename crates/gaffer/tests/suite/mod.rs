@@ -12,6 +12,7 @@ mod observe;
 mod ops;
 mod page;
 mod panel;
+mod privacy;
 mod real_cli;
 mod real_live;
 mod run;

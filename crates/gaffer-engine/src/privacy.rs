@@ -1,0 +1,441 @@
+//! Secure mode: where each role's model runs, and what a project's `privacy` lets it see.
+//!
+//! `local-only` projects start only agents whose model endpoint is on loopback or a
+//! configured private network; `masked` projects let the planner run on a cloud model
+//! that sees a masked pack and request (see `gaffer_index::mask`), every role that
+//! reads or writes source on a local one. Decided here, purely, from the roles, the
+//! config and gaffer's environment (where the agents' base URLs come from); checked
+//! before a task is stored, again before each turn, and recorded with each step.
+
+use gaffer_config::{Network, Privacy, Roles};
+use gaffer_core::Role;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+/// The masked planner's instructions: what the placeholders are.
+pub const MASKED_NOTE: &str = include_str!("../prompts/masked.md");
+
+/// What the engine needs to know about privacy: each project's mode, the networks that
+/// count as local, the ACP agents declared local.
+#[derive(Debug, Clone, Default)]
+pub struct PrivacySettings {
+    /// `privacy` by project name (absent: standard).
+    pub modes: BTreeMap<String, Privacy>,
+    /// `[privacy] private_networks`.
+    pub private_networks: Vec<Network>,
+    /// Names of `[agents.acp.<name>]` declared `local = true`.
+    pub local_acp: BTreeSet<String>,
+}
+
+impl PrivacySettings {
+    /// From the loaded config.
+    pub fn from_config(c: &gaffer_config::Config) -> Self {
+        Self {
+            modes: c.privacy.clone(),
+            private_networks: c.private_networks.clone(),
+            local_acp: c
+                .acp_agents
+                .iter()
+                .filter(|(_, a)| a.local)
+                .map(|(n, _)| n.clone())
+                .collect(),
+        }
+    }
+
+    /// The mode of `project`.
+    pub fn mode(&self, project: &str) -> Privacy {
+        self.modes.get(project).copied().unwrap_or_default()
+    }
+}
+
+/// Where an agent's model runs, as far as gaffer can know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The base URL, when gaffer knows it.
+    pub url: Option<String>,
+    /// On loopback, a private network, or an ACP agent declared local.
+    pub local: bool,
+    /// Where the answer comes from (`OPENAI_BASE_URL`, "declared local", ...).
+    pub source: String,
+}
+
+impl Endpoint {
+    /// How a message names it: the URL, or what gaffer knows instead.
+    pub fn describe(&self) -> String {
+        match &self.url {
+            Some(u) => format!("{u} (from {})", self.source),
+            None => self.source.clone(),
+        }
+    }
+}
+
+/// The endpoint of `agent` given gaffer's environment (`env`): the built-in agent's and
+/// each CLI's base URL variable; an agent whose endpoint gaffer cannot know counts as
+/// cloud.
+pub fn endpoint(
+    agent: &str,
+    settings: &PrivacySettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Endpoint {
+    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let from_var = |name: &str, default: Option<&str>, unknown: &str| match var(name) {
+        Some(url) => Endpoint {
+            local: url_is_local(&url, &settings.private_networks),
+            url: Some(url),
+            source: name.to_owned(),
+        },
+        None => match default {
+            Some(url) => Endpoint {
+                local: url_is_local(url, &settings.private_networks),
+                url: Some(url.to_owned()),
+                source: format!("the default; {name} is not set"),
+            },
+            None => Endpoint {
+                url: None,
+                local: false,
+                source: unknown.to_owned(),
+            },
+        },
+    };
+    match agent {
+        "openai" => from_var("OPENAI_BASE_URL", Some("https://api.openai.com/v1"), ""),
+        "anthropic" => from_var("ANTHROPIC_BASE_URL", Some("https://api.anthropic.com"), ""),
+        "claude" => from_var(
+            "ANTHROPIC_BASE_URL",
+            None,
+            "Claude Code's own endpoint (ANTHROPIC_BASE_URL is not set), counted as cloud",
+        ),
+        "codex" => from_var(
+            "OPENAI_BASE_URL",
+            None,
+            "Codex's own provider (OPENAI_BASE_URL is not set), counted as cloud",
+        ),
+        "gemini" => from_var(
+            "GOOGLE_GEMINI_BASE_URL",
+            None,
+            "Gemini CLI's own endpoint (GOOGLE_GEMINI_BASE_URL is not set), counted as cloud",
+        ),
+        other => match other.strip_prefix("acp:") {
+            Some(name) if settings.local_acp.contains(name) => Endpoint {
+                url: None,
+                local: true,
+                source: format!("declared local in [agents.acp.{name}]"),
+            },
+            Some(name) => Endpoint {
+                url: None,
+                local: false,
+                source: format!(
+                    "the ACP agent's own endpoint ([agents.acp.{name}] is not declared local = true), counted as cloud"
+                ),
+            },
+            None => Endpoint {
+                url: None,
+                local: false,
+                source: "an unknown agent, counted as cloud".into(),
+            },
+        },
+    }
+}
+
+/// Whether a base URL's host is loopback (`localhost`, 127.0.0.0/8, ::1) or in one of
+/// `networks`. A host name other than `localhost` is never local: what it resolves to
+/// can change after the check.
+pub fn url_is_local(url: &str, networks: &[Network]) -> bool {
+    let Some(host) = url_host(url) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback() || networks.iter().any(|n| n.contains(ip)),
+        Err(_) => false,
+    }
+}
+
+/// The host of `scheme://[user@]host[:port]/…` (brackets of an IPv6 host removed).
+fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = host_port.strip_prefix('[') {
+        return v6.split_once(']').map(|(h, _)| h);
+    }
+    Some(host_port.split(':').next().unwrap_or(host_port)).filter(|h| !h.is_empty())
+}
+
+/// Agents gaffer runs in-process with only the tools it gives them: the ones that can
+/// play a cloud role in a masked project (with no tool on any file).
+const BUILT_IN: [&str; 2] = ["openai", "anthropic"];
+
+/// What applies to one role of a project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolePrivacy {
+    /// The project's mode.
+    pub mode: Privacy,
+    /// The role's name.
+    pub role: String,
+    /// Its agent.
+    pub agent: String,
+    /// Where the agent's model runs.
+    pub endpoint: Endpoint,
+    /// The role sees a masked pack and request, and no file (a cloud planner of a
+    /// masked project).
+    pub masked: bool,
+    /// Why the role may not run as configured, and what to change; `None`: it complies.
+    pub refusal: Option<String>,
+}
+
+impl RolePrivacy {
+    /// As recorded with a step and shown by `doctor --json`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "mode": self.mode.as_str(),
+            "role": self.role,
+            "agent": self.agent,
+            "endpoint": self.endpoint.url,
+            "endpoint_source": self.endpoint.source,
+            "local": self.endpoint.local,
+            "masked": self.masked,
+            "complies": self.refusal.is_none(),
+        })
+    }
+}
+
+/// What `mode` makes of `role` played by `agent` in `project` (whose roles are `roles`).
+pub fn role_privacy(
+    project: &str,
+    mode: Privacy,
+    role: &str,
+    agent: &str,
+    roles: &Roles,
+    settings: &PrivacySettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> RolePrivacy {
+    let endpoint = endpoint(agent, settings, env);
+    let mut masked = false;
+    let where_ = format!(
+        "role {role} of project {project} runs agent {agent}, whose model is at {}",
+        endpoint.describe()
+    );
+    let to_local = "point the agent at a model server on loopback or a network in [privacy] private_networks (OPENAI_BASE_URL / ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL, or an ACP agent declared local = true), pick such an agent for the role";
+    let refusal = match mode {
+        _ if endpoint.local => None,
+        Privacy::Standard => None,
+        Privacy::LocalOnly => Some(format!(
+            "{where_}; project {project} is privacy = \"local-only\", so no cloud model may see its source: {to_local}, or set [projects.{project}] privacy = \"standard\""
+        )),
+        Privacy::Masked if role != "planner" => Some(format!(
+            "{where_}; project {project} is privacy = \"masked\" and the {role} reads or writes source, so it must run on a local model: {to_local}, or set [projects.{project}] privacy = \"standard\""
+        )),
+        Privacy::Masked if !BUILT_IN.contains(&agent) => Some(format!(
+            "{where_}; project {project} is privacy = \"masked\": a cloud planner must be the built-in agent (openai or anthropic), which gaffer runs with no file tools, because {agent} reads files itself; set [projects.{project}.roles.planner] agent = \"openai\" or \"anthropic\", or run it on a local model"
+        )),
+        Privacy::Masked if roles.challenger.is_some() => Some(format!(
+            "{where_}; project {project} is privacy = \"masked\" and has a challenger, whose challenges a cloud planner would have to revise unmasked; remove [roles.challenger] for this project or run the planner on a local model"
+        )),
+        Privacy::Masked => {
+            masked = true;
+            None
+        }
+    };
+    RolePrivacy {
+        mode,
+        role: role.to_owned(),
+        agent: agent.to_owned(),
+        endpoint,
+        masked,
+        refusal,
+    }
+}
+
+/// Every role of `project` (with `agent` for all of them when given, as `--agent`).
+pub fn project_privacy(
+    project: &str,
+    roles: &Roles,
+    agent: Option<&str>,
+    settings: &PrivacySettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<RolePrivacy> {
+    let mode = settings.mode(project);
+    roles
+        .each()
+        .into_iter()
+        .map(|(role, cfg)| {
+            let agent = agent.unwrap_or(&cfg.agent);
+            role_privacy(project, mode, role, agent, roles, settings, env)
+        })
+        .collect()
+}
+
+/// The process environment, where the agents' base URLs come from.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The role an agent step plays, for recording what privacy applied to it.
+pub fn step_role(kind: crate::StepKind) -> Option<Role> {
+    use crate::StepKind as K;
+    Some(match kind {
+        K::Plan | K::Revise(_) => Role::Planner,
+        K::Challenge(_) => Role::Challenger,
+        K::Code(_) | K::Fix(_) => Role::Owner,
+        K::Test(_) => Role::Tester,
+        K::Review(_) => Role::Reviewer,
+        K::Arbiter(_) => Role::Arbiter,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gaffer_config::RoleConfig;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn roles(planner: &str, rest: &str) -> Roles {
+        let r = |a: &str| RoleConfig {
+            agent: a.into(),
+            ..RoleConfig::default()
+        };
+        Roles {
+            planner: r(planner),
+            owner: r(rest),
+            reviewer: r(rest),
+            arbiter: r(rest),
+            challenger: None,
+            tester: None,
+        }
+    }
+
+    #[test]
+    fn loopback_private_networks_and_localhost_are_local_names_and_public_addresses_are_not() {
+        let nets = [Network::parse("10.0.0.0/8").unwrap()];
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434",
+            "http://[::1]:8000/v1",
+            "http://10.1.2.3:8000/v1",
+            "https://user:pw@10.0.0.9/v1",
+        ] {
+            assert!(url_is_local(url, &nets), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://192.168.1.5:8000",
+            "http://127.0.0.1.example.com/v1",
+            "http://llm.internal:8000",
+            "not a url",
+        ] {
+            assert!(!url_is_local(url, &nets), "{url}");
+        }
+    }
+
+    #[test]
+    fn endpoints_come_from_each_agents_variable_and_unknown_ones_are_cloud() {
+        let s = PrivacySettings {
+            local_acp: ["llama".to_string()].into(),
+            ..Default::default()
+        };
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        assert!(endpoint("openai", &s, &e).local);
+        assert!(endpoint("codex", &s, &e).local);
+        assert!(!endpoint("claude", &s, &e).local);
+        assert!(!endpoint("anthropic", &s, &e).local);
+        assert_eq!(
+            endpoint("anthropic", &s, &e).url.as_deref(),
+            Some("https://api.anthropic.com")
+        );
+        assert!(endpoint("acp:llama", &s, &e).local);
+        assert!(!endpoint("acp:other", &s, &e).local);
+        assert!(!endpoint("gemini", &s, &env(&[])).local);
+    }
+
+    #[test]
+    fn local_only_refuses_every_cloud_role_naming_role_agent_and_endpoint() {
+        let s = PrivacySettings {
+            modes: [("vault".to_string(), Privacy::LocalOnly)].into(),
+            ..Default::default()
+        };
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let all = project_privacy("vault", &roles("claude", "openai"), None, &s, &e);
+        let refused: Vec<&str> = all
+            .iter()
+            .filter(|r| r.refusal.is_some())
+            .map(|r| r.role.as_str())
+            .collect();
+        assert_eq!(refused, ["planner"]);
+        let why = all[0].refusal.as_deref().unwrap();
+        for part in [
+            "role planner",
+            "agent claude",
+            "ANTHROPIC_BASE_URL is not set",
+            "local-only",
+            "privacy = \"standard\"",
+        ] {
+            assert!(why.contains(part), "{part}: {why}");
+        }
+        // --agent for every role: all local.
+        assert!(
+            project_privacy("vault", &roles("claude", "claude"), Some("openai"), &s, &e)
+                .iter()
+                .all(|r| r.refusal.is_none())
+        );
+        // Standard lets anything run.
+        assert!(
+            project_privacy("web", &roles("claude", "claude"), None, &s, &e)
+                .iter()
+                .all(|r| r.refusal.is_none() && !r.masked)
+        );
+    }
+
+    #[test]
+    fn masked_allows_only_a_built_in_cloud_planner_and_masks_it() {
+        let s = PrivacySettings {
+            modes: [("vault".to_string(), Privacy::Masked)].into(),
+            ..Default::default()
+        };
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let all = project_privacy("vault", &roles("anthropic", "openai"), None, &s, &e);
+        assert!(all.iter().all(|r| r.refusal.is_none()));
+        assert_eq!(
+            all.iter()
+                .filter(|r| r.masked)
+                .map(|r| r.role.as_str())
+                .collect::<Vec<_>>(),
+            ["planner"]
+        );
+        // A cloud owner, a cloud CLI planner, a cloud planner with a challenger: refused.
+        let owner = project_privacy("vault", &roles("openai", "anthropic"), None, &s, &e);
+        assert!(owner[1]
+            .refusal
+            .as_deref()
+            .unwrap()
+            .contains("reads or writes source"));
+        let cli = project_privacy("vault", &roles("claude", "openai"), None, &s, &e);
+        assert!(cli[0]
+            .refusal
+            .as_deref()
+            .unwrap()
+            .contains("built-in agent"));
+        let mut challenged = roles("anthropic", "openai");
+        challenged.challenger = Some(gaffer_config::Challenger {
+            role: RoleConfig {
+                agent: "openai".into(),
+                ..RoleConfig::default()
+            },
+            max_challenge_rounds: 1,
+        });
+        let c = project_privacy("vault", &challenged, None, &s, &e);
+        assert!(c[0].refusal.as_deref().unwrap().contains("challenger"));
+    }
+}

@@ -1,0 +1,363 @@
+//! Secure mode end to end: a `local-only` project refuses a cloud agent before anything
+//! is stored; a `masked` project's cloud planner sees no identifier, string or path of
+//! the repository, and its plan reaches the local owner with the real names.
+use super::run::{json_of, success_json, Bench, README_DONE, REQUEST};
+use gaffer_testkit::git::git;
+use gaffer_testkit::llm::FakeLlmServer;
+use gaffer_testkit::model::{say, ModelScript, ModelServer};
+use gaffer_testkit::scenario::{LlmReply, LlmToolCall, Scenario};
+use serde_json::{json, Value};
+
+/// The source the masked test's repository holds, besides README.md and the Makefile.
+const LEDGER: &str = r#"REFUND_MARKER = "refund-line"
+
+
+def settle_total(ledger_lines, customer_ref):
+    """Add up the open rows of one payer."""
+    # refunded rows are dropped by the caller
+    return [ledger_row.row_cents for ledger_row in ledger_lines if ledger_row.row_payer == customer_ref and ledger_row.row_kind != REFUND_MARKER]
+"#;
+
+const MASKED_REQUEST: &str =
+    "Make `settle_total` in billing/ledger.py skip rows marked \"refund-line\"";
+
+/// Python's keywords (and soft keywords): words of the source that are not names.
+const PY_KEYWORDS: &[&str] = &[
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// The identifiers and string literals of Python `source`, found by a small tokenizer of
+/// the test's own (not gaffer's masking): strings (`"…"`, `'…'`, `"""…"""`), comments
+/// dropped, then every word that is not a keyword or a number.
+fn python_names_and_strings(source: &str) -> (Vec<String>, Vec<String>) {
+    let mut strings = Vec::new();
+    let mut code = String::new();
+    let mut rest = source;
+    while !rest.is_empty() {
+        if rest.starts_with('#') {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            rest = &rest[end..];
+            continue;
+        }
+        let quote = ["\"\"\"", "'''", "\"", "'"]
+            .into_iter()
+            .find(|q| rest.starts_with(q));
+        if let Some(q) = quote {
+            let body = &rest[q.len()..];
+            let end = body.find(q).expect("closed string");
+            strings.push(body[..end].to_owned());
+            code.push(' ');
+            rest = &body[end + q.len()..];
+            continue;
+        }
+        let c = rest.chars().next().unwrap();
+        code.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    let mut names: Vec<String> = code
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && !w.starts_with(|c: char| c.is_ascii_digit()))
+        .filter(|w| !PY_KEYWORDS.contains(w))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    (names, strings)
+}
+
+/// Whether `word` occurs in `text` as a whole word.
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        let edge = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        edge(before) && edge(after)
+    })
+}
+
+#[test]
+fn local_only_refuses_a_cloud_agent_with_78_before_anything_is_stored() {
+    let b = Bench::new();
+    b.script_all();
+    b.home
+        .write_config("[projects.demo]\nprivacy = \"local-only\"\n");
+    // Claude Code without ANTHROPIC_BASE_URL: its endpoint is Anthropic's, a cloud.
+    let out = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    for part in [
+        "role planner",
+        "agent claude",
+        "ANTHROPIC_BASE_URL is not set",
+        "privacy = \"local-only\"",
+        "private_networks",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    let listed = |what: &str| {
+        json_of(
+            &b.gaffer_std()
+                .args([what, "list", "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    assert_eq!(listed("task"), json!([]), "a task was stored");
+    assert_eq!(listed("project"), json!([]), "the project was registered");
+
+    // `gaffer doctor` says the same about the project.
+    let doctor = json_of(&b.gaffer_std().args(["doctor", "--json"]).output().unwrap());
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "privacy: demo")
+        .cloned()
+        .unwrap_or_else(|| panic!("no privacy check: {doctor}"));
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-only: planner claude (cloud, REFUSED)"),
+        "{check}"
+    );
+
+    // The same agent pointed at a model server on loopback complies: the task runs,
+    // and every agent step records the mode that applied.
+    let out = b
+        .gaffer_std()
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    let summary = success_json(&out);
+    let task = summary["task_id"].as_str().unwrap().to_owned();
+    let shown = success_json(
+        &b.gaffer_std()
+            .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+            .args(["task", "show", &task, "--json"])
+            .output()
+            .unwrap(),
+    );
+    let recorded = step_privacy(&shown);
+    assert!(recorded.len() >= 3, "{recorded:?}");
+    for (step, p) in &recorded {
+        assert_eq!(p["mode"], "local-only", "{step}: {p}");
+        assert_eq!(p["local"], true, "{step}: {p}");
+        assert_eq!(p["endpoint"], "http://127.0.0.1:9", "{step}: {p}");
+    }
+}
+
+/// Each agent step's recorded privacy, by step id.
+fn step_privacy(shown: &Value) -> Vec<(String, Value)> {
+    shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let receipt = match &s["receipt"] {
+                Value::String(text) => serde_json::from_str(text).ok()?,
+                other => other.clone(),
+            };
+            let p = receipt.get("privacy")?.clone();
+            Some((s["id"].as_str().or(s["step_id"].as_str())?.to_owned(), p))
+        })
+        .collect()
+}
+
+fn tool(name: &str, arguments: Value) -> LlmReply {
+    LlmReply {
+        tool_calls: vec![LlmToolCall {
+            name: name.into(),
+            arguments,
+        }],
+        ..LlmReply::default()
+    }
+}
+
+fn text(t: &str) -> LlmReply {
+    LlmReply {
+        text: Some(t.into()),
+        ..LlmReply::default()
+    }
+}
+
+#[test]
+fn a_masked_cloud_planner_sees_no_name_or_string_and_its_plan_reaches_the_owner_unmasked() {
+    let b = Bench::new();
+    std::fs::create_dir_all(b.repo.join("billing")).unwrap();
+    std::fs::write(b.repo.join("billing/ledger.py"), LEDGER).unwrap();
+    git(&b.repo, &["add", "."]);
+    git(&b.repo, &["commit", "-q", "-m", "ledger"]);
+
+    // The placeholders the masked pack gives (path first, then the file in order):
+    // billing → id1, ledger → id2, REFUND_MARKER → id3, "refund-line" → str1,
+    // settle_total → id4. The test checks below that the planner really saw them so.
+    let plan = json!({ "subtasks": [{
+        "title": "Skip str1 rows in id4",
+        "description": "In id1/id2.py make id4 skip rows whose kind is id3 (\"str1\"), and add an installation section to README.md",
+        "files": ["id1/id2.py", "README.md"],
+        "acceptance": "id4 leaves out str1 rows; README has ## Installation"
+    }]});
+    let cloud_script = ModelScript::new().role(
+        "planner",
+        vec![say(&format!("The plan.\n```json\n{plan}\n```"))],
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cloud = rt.block_on(ModelServer::start(cloud_script)).unwrap();
+    let local = rt
+        .block_on(FakeLlmServer::start(&Scenario {
+            llm: vec![
+                tool(
+                    "write_file",
+                    json!({"path": "README.md", "content": README_DONE}),
+                ),
+                text("Added the section."),
+                text("```json\n{\"verdict\":\"done\"}\n```"),
+            ],
+            ..Scenario::default()
+        }))
+        .unwrap();
+
+    b.home.write_config(
+        "[projects.demo]\nprivacy = \"masked\"\n\
+         [projects.demo.roles.planner]\nagent = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [projects.demo.roles.owner]\nagent = \"openai\"\n\
+         [projects.demo.roles.reviewer]\nagent = \"openai\"\n\
+         [projects.demo.roles.arbiter]\nagent = \"openai\"\n",
+    );
+    // The planner's endpoint is a host name (a cloud); a proxy on loopback carries its
+    // requests to the scripted model server. The owner's is on loopback.
+    let out = b
+        .gaffer_std()
+        .env("ANTHROPIC_BASE_URL", "http://models.cloud.example")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("HTTP_PROXY", cloud.base_url())
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("OPENAI_BASE_URL", local.openai_base())
+        .env("OPENAI_API_KEY", "sk-local")
+        .args(["run", MASKED_REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    let summary = success_json(&out);
+
+    // What the cloud received: requests, all through the proxy, all the planner's.
+    let received = cloud.requests();
+    assert!(!received.is_empty(), "the cloud planner was never asked");
+    let cloud_text: String = received
+        .iter()
+        .map(|r| format!("{} {}\n", r.uri, r.body))
+        .collect();
+    assert!(
+        received
+            .iter()
+            .all(|r| r.header("host") == Some("models.cloud.example")),
+        "{cloud_text}"
+    );
+    // It saw the program's shape: the masked file, its `def` and its placeholders.
+    for shown in [
+        "id1/id2.py (full) -----",
+        "def id4(",
+        "id3 = \\\"str1\\\"",
+        "`id4`",
+    ] {
+        assert!(
+            cloud_text.contains(shown),
+            "`{shown}` not in:\n{cloud_text}"
+        );
+    }
+    // And nothing of the source: every identifier and string literal of every source
+    // file of the repository, and every path segment.
+    let (names, strings) = python_names_and_strings(LEDGER);
+    assert!(
+        names.len() == 8 && strings.len() == 2,
+        "{names:?} {strings:?}"
+    );
+    for word in names
+        .iter()
+        .chain(&["billing".to_owned(), "ledger".to_owned()])
+    {
+        assert!(
+            !has_word(&cloud_text, word),
+            "`{word}` reached the cloud:\n{cloud_text}"
+        );
+    }
+    for s in &strings {
+        assert!(
+            !cloud_text.contains(s.trim()),
+            "\"{s}\" reached the cloud:\n{cloud_text}"
+        );
+    }
+
+    // The local owner's prompt has the real names where the plan had placeholders.
+    let owner = local
+        .requests()
+        .first()
+        .map(Value::to_string)
+        .expect("the owner was asked");
+    for real in [
+        "Skip refund-line rows in settle_total",
+        "In billing/ledger.py make settle_total skip rows whose kind is REFUND_MARKER",
+        "settle_total leaves out refund-line rows",
+    ] {
+        assert!(
+            owner.contains(real),
+            "`{real}` not in the owner's prompt:\n{owner}"
+        );
+    }
+    for placeholder in ["id1", "id2", "id3", "id4", "str1"] {
+        assert!(
+            !has_word(&owner, placeholder),
+            "`{placeholder}` reached the owner:\n{owner}"
+        );
+    }
+
+    // The journal records per step what applied: the planner masked on a cloud model,
+    // the others local.
+    let task = summary["task_id"].as_str().unwrap().to_owned();
+    let shown = success_json(
+        &b.gaffer_std()
+            .args(["task", "show", &task, "--json"])
+            .output()
+            .unwrap(),
+    );
+    let recorded = step_privacy(&shown);
+    let plan_step = recorded
+        .iter()
+        .find(|(s, _)| s == "plan")
+        .map(|(_, p)| p)
+        .unwrap();
+    assert_eq!(plan_step["mode"], "masked");
+    assert_eq!(plan_step["masked"], true);
+    assert_eq!(plan_step["local"], false);
+    assert!(
+        plan_step["placeholders"].as_u64().unwrap() >= 8,
+        "{plan_step}"
+    );
+    let code = recorded
+        .iter()
+        .find(|(s, _)| s == "code/1")
+        .map(|(_, p)| p)
+        .unwrap();
+    assert_eq!(
+        (code["masked"].clone(), code["local"].clone()),
+        (json!(false), json!(true))
+    );
+    // The plan stored (and shown for approval) is the unmasked one.
+    let plan_receipt = shown.to_string();
+    assert!(plan_receipt.contains("billing/ledger.py"), "{plan_receipt}");
+}
