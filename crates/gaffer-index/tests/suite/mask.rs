@@ -267,7 +267,8 @@ fn text() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Programs with random names, strings and comments in each language: the masked
+    /// Programs with random names, strings and comments in each language (Go, Java and
+    /// C too): the masked
     /// text holds none of them, parses, and unmasks to the program.
     #[test]
     fn random_programs_round_trip_and_leak_nothing(
@@ -278,6 +279,9 @@ proptest! {
             (Lang::Rust, format!("fn {a}({b}: u32) -> u32 {{\n    // {note}\n    {c}({b}, \"{s}\")\n}}\n")),
             (Lang::JavaScript, format!("function {a}({b}) {{\n  /* {note} */\n  return {c}({b}, '{s}');\n}}\n")),
             (Lang::TypeScript, format!("const {a} = ({b}: number): string => {c}({b}, `{s}`); // {note}\n")),
+            (Lang::Go, format!("package {c}\n\nfunc {a}({b} int) string {{\n\t// {note}\n\treturn {c}({b}, \"{s}\")\n}}\n")),
+            (Lang::Java, format!("class {c} {{\n  String {a}(int {b}) {{ /* {note} */ return {c}({b}, \"{s}\"); }}\n}}\n")),
+            (Lang::C, format!("int {a}(int {b}) {{\n  // {note}\n  return {c}({b}, \"{s}\");\n}}\n")),
         ];
         for (lang, src) in programs {
             let mut m = Masker::new();
