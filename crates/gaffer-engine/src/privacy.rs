@@ -314,6 +314,7 @@ mod tests {
             arbiter: r(rest),
             challenger: None,
             tester: None,
+            panel: None,
         }
     }
 
