@@ -9,9 +9,11 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod notify;
 mod privacy;
 mod setup;
 mod supervision;
+pub use notify::{notify_env_var, NotifyEvent, NotifyKind, NotifyTarget, Secret};
 pub use privacy::{Network, Privacy};
 pub use setup::WorktreeSetup;
 pub use supervision::{parse_duration, Budget, Watchdog};
@@ -356,6 +358,11 @@ pub struct Config {
     /// `[privacy] private_networks`: networks whose model servers count as local, on
     /// top of loopback.
     pub private_networks: Vec<Network>,
+    /// `[[notify]]`: webhooks and ntfy topics told about approvals and finished tasks.
+    pub notify: Vec<NotifyTarget>,
+    /// `[server] public_url`: the server's address as people reach it (one-tap links
+    /// point there); `None`: `http://<listen>`.
+    pub public_url: Option<String>,
 }
 
 /// Default environment variable holding the Discord bot token.
@@ -475,6 +482,8 @@ impl Config {
             project_budget: Default::default(),
             privacy: Default::default(),
             private_networks: Vec::new(),
+            notify: Vec::new(),
+            public_url: None,
         }
     }
 
@@ -554,6 +563,7 @@ struct RawConfig {
     budget: supervision::RawBudget,
     #[serde(default)]
     privacy: RawPrivacy,
+    notify: Vec<notify::RawNotify>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -693,6 +703,7 @@ struct RawDatabase {
 struct RawServer {
     listen: Option<String>,
     public_names: Option<Vec<String>>,
+    public_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -971,6 +982,17 @@ fn resolve(
         })?;
     }
 
+    let (public_url, from) = overlay(
+        sources,
+        "GAFFER_SERVER_PUBLIC_URL",
+        raw.server.public_url,
+        origin,
+    );
+    config.public_url = public_url
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| notify::check_http_url(&from, "server.public_url", u.trim()))
+        .transpose()?;
+
     config.public_names = match (sources.env)("GAFFER_SERVER_PUBLIC_NAMES") {
         Some(v) => public_names(
             "environment variable GAFFER_SERVER_PUBLIC_NAMES",
@@ -1154,6 +1176,13 @@ fn resolve(
         config.project_roles.insert(project, roles);
     }
     config.discord = resolve_discord(origin, sources, raw.discord)?;
+    let (targets, secret_vars) = notify::resolve(origin, sources, raw.notify)?;
+    config.notify = targets;
+    for var in secret_vars {
+        if !config.secret_env.contains(&var) {
+            config.secret_env.push(var);
+        }
+    }
     Ok(config)
 }
 

@@ -1,6 +1,7 @@
 //! Who is calling, and may they.
 //!
-//! - Every route but `/login` and the static `/assets/*` (and `/favicon.ico`) needs a credential, on
+//! - Every route but `/login`, the static `/assets/*` (and `/favicon.ico`) and the
+//!   one-tap links `/link/*` (signed; see [`crate::link`]) needs a credential, on
 //!   loopback too: being on this machine proves nothing (agents are here). It is
 //!   `Authorization: Bearer <secret>` — an API token from policy.toml, or the local
 //!   secret ([`crate::local`]) — or a cookie the login sets for the web page: the
@@ -274,6 +275,10 @@ pub async fn middleware(
         return Err(ApiError::forbidden(
             "this server answers only loopback clients until a token is configured",
         ));
+    }
+    // A one-tap link is its own credential, for its one approval (see `crate::link`).
+    if path.starts_with("/link/") {
+        return Ok(next.run(req).await);
     }
     let (caller, ambient) = match credential(&state, &req)? {
         Some(found) => found,

@@ -13,8 +13,10 @@
 //!   their credential alone (`auth`).
 //! - **Headers** on every response, errors included: `X-Content-Type-Options:
 //!   nosniff`, `X-Frame-Options: DENY`, `Referrer-Policy: no-referrer` (a login
-//!   link's code never leaves in a `Referer`) and the page's Content-Security-Policy
-//!   unless the response set its own.
+//!   link's code never leaves in a `Referer`) and the page's Content-Security-Policy,
+//!   each unless the response set its own (a one-tap link's confirm page says
+//!   `same-origin`: with `no-referrer` a browser's form post carries `Origin: null`,
+//!   which the Origin check refuses).
 
 use crate::error::ApiError;
 use crate::ServerState;
@@ -110,10 +112,8 @@ pub async fn headers(req: Request, next: Next) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
+    h.entry(header::REFERRER_POLICY)
+        .or_insert(HeaderValue::from_static("no-referrer"));
     h.entry(header::CONTENT_SECURITY_POLICY)
         .or_insert(HeaderValue::from_static(CSP));
     r

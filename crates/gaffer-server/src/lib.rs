@@ -14,6 +14,7 @@ pub mod auth;
 mod body;
 pub mod error;
 pub mod guard;
+pub mod link;
 pub mod local;
 pub mod metrics;
 pub mod routes;
@@ -57,6 +58,8 @@ pub struct ServerConfig {
     /// The commit the binary was built from (`gaffer_build_info{commit}`);
     /// `unknown` when it was not built in a git checkout.
     pub commit: String,
+    /// One-tap links from notifications (see [`link`]); `None`: refused.
+    pub links: Option<gaffer_notify::Links>,
 }
 
 /// The issue reader a server uses (see [`ServerConfig::issues`]).
@@ -98,6 +101,7 @@ impl ServerConfig {
             issues: None,
             limits: Limits::default(),
             commit: "unknown".into(),
+            links: None,
         }
     }
 
@@ -165,6 +169,7 @@ pub struct ServerState {
     pub(crate) csrf: Arc<str>,
     pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) issues: Option<IssueSource>,
+    pub(crate) links: Option<Arc<gaffer_notify::Links>>,
 }
 
 /// The whole router: API, SSE, web page, health and metrics, with auth, body
@@ -178,6 +183,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         csrf: Arc::from(config.local.csrf()),
         metrics: Arc::new(metrics::Metrics::new(&config.commit)),
         issues: config.issues.clone(),
+        links: config.links.clone().map(Arc::new),
     };
     use routes as r;
     Router::new()
@@ -211,6 +217,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/assets/{*name}", get(web::asset))
         .route("/favicon.ico", get(web::favicon))
         .route("/login", get(web::login_page).post(web::login))
+        .route("/link/{token}", get(link::confirm_page).post(link::decide))
         .fallback(|| async { error::ApiError::not_found("no such route; see /api/openapi.json") })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -201,6 +201,14 @@ impl LocalSecret {
         )
     }
 
+    /// A key for `purpose` (like `notify-link`), derived from the secret: stable
+    /// across restarts, unknowable without the secret, different per purpose.
+    pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        let _ = hex::decode_to_slice(self.mac(&["derive", purpose]), &mut key);
+        key
+    }
+
     /// Whether `bearer` is the secret (constant time).
     pub(crate) fn is_secret(&self, bearer: &str) -> bool {
         crate::auth::secret_eq(bearer, &self.secret)

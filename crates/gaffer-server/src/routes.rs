@@ -26,6 +26,7 @@ use utoipa::OpenApi;
         list_approvals, get_approval, decide,
         usage,
         crate::sse::all_events, crate::sse::task_events,
+        crate::link::confirm_page, crate::link::decide,
     ),
     modifiers(&BearerAuth, &CommonAnswers),
     security(("bearer" = [])),

@@ -146,6 +146,31 @@ pub struct DiscordMessage {
     pub rendered: String,
 }
 
+/// One notification in the outbox (see `migrations/*/0007_notify_outbox.sql`): what
+/// to tell one `[[notify]]` target, and how delivering it went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotifyItem {
+    /// The idempotency id, unique: `<target>/<what>/<gaffer id>`. Enqueueing it again
+    /// changes nothing; receivers see it in the payload.
+    pub id: String,
+    /// The target's name.
+    pub target: String,
+    /// What to tell, as JSON.
+    pub payload: String,
+    /// Enqueued at (ms).
+    pub created_at: i64,
+    /// Delivery attempts so far.
+    pub attempts: i64,
+    /// Not tried again before (ms).
+    pub next_at: i64,
+    /// `pending`, `delivered` or `failed` (gave up).
+    pub state: String,
+    /// When a receiver took it.
+    pub delivered_at: Option<i64>,
+    /// Why the last attempt failed (redacted by the caller); empty when none did.
+    pub last_error: String,
+}
+
 /// Rewrites an event before it is appended (redaction of secrets, caps on sizes), or
 /// says why it cannot be stored: see [`Journal::sanitize_appends`].
 pub type Sanitizer =
@@ -250,6 +275,25 @@ pub trait Journal: Send + Sync {
     /// Every recorded Discord message, by kind and gaffer id (what `gaffer db
     /// copy` carries over with the events).
     async fn discord_messages(&self) -> Result<Vec<DiscordMessage>>;
+
+    /// Add `items` to the notification outbox (an id already there is left as it
+    /// is) and, in the same transaction, move the notifier's journal cursor to
+    /// `cursor` when given. Returns how many were new.
+    async fn notify_enqueue(&self, items: &[NotifyItem], cursor: Option<i64>) -> Result<usize>;
+
+    /// The notifier's journal cursor; on first use, the journal's last position
+    /// (what happened before notifications were on is not sent).
+    async fn notify_cursor(&self) -> Result<i64>;
+
+    /// Pending notifications due at `now` (ms), oldest first, at most `limit`.
+    async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>>;
+
+    /// Record how delivering `item` went: its attempts, next time, state,
+    /// delivery time and last error (the id and payload do not change).
+    async fn notify_update(&self, item: &NotifyItem) -> Result<()>;
+
+    /// The outbox, newest first, at most `limit`.
+    async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>>;
 
     /// Record a worker process as started (and heartbeating now).
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()>;

@@ -290,6 +290,25 @@ impl Journal for FencedJournal {
     async fn discord_messages(&self) -> Result<Vec<crate::DiscordMessage>> {
         self.inner.discord_messages().await
     }
+    async fn notify_enqueue(
+        &self,
+        items: &[crate::NotifyItem],
+        cursor: Option<i64>,
+    ) -> Result<usize> {
+        self.inner.notify_enqueue(items, cursor).await
+    }
+    async fn notify_cursor(&self) -> Result<i64> {
+        self.inner.notify_cursor().await
+    }
+    async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<crate::NotifyItem>> {
+        self.inner.notify_due(now, limit).await
+    }
+    async fn notify_update(&self, item: &crate::NotifyItem) -> Result<()> {
+        self.inner.notify_update(item).await
+    }
+    async fn notify_outbox(&self, limit: i64) -> Result<Vec<crate::NotifyItem>> {
+        self.inner.notify_outbox(limit).await
+    }
     async fn follow_other_processes(&self) -> Result<()> {
         self.inner.follow_other_processes().await
     }

@@ -25,8 +25,8 @@ pub use copy::{copy_journal, Copied};
 pub use error::{Result, StoreError};
 pub use hash::{event_hash, GENESIS_HASH};
 pub use journal::{
-    now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
-    Sanitizer, TaskFilter, TaskView, VerifyReport, WantedEvents,
+    now_ms, Appended, ApprovalFilter, Broken, DiscordMessage, Journal, NewEvent, NotifyItem,
+    RecordedEvent, Sanitizer, TaskFilter, TaskView, VerifyReport, WantedEvents,
 };
 pub use lease::{
     EventWriter, FencedJournal, Lease, LeaseEnd, LeaseRow, LeaseState, TaskLease, WorkerInfo,

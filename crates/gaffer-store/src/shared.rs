@@ -313,7 +313,7 @@ macro_rules! journal_backend {
     ($J:ty, $DB:ty, $Conn:ty, $Row:ty) => {
         use $crate::hash::{event_hash, GENESIS_HASH};
         use $crate::journal::{
-            ApprovalFilter, Appended, Broken, DiscordMessage, Journal, NewEvent, RecordedEvent,
+            ApprovalFilter, Appended, Broken, DiscordMessage, Journal, NewEvent, NotifyItem, RecordedEvent,
             TaskFilter, TaskView, VerifyReport,
         };
         use $crate::projection::{
@@ -327,6 +327,20 @@ macro_rules! journal_backend {
         use gaffer_core::{Event, StreamId, StreamState, TaskState, Touched};
         use sqlx::Row as _;
         use std::collections::HashMap;
+
+        fn notify_item(r: &$Row) -> Result<NotifyItem> {
+            Ok(NotifyItem {
+                id: r.try_get("id")?,
+                target: r.try_get("target")?,
+                payload: r.try_get("payload")?,
+                created_at: r.try_get("created_at")?,
+                attempts: r.try_get("attempts")?,
+                next_at: r.try_get("next_at")?,
+                state: r.try_get("state")?,
+                delivered_at: r.try_get("delivered_at")?,
+                last_error: r.try_get("last_error")?,
+            })
+        }
 
         /// The last seq and hash of a stream, `(0, GENESIS_HASH)` if it has no events.
         async fn read_head(conn: &mut $Conn, stream: &str) -> Result<(i64, String)> {
@@ -926,6 +940,111 @@ macro_rules! journal_backend {
                 .bind(&m.message_id)
                 .bind(&m.rendered)
                 .bind($crate::journal::now_ms())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+
+            /// See [`Journal::notify_enqueue`].
+            pub async fn notify_enqueue(&self, items: &[NotifyItem], cursor: Option<i64>) -> Result<usize> {
+                let mut tx = $crate::shared::WriteTx::begin("notify_enqueue", std::time::Instant::now(), begin_write(&self.pool)).await?;
+                let mut added = 0;
+                for i in items {
+                    let done = sqlx::query(
+                        "INSERT INTO notify_outbox
+                           (id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (id) DO NOTHING",
+                    )
+                    .bind(&i.id)
+                    .bind(&i.target)
+                    .bind(&i.payload)
+                    .bind(i.created_at)
+                    .bind(i.attempts)
+                    .bind(i.next_at)
+                    .bind(&i.state)
+                    .bind(i.delivered_at)
+                    .bind(&i.last_error)
+                    .execute(&mut *tx)
+                    .await?;
+                    added += done.rows_affected() as usize;
+                }
+                if let Some(pos) = cursor {
+                    sqlx::query(
+                        "INSERT INTO notify_cursor (id, pos) VALUES (1, $1)
+                         ON CONFLICT (id) DO UPDATE SET pos = excluded.pos",
+                    )
+                    .bind(pos)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(added)
+            }
+
+            /// See [`Journal::notify_cursor`].
+            pub async fn notify_cursor(&self) -> Result<i64> {
+                let found: Option<i64> = sqlx::query_scalar("SELECT pos FROM notify_cursor WHERE id = 1")
+                    .fetch_optional(&self.pool)
+                    .await?;
+                if let Some(pos) = found {
+                    return Ok(pos);
+                }
+                let mut tx = $crate::shared::WriteTx::begin("notify_cursor", std::time::Instant::now(), begin_write(&self.pool)).await?;
+                sqlx::query(
+                    "INSERT INTO notify_cursor (id, pos)
+                     SELECT 1, COALESCE(MAX(pos), 0) FROM events WHERE true
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .execute(&mut *tx)
+                .await?;
+                let pos: i64 = sqlx::query_scalar("SELECT pos FROM notify_cursor WHERE id = 1")
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(pos)
+            }
+
+            /// See [`Journal::notify_due`].
+            pub async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>> {
+                let rows = sqlx::query(
+                    "SELECT id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error
+                     FROM notify_outbox WHERE state = 'pending' AND next_at <= $1
+                     ORDER BY next_at, created_at, id LIMIT $2",
+                )
+                .bind(now)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(notify_item).collect()
+            }
+
+            /// See [`Journal::notify_outbox`].
+            pub async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>> {
+                let rows = sqlx::query(
+                    "SELECT id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error
+                     FROM notify_outbox ORDER BY created_at DESC, id DESC LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(notify_item).collect()
+            }
+
+            /// See [`Journal::notify_update`].
+            pub async fn notify_update(&self, i: &NotifyItem) -> Result<()> {
+                let mut tx = $crate::shared::WriteTx::begin("notify_update", std::time::Instant::now(), begin_write(&self.pool)).await?;
+                sqlx::query(
+                    "UPDATE notify_outbox SET attempts = $2, next_at = $3, state = $4,
+                       delivered_at = $5, last_error = $6 WHERE id = $1",
+                )
+                .bind(&i.id)
+                .bind(i.attempts)
+                .bind(i.next_at)
+                .bind(&i.state)
+                .bind(i.delivered_at)
+                .bind(&i.last_error)
                 .execute(&mut *tx)
                 .await?;
                 tx.commit().await?;
@@ -1548,6 +1667,26 @@ macro_rules! journal_backend {
 
             async fn discord_messages(&self) -> Result<Vec<DiscordMessage>> {
                 <$J>::discord_messages(self).await
+            }
+
+            async fn notify_enqueue(&self, items: &[NotifyItem], cursor: Option<i64>) -> Result<usize> {
+                <$J>::notify_enqueue(self, items, cursor).await
+            }
+
+            async fn notify_cursor(&self) -> Result<i64> {
+                <$J>::notify_cursor(self).await
+            }
+
+            async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>> {
+                <$J>::notify_due(self, now, limit).await
+            }
+
+            async fn notify_update(&self, item: &NotifyItem) -> Result<()> {
+                <$J>::notify_update(self, item).await
+            }
+
+            async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>> {
+                <$J>::notify_outbox(self, limit).await
             }
 
             async fn follow_other_processes(&self) -> Result<()> {

@@ -26,5 +26,6 @@ pub mod forge;
 pub mod git;
 pub mod llm;
 pub mod model;
+pub mod notify;
 pub mod postgres;
 pub mod scenario;

@@ -984,3 +984,123 @@ fn privacy_is_per_project_and_a_bad_mode_or_network_names_the_field_and_the_choi
     assert!(err.contains("privacy.private_networks"), "{err}");
     assert!(err.contains("10.0.0/8"), "{err}");
 }
+
+fn notify_error(text: &str, env: &[(&str, &str)]) -> (String, String) {
+    match load_text(text, env).unwrap_err() {
+        ConfigError::Invalid { field, message, .. } => (field, message),
+        other => panic!("not an Invalid: {other}"),
+    }
+}
+
+#[test]
+fn notify_targets_resolve_with_their_secrets_from_the_environment() {
+    let c = load_text(
+        r#"
+[server]
+public_url = "https://gaffer.example.com/"
+
+[[notify]]
+name = "ops"
+kind = "webhook"
+url = "https://hooks.example.com/gaffer"
+person = "ana"
+events = ["failed", "approval"]
+
+[[notify]]
+name = "phone"
+kind = "ntfy"
+url = "https://ntfy.example.com"
+topic = "gaffer-ana"
+token_env = "PHONE_NTFY"
+"#,
+        &[
+            ("GAFFER_NOTIFY_OPS_SECRET", "0123456789abcdef0123"),
+            ("PHONE_NTFY", "tk_abc"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.public_url.as_deref(), Some("https://gaffer.example.com"));
+    assert_eq!(c.notify.len(), 2);
+    let ops = &c.notify[0];
+    assert_eq!(ops.channel(), "webhook");
+    assert_eq!(ops.person.as_deref(), Some("ana"));
+    assert_eq!(ops.events, vec![NotifyEvent::Approval, NotifyEvent::Failed]);
+    match &ops.kind {
+        NotifyKind::Webhook { secret, .. } => assert_eq!(secret.expose(), "0123456789abcdef0123"),
+        other => panic!("{other:?}"),
+    }
+    // Secrets are never shown by Debug, and their variables are redacted everywhere.
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("0123456789abcdef0123") && !shown.contains("tk_abc"));
+    assert!(c
+        .secret_env
+        .contains(&"GAFFER_NOTIFY_OPS_SECRET".to_owned()));
+    assert!(c.secret_env.contains(&"PHONE_NTFY".to_owned()));
+    assert_eq!(c.notify[1].events, NotifyEvent::ALL.to_vec());
+}
+
+#[test]
+fn bad_notify_targets_name_the_field() {
+    let secret = [("GAFFER_NOTIFY_OPS_SECRET", "0123456789abcdef0123")];
+    let cases: [(&str, &[(&str, &str)], &str, &str); 8] = [
+        (
+            "name = \"ops\"\nkind = \"slack\"\nurl = \"https://h\"",
+            &secret,
+            "notify.ops.kind",
+            "webhook",
+        ),
+        (
+            "name = \"ops\"\nurl = \"https://h\"",
+            &secret,
+            "notify.ops.kind",
+            "missing",
+        ),
+        (
+            "name = \"ops\"\nkind = \"webhook\"",
+            &secret,
+            "notify.ops.url",
+            "missing",
+        ),
+        (
+            "name = \"ops\"\nkind = \"webhook\"\nurl = \"ftp://h/x\"",
+            &secret,
+            "notify.ops.url",
+            "http(s) URL",
+        ),
+        (
+            "name = \"ops\"\nkind = \"webhook\"\nurl = \"https://\"",
+            &secret,
+            "notify.ops.url",
+            "http(s) URL",
+        ),
+        (
+            "name = \"ops\"\nkind = \"webhook\"\nurl = \"https://h\"",
+            &[],
+            "notify.ops.secret_env",
+            "GAFFER_NOTIFY_OPS_SECRET, which is not set",
+        ),
+        (
+            "name = \"ops\"\nkind = \"ntfy\"\nurl = \"https://h\"",
+            &[],
+            "notify.ops.topic",
+            "ntfy topic",
+        ),
+        (
+            "kind = \"webhook\"\nurl = \"https://h\"",
+            &secret,
+            "notify[0].name",
+            "give each target a name",
+        ),
+    ];
+    for (body, env, field, says) in cases {
+        let (got, message) = notify_error(&format!("[[notify]]\n{body}\n"), env);
+        assert_eq!(got, field, "{body}");
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let (field, message) = notify_error(
+        "[[notify]]\nname = \"ops\"\nkind = \"webhook\"\nurl = \"https://h\"\n",
+        &[("GAFFER_NOTIFY_OPS_SECRET", "short")],
+    );
+    assert_eq!(field, "notify.ops.secret_env");
+    assert!(message.contains("16"), "{message}");
+}

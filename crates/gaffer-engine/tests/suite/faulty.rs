@@ -412,6 +412,25 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.counter_add(key, day, by).await
     }
+    async fn notify_enqueue(
+        &self,
+        items: &[gaffer_store::NotifyItem],
+        cursor: Option<i64>,
+    ) -> Result<usize> {
+        self.inner.notify_enqueue(items, cursor).await
+    }
+    async fn notify_cursor(&self) -> Result<i64> {
+        self.inner.notify_cursor().await
+    }
+    async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
+        self.inner.notify_due(now, limit).await
+    }
+    async fn notify_update(&self, item: &gaffer_store::NotifyItem) -> Result<()> {
+        self.inner.notify_update(item).await
+    }
+    async fn notify_outbox(&self, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
+        self.inner.notify_outbox(limit).await
+    }
     async fn discord_message(&self, kind: &str, gaffer_id: &str) -> Result<Option<DiscordMessage>> {
         self.alive().await;
         self.inner.discord_message(kind, gaffer_id).await

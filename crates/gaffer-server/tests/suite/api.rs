@@ -769,6 +769,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /api/tasks/{id}/sessions",
         "GET /api/usage",
         "GET /healthz",
+        "GET /link/{token}",
         "GET /metrics",
         "POST /api/approvals/{id}/decision",
         "POST /api/projects",
@@ -778,6 +779,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "POST /api/tasks/{id}/interrupt",
         "POST /api/tasks/{id}/messages",
         "POST /api/tasks/{id}/retry",
+        "POST /link/{token}",
     ];
     assert_eq!(seen, expected);
     // An undocumented route is not routed either.
@@ -871,6 +873,11 @@ async fn every_route_in_the_spec_enforces_its_role_before_reading_the_body() {
     ];
     let mut changes = 0;
     for (path, ops) in spec["paths"].as_object().unwrap() {
+        // A one-tap link is its own credential (no role): gaffer-notify's
+        // suite::links tests that only a genuine, unused, unexpired link decides.
+        if path.starts_with("/link/") {
+            continue;
+        }
         for method in ops.as_object().unwrap().keys() {
             let url = h.url(&path.replace("{id}", "no-such-id"));
             let status = |token: &'static str| {
@@ -986,6 +993,16 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             operations += 1;
+            if path.starts_with("/link/") {
+                // One-tap links answer a person's browser: every refusal is a page.
+                for status in ["403", "404", "409", "410"] {
+                    assert!(
+                        op["responses"][status]["content"]["text/html"].is_object(),
+                        "{method} {path} does not document {status} as a page"
+                    );
+                }
+                continue;
+            }
             let mut must = vec!["401", "403"];
             if op.get("requestBody").is_some() {
                 must.extend(["400", "413"]);
@@ -1010,7 +1027,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 24);
+    assert_eq!(operations, 26);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

@@ -405,6 +405,37 @@ fn shipping_checks(config: &gaffer_config::Config) -> Vec<Check> {
     checks
 }
 
+/// Each `[[notify]]` target: where it sends, what, to whom, and which variable
+/// holds its secret (never the secret, never a URL's query).
+fn notify_checks(config: &gaffer_config::Config) -> Vec<Check> {
+    config
+        .notify
+        .iter()
+        .map(|t| {
+            let url = t.url().split(['?', '#']).next().unwrap_or_default();
+            let events: Vec<&str> = t.events.iter().map(|e| e.as_str()).collect();
+            let links = match &t.person {
+                Some(p) => format!("one-tap links for {p}"),
+                None => "no links (no person)".into(),
+            };
+            let secret = match &t.secret_env {
+                Some(var) => format!("; secret in {var} (redacted)"),
+                None => String::new(),
+            };
+            check(
+                &format!("notify {}", t.name),
+                Status::Ok,
+                format!(
+                    "{} {url}: {}; {links}{secret}",
+                    t.channel(),
+                    events.join(", ")
+                ),
+                None,
+            )
+        })
+        .collect()
+}
+
 pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
     let mut checks = Vec::new();
     let (file, _) = config_file(global);
@@ -436,6 +467,7 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                 None,
             ));
             checks.extend(shipping_checks(&config));
+            checks.extend(notify_checks(&config));
             checks.push(journal_check(&config).await);
             checks.extend(agent_checks(Some(&config)));
             checks.extend(privacy_checks(&config));

@@ -1,5 +1,9 @@
 //! `gaffer serve`: workers, the HTTP API, SSE and the web page on one port.
 //!
+//! Notifications: `[[notify]]` targets are told about approvals and finished tasks
+//! (see `gaffer-notify`); their one-tap links point at `[server] public_url`, else
+//! at this server, and are signed with a key derived from the local secret.
+//!
 //! Discord: when the environment variable `discord.token_env` names holds a bot
 //! token, the Discord adapter runs beside the server (see `gaffer-discord`); a
 //! room naming an unregistered project is refused at start (exit 78).
@@ -54,6 +58,8 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         .map_err(|e| CliError::config(e.to_string()))?;
     server_config.public_names = config.public_names.clone();
     server_config.commit = env!("GAFFER_COMMIT_ID").into();
+    let link_key = gaffer_notify::LinkKey::new(local.derived_key("notify-link"));
+    server_config.links = Some(gaffer_notify::Links::new(link_key.clone(), &config.notify));
     // `POST /api/tasks {"issue"}` reads issues through the projects' forges.
     server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
     let server = Server::bind(app.clone(), server_config)
@@ -66,6 +72,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         })?;
     let bound = server.local_addr()?;
     let _recorded = RecordedAddress::write(&config.data_dir, bound);
+    let notifier = start_notify(&config, &app, link_key, &page_base(bound), &stop)?;
     let limits = worker::limits(&config, args.workers, None);
     let cleaner = {
         let (stop, engine, app, config) =
@@ -107,6 +114,14 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             if rooms == 1 { "" } else { "s" }
         );
     }
+    if notifier.is_some() {
+        let names: Vec<String> = config
+            .notify
+            .iter()
+            .map(|t| format!("{} ({})", t.name, t.channel()))
+            .collect();
+        outln!("Notifications: on, to {}", names.join(", "));
+    }
     // Printed once: whoever can read this terminal is the person the page acts as.
     // A reader that stopped reading (closed the pipe) does not stop the server.
     let _ = writeln!(
@@ -124,6 +139,9 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let _ = cleaner.await;
     if let Some(d) = discord {
         let _ = d.await;
+    }
+    if let Some(n) = notifier {
+        let _ = n.await;
     }
     result?;
     Ok(ExitCode::SUCCESS)
@@ -242,6 +260,35 @@ pub fn login_link(global: &Global, args: &LoginLinkArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Start the notifier when `[[notify]]` names targets; its links point at
+/// `[server] public_url`, else at this server's own address.
+fn start_notify(
+    config: &gaffer_config::Config,
+    app: &gaffer_app::App,
+    key: gaffer_notify::LinkKey,
+    own_base: &str,
+    stop: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    if config.notify.is_empty() {
+        return Ok(None);
+    }
+    let base = config.public_url.as_deref().unwrap_or(own_base);
+    let notifier = gaffer_notify::Notifier::new(
+        app.clone(),
+        config.notify.clone(),
+        Some(key),
+        base,
+        gaffer_notify::Retry::default(),
+    )
+    .map_err(|e| CliError::config(e.to_string()))?;
+    let stop = stop.clone();
+    Ok(Some(tokio::spawn(async move {
+        if let Err(e) = notifier.run(stop).await {
+            errln!("gaffer: notifications stopped: {e}");
+        }
+    })))
 }
 
 /// Start the Discord adapter if a bot token is in the environment.

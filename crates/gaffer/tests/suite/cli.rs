@@ -185,6 +185,25 @@ fn an_unknown_config_key_exits_78_naming_it() {
 }
 
 #[test]
+fn a_bad_notify_target_exits_78_naming_the_field() {
+    let home = Home::new();
+    for (target, field) in [
+        ("name = \"ops\"\nkind = \"pager\"\nurl = \"https://h\"", "notify.ops.kind"),
+        ("name = \"ops\"\nkind = \"webhook\"", "notify.ops.url"),
+        ("name = \"ops\"\nkind = \"webhook\"\nurl = \"not a url\"", "notify.ops.url"),
+        ("name = \"ops\"\nkind = \"webhook\"\nurl = \"https://h\"", "notify.ops.secret_env"),
+    ] {
+        home.write_config(&format!("[[notify]]\n{target}\n"));
+        home.gaffer()
+            .args(["serve"])
+            .env_remove("GAFFER_NOTIFY_OPS_SECRET")
+            .assert()
+            .code(78)
+            .stderr(predicate::str::contains(format!("`{field}`")));
+    }
+}
+
+#[test]
 fn a_missing_named_config_exits_78_with_what_to_do() {
     let home = Home::new();
     home.gaffer()

@@ -1,0 +1,3 @@
+mod deliver;
+mod links;
+mod support;
