@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! gateway (websocket) ─► MESSAGE_CREATE in a room      ─► App::create_task
+//!                      ─► MESSAGE_CREATE in a task thread ─► App::send_message (approvers only)
 //!                      ─► INTERACTION_CREATE /task …   ─► App::create_task / tasks / cancel_task /
 //!                                                         decide / set_auto_approve  ─► callback
 //!                      ─► INTERACTION_CREATE (button)  ─► App::decide ─► callback (7 or ephemeral 4)
@@ -103,7 +104,16 @@ mod kind {
     pub const STATUS: &str = "status";
     pub const NOTE: &str = "note";
     pub const APPROVAL: &str = "approval";
+    /// A batch of the agent's transcript, by `<task>/<first seq>`.
+    pub const TRANSCRIPT: &str = "transcript";
+    /// How far a task's transcript is relayed: `rendered` holds the last seq.
+    pub const TRANSCRIPT_AT: &str = "transcript-at";
 }
+
+/// How long an agent's activity is gathered before it is posted to its thread.
+const TRANSCRIPT_BATCH: std::time::Duration = std::time::Duration::from_secs(3);
+/// Transcript messages posted per task in one pass; the rest follow in the next.
+const TRANSCRIPT_POSTS_PER_PASS: usize = 5;
 
 /// The slash commands gaffer registers.
 pub fn command_definitions() -> Value {
@@ -160,6 +170,8 @@ struct Inner {
     settings: Settings,
     /// Task ids whose messages may be out of date.
     dirty: Mutex<BTreeSet<String>>,
+    /// Task ids whose transcript is being gathered for the next batch.
+    gathering: Mutex<BTreeSet<String>>,
     wake: Notify,
 }
 
@@ -227,6 +239,7 @@ impl Adapter {
                 rest,
                 settings,
                 dirty: Mutex::new(BTreeSet::new()),
+                gathering: Mutex::new(BTreeSet::new()),
                 wake: Notify::new(),
             }),
         })
@@ -282,8 +295,11 @@ impl Adapter {
                 }
                 e = events.recv() => match e {
                     Ok(e) => {
-                        if !e.event.is_project_event() && renders(&e.event) {
+                        if e.event.is_project_event() {
+                        } else if renders(&e.event) {
                             self.mark(&e.stream_id);
+                        } else if relays(&e.event) {
+                            self.mark_soon(&e.stream_id);
                         }
                     }
                     Err(RecvError::Lagged(_)) => self.reattach().await,
@@ -332,6 +348,95 @@ impl Adapter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(task_id.to_owned());
         self.inner.wake.notify_one();
+    }
+
+    /// Mark a task after [`TRANSCRIPT_BATCH`], once however many activities come
+    /// meanwhile: its transcript goes to the thread in batches, not line by line.
+    fn mark_soon(&self, task_id: &str) {
+        let fresh = self
+            .inner
+            .gathering
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(task_id.to_owned());
+        if fresh {
+            let (me, id) = (self.clone(), task_id.to_owned());
+            tokio::spawn(async move {
+                tokio::time::sleep(TRANSCRIPT_BATCH).await;
+                me.inner
+                    .gathering
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&id);
+                me.mark(&id);
+            });
+        }
+    }
+
+    /// Post the task's transcript since the last relayed event to its thread, in
+    /// messages within Discord's 2000 characters. Each batch is a message keyed by
+    /// its first event (posted once, like a note; a batch re-made after a crash is
+    /// edited to what it holds now), then the relayed position is recorded. A task
+    /// that had ended before the adapter first saw it is not replayed.
+    async fn relay_transcript(&self, task: &api::Task, thread: &str) -> Result<()> {
+        let after = match self.recorded(kind::TRANSCRIPT_AT, &task.id).await? {
+            Some(m) => m.rendered.parse::<i64>().unwrap_or(0),
+            None if is_final(&task.stage) => {
+                let head = self
+                    .app()
+                    .journal()
+                    .head(&gaffer_core::StreamId(task.id.clone()))
+                    .await
+                    .map_err(|e| DiscordError::App(AppError::Store(e)))?;
+                return self
+                    .record(kind::TRANSCRIPT_AT, &task.id, thread, "", head.to_string())
+                    .await;
+            }
+            None => 0,
+        };
+        let events = self
+            .app()
+            .journal()
+            .stream_events(&gaffer_core::StreamId(task.id.clone()), after)
+            .await
+            .map_err(|e| DiscordError::App(AppError::Store(e)))?;
+        let Some(end) = events.last().map(|e| e.seq) else {
+            return Ok(());
+        };
+        let lines: Vec<(i64, String)> = events
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::AgentActivity { activity, .. } => {
+                    render::transcript_line(activity).map(|l| (e.seq, l))
+                }
+                _ => None,
+            })
+            .collect();
+        let batches = render::transcript_batches(&lines);
+        let more = batches.len() > TRANSCRIPT_POSTS_PER_PASS;
+        for (i, (first, last, body)) in batches.iter().enumerate() {
+            if i == TRANSCRIPT_POSTS_PER_PASS {
+                break;
+            }
+            let key = format!("{}/{first}", task.id);
+            self.put_message(kind::TRANSCRIPT, &key, thread, body, &[], true)
+                .await?;
+            let upto = if more || i + 1 < batches.len() {
+                *last
+            } else {
+                end
+            };
+            self.record(kind::TRANSCRIPT_AT, &task.id, thread, "", upto.to_string())
+                .await?;
+        }
+        if batches.is_empty() {
+            self.record(kind::TRANSCRIPT_AT, &task.id, thread, "", end.to_string())
+                .await?;
+        }
+        if more {
+            self.mark_soon(&task.id);
+        }
+        Ok(())
     }
 
     async fn render_loop(self, stop: CancellationToken) {
@@ -592,7 +697,7 @@ impl Adapter {
                 }
             }
         }
-        Ok(())
+        self.relay_transcript(task, &thread).await
     }
 
     async fn on_dispatch(&self, d: gateway::Dispatch) {
@@ -611,12 +716,16 @@ impl Adapter {
         }
     }
 
-    /// A plain message in a room is a request.
+    /// A plain message in a room is a request; one in a task's thread, by an
+    /// approver, is a message to the task's agent.
     async fn on_message(&self, m: Message) {
         if m.author.bot {
             return;
         }
         let Some(project) = self.inner.settings.rooms.get(&m.channel_id).cloned() else {
+            if let Some(task) = self.task_of_thread(&m.channel_id).await {
+                self.steer(&task, &m).await;
+            }
             return;
         };
         let request = m.content.trim();
@@ -637,6 +746,58 @@ impl Adapter {
             {
                 tracing::warn!(error = %e, "Discord adapter: could not answer a message");
             }
+        }
+    }
+
+    /// The task whose thread `channel` is, if it is one of gaffer's threads.
+    async fn task_of_thread(&self, channel: &str) -> Option<String> {
+        let threads = match self.app().journal().discord_messages().await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(error = %e, "Discord adapter: cannot read the recorded threads");
+                return None;
+            }
+        };
+        threads
+            .into_iter()
+            .find(|t| t.kind == kind::THREAD && t.channel_id == channel)
+            .map(|t| t.gaffer_id)
+    }
+
+    /// A reply in task `task`'s thread: an approver's is sent to the task's agent
+    /// (journaled as theirs, via discord, delivered once like any message);
+    /// anyone else is told it was not, and nothing is recorded.
+    async fn steer(&self, task: &str, m: &Message) {
+        let text = m.content.trim();
+        if text.is_empty() {
+            return;
+        }
+        let roles = m
+            .member
+            .as_ref()
+            .map(|mb| mb.roles.clone())
+            .unwrap_or_default();
+        let answer = if !self.may_decide(&m.author.id, &roles) {
+            "Only configured approvers may talk to the agent; your message was not sent to it."
+                .to_owned()
+        } else {
+            let by = Actor::user(&m.author.username, "discord");
+            match self.app().send_message(task, text, by).await {
+                Ok(sent) => format!("Sent to the agent ({}).", sent.id),
+                Err(e) => format!("Not sent to the agent: {}", explain(&e)),
+            }
+        };
+        let body = json!({
+            "content": render::clip(&answer, render::MAX_CONTENT),
+            "message_reference": { "message_id": m.id },
+            "allowed_mentions": { "parse": [] },
+        });
+        if let Err(e) = self
+            .rest()
+            .create_message(&m.channel_id, &body, &[], None)
+            .await
+        {
+            tracing::warn!(error = %e, "Discord adapter: could not answer a thread reply");
         }
     }
 
@@ -933,6 +1094,11 @@ impl Adapter {
         }
         Reply::private(lines.join("\n"))
     }
+}
+
+/// Whether an event is a line of the agent's transcript (relayed in batches).
+fn relays(e: &Event) -> bool {
+    matches!(e, Event::AgentActivity { activity, .. } if activity["type"] != "usage")
 }
 
 /// Whether an event can change what the adapter shows (agent chatter and

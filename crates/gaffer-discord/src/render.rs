@@ -628,3 +628,117 @@ mod tests {
         assert!(thread_name(&task).chars().count() <= 100);
     }
 }
+
+/// One transcript line for an agent activity (`None`: not shown, like usage).
+/// Backticks in what the agent wrote are replaced so it cannot close the code span.
+pub fn transcript_line(a: &Value) -> Option<String> {
+    let flat = |v: &Value, max: usize| {
+        let text: String = v
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        clip(&text, max)
+    };
+    let code = |s: String| s.replace('`', "'");
+    match a["type"].as_str()? {
+        "tool_call" => Some(format!(
+            "↳ **{}** `{}`",
+            code(flat(&a["name"], 40)),
+            code(clip(
+                &gaffer_protocol::activity::tool_input(&a["input"])
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                300
+            ))
+        )),
+        "file_change" => Some(format!(
+            "✎ `{}` ({})",
+            code(flat(&a["path"], 200)),
+            flat(&a["kind"], 20)
+        )),
+        "assistant_text" => Some(format!("💬 {}", flat(&a["text"], 800))),
+        "rate_limited" => Some(format!("⏸ rate limited until {}", flat(&a["until"], 40))),
+        _ => None,
+    }
+}
+
+/// Transcript lines `(seq, line)` packed, in order, into messages of at most
+/// [`MAX_CONTENT`] characters: `(first seq, last seq, body)` each.
+pub fn transcript_batches(lines: &[(i64, String)]) -> Vec<(i64, i64, Value)> {
+    let mut out = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let (mut first, mut last, mut size) = (0, 0, 0);
+    for (seq, line) in lines {
+        let n = line.chars().count();
+        if !current.is_empty() && size + 1 + n > MAX_CONTENT {
+            out.push((first, last, body(current.join("\n"))));
+            current.clear();
+            size = 0;
+        }
+        if current.is_empty() {
+            first = *seq;
+            size = n;
+        } else {
+            size += 1 + n;
+        }
+        current.push(line);
+        last = *seq;
+    }
+    if !current.is_empty() {
+        out.push((first, last, body(current.join("\n"))));
+    }
+    out
+}
+
+#[cfg(test)]
+mod transcript_tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_every_line_once_in_order_within_discords_limit() {
+        let lines: Vec<(i64, String)> = (1..=300)
+            .map(|i| {
+                (
+                    i,
+                    format!("↳ **Bash** `make test-{i}` {}", "x".repeat(i as usize % 90)),
+                )
+            })
+            .collect();
+        let batches = transcript_batches(&lines);
+        assert!(batches.len() > 1 && batches.len() < 40, "{}", batches.len());
+        let mut seen = Vec::new();
+        for (first, last, b) in &batches {
+            let text = b["content"].as_str().unwrap();
+            assert!(text.chars().count() <= MAX_CONTENT);
+            assert!(!text.ends_with('…'), "nothing cut");
+            let got: Vec<&str> = text.lines().collect();
+            assert_eq!(
+                got.first().copied(),
+                Some(lines[(*first - 1) as usize].1.as_str())
+            );
+            assert_eq!(
+                got.last().copied(),
+                Some(lines[(*last - 1) as usize].1.as_str())
+            );
+            seen.extend(got.into_iter().map(str::to_owned));
+        }
+        let all: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
+        assert_eq!(seen, all);
+    }
+
+    #[test]
+    fn a_line_shows_what_the_agent_did_and_cannot_break_out_of_its_code_span() {
+        let line = transcript_line(&serde_json::json!({
+            "type": "tool_call", "name": "Bash", "input": { "command": "echo `id`\nrm -rf x" }
+        }))
+        .unwrap();
+        assert_eq!(line, "↳ **Bash** `echo 'id' rm -rf x`");
+        assert_eq!(
+            transcript_line(&serde_json::json!({ "type": "usage" })),
+            None
+        );
+    }
+}

@@ -1,4 +1,5 @@
 mod adapter;
 mod crash;
 mod ship;
+mod steer;
 mod support;

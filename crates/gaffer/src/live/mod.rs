@@ -19,6 +19,7 @@ use crate::term;
 use gaffer_agents::Redactor;
 use gaffer_app::App;
 use gaffer_core::{Event, Spend, StreamId, TaskId};
+use gaffer_protocol::activity::tool_input;
 use gaffer_protocol::api;
 use gaffer_store::{now_ms, RecordedEvent};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -652,38 +653,6 @@ fn receipt_note(receipt: &Value) -> String {
         return format!(" {n} subtask{}", if n == 1 { "" } else { "s" });
     }
     String::new()
-}
-
-/// A tool call's input as a person reads it: the command or path it names, else its
-/// fields as `name value` pairs; never JSON.
-fn tool_input(input: &Value) -> String {
-    const MAIN: &[&str] = &[
-        "command",
-        "cmd",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "query",
-    ];
-    fn plain(v: &Value) -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            Value::Array(items) => items.iter().map(plain).collect::<Vec<_>>().join(" "),
-            other => other.to_string(),
-        }
-    }
-    match input {
-        Value::Object(fields) => match MAIN.iter().find_map(|k| fields.get(*k)) {
-            Some(main) => plain(main),
-            None => fields
-                .iter()
-                .map(|(k, v)| format!("{k} {}", plain(v)))
-                .collect::<Vec<_>>()
-                .join(" · "),
-        },
-        other => plain(other),
-    }
 }
 
 /// An agent's action in one line.
