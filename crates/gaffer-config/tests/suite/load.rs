@@ -1042,7 +1042,8 @@ token_env = "PHONE_NTFY"
 #[test]
 fn bad_notify_targets_name_the_field() {
     let secret = [("GAFFER_NOTIFY_OPS_SECRET", "0123456789abcdef0123")];
-    let cases: [(&str, &[(&str, &str)], &str, &str); 8] = [
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str, &'a str);
+    let cases: [Case<'_>; 8] = [
         (
             "name = \"ops\"\nkind = \"slack\"\nurl = \"https://h\"",
             &secret,

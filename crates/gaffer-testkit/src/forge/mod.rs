@@ -156,7 +156,9 @@ impl Drop for FakeForge {
     }
 }
 
-pub(crate) async fn serve(router: Router) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+pub(crate) async fn serve(
+    router: Router,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {

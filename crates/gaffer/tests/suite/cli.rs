@@ -188,10 +188,19 @@ fn an_unknown_config_key_exits_78_naming_it() {
 fn a_bad_notify_target_exits_78_naming_the_field() {
     let home = Home::new();
     for (target, field) in [
-        ("name = \"ops\"\nkind = \"pager\"\nurl = \"https://h\"", "notify.ops.kind"),
+        (
+            "name = \"ops\"\nkind = \"pager\"\nurl = \"https://h\"",
+            "notify.ops.kind",
+        ),
         ("name = \"ops\"\nkind = \"webhook\"", "notify.ops.url"),
-        ("name = \"ops\"\nkind = \"webhook\"\nurl = \"not a url\"", "notify.ops.url"),
-        ("name = \"ops\"\nkind = \"webhook\"\nurl = \"https://h\"", "notify.ops.secret_env"),
+        (
+            "name = \"ops\"\nkind = \"webhook\"\nurl = \"not a url\"",
+            "notify.ops.url",
+        ),
+        (
+            "name = \"ops\"\nkind = \"webhook\"\nurl = \"https://h\"",
+            "notify.ops.secret_env",
+        ),
     ] {
         home.write_config(&format!("[[notify]]\n{target}\n"));
         home.gaffer()
