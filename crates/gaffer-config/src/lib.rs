@@ -1274,8 +1274,13 @@ fn resolve_discord(
 /// `GAFFER_PROJECT_<NAME>_<KEY>`: the project name upper-cased, anything but letters
 /// and digits as `_`.
 pub fn project_env_var(project: &str, key: &str) -> String {
-    let name: String = project
-        .chars()
+    format!("GAFFER_PROJECT_{}_{key}", env_name_part(project))
+}
+
+/// A name as part of an environment variable's: upper-cased, anything but letters
+/// and digits as `_`.
+pub(crate) fn env_name_part(name: &str) -> String {
+    name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
                 c.to_ascii_uppercase()
@@ -1283,8 +1288,7 @@ pub fn project_env_var(project: &str, key: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    format!("GAFFER_PROJECT_{name}_{key}")
+        .collect()
 }
 
 fn resolve_forge(

@@ -128,17 +128,7 @@ pub(crate) struct RawNotify {
 
 /// The env variable a target's `key` is read from by default.
 pub fn notify_env_var(target: &str, key: &str) -> String {
-    let name: String = target
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("GAFFER_NOTIFY_{name}_{key}")
+    format!("GAFFER_NOTIFY_{}_{key}", crate::env_name_part(target))
 }
 
 /// An http(s) URL with a host and nothing a URL cannot hold.

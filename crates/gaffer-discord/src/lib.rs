@@ -734,18 +734,27 @@ impl Adapter {
         }
         let actor = Actor::user(&m.author.username, "discord");
         if let Err(e) = self.create_task(&project, request, actor).await {
-            let body = json!({
-                "content": render::clip(&format!("Could not queue that request: {}", explain(&e)), render::MAX_CONTENT),
-                "message_reference": { "message_id": m.id },
-                "allowed_mentions": { "parse": [] },
-            });
-            if let Err(e) = self
-                .rest()
-                .create_message(&m.channel_id, &body, &[], None)
-                .await
-            {
-                tracing::warn!(error = %e, "Discord adapter: could not answer a message");
-            }
+            self.answer_message(
+                &m,
+                &format!("Could not queue that request: {}", explain(&e)),
+            )
+            .await;
+        }
+    }
+
+    /// Answer a person's message with a reply to it (mentioning nobody).
+    async fn answer_message(&self, m: &Message, text: &str) {
+        let body = json!({
+            "content": render::clip(text, render::MAX_CONTENT),
+            "message_reference": { "message_id": m.id },
+            "allowed_mentions": { "parse": [] },
+        });
+        if let Err(e) = self
+            .rest()
+            .create_message(&m.channel_id, &body, &[], None)
+            .await
+        {
+            tracing::warn!(error = %e, "Discord adapter: could not answer a message");
         }
     }
 
@@ -787,18 +796,7 @@ impl Adapter {
                 Err(e) => format!("Not sent to the agent: {}", explain(&e)),
             }
         };
-        let body = json!({
-            "content": render::clip(&answer, render::MAX_CONTENT),
-            "message_reference": { "message_id": m.id },
-            "allowed_mentions": { "parse": [] },
-        });
-        if let Err(e) = self
-            .rest()
-            .create_message(&m.channel_id, &body, &[], None)
-            .await
-        {
-            tracing::warn!(error = %e, "Discord adapter: could not answer a thread reply");
-        }
+        self.answer_message(m, &answer).await;
     }
 
     async fn create_task(
