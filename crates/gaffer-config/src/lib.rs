@@ -563,6 +563,7 @@ struct RawConfig {
     budget: supervision::RawBudget,
     #[serde(default)]
     privacy: RawPrivacy,
+    #[serde(default)]
     notify: Vec<notify::RawNotify>,
 }
 
