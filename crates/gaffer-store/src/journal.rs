@@ -146,7 +146,7 @@ pub struct DiscordMessage {
     pub rendered: String,
 }
 
-/// One notification in the outbox (see `migrations/*/0007_notify_outbox.sql`): what
+/// One notification in the outbox (see `migrations/*/0008_notify_outbox.sql`): what
 /// to tell one `[[notify]]` target, and how delivering it went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotifyItem {
