@@ -701,6 +701,7 @@ async fn handle_line(
                         usage,
                         session_id: st.session.clone(),
                         reason: (status != TurnStatus::Completed).then_some(stop),
+                        provider_error: None,
                     },
                 })
                 .await;

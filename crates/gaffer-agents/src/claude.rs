@@ -634,6 +634,7 @@ async fn handle_line(
                     usage,
                     session_id: st.expected.clone(),
                     reason: (status != TurnStatus::Completed).then_some(end.subtype),
+                    provider_error: end.api_error.filter(|_| status == TurnStatus::Failed),
                 },
             })
             .await;

@@ -326,6 +326,8 @@ struct State {
     totals: Totals,
     at_turn_start: Totals,
     error: Option<String>,
+    /// The provider's refusal an `error` notification named (`codexErrorInfo`).
+    provider_error: Option<crate::ProviderError>,
     turn_start_req: Option<i64>,
     /// The price of the thread's model, when known.
     price: Option<Pricing>,
@@ -359,6 +361,7 @@ async fn drive(
         totals: Totals::default(),
         at_turn_start: Totals::default(),
         error: None,
+        provider_error: None,
         turn_start_req: None,
         price,
         steers: HashMap::new(),
@@ -735,6 +738,7 @@ async fn handle_line(
                         .pointer("/error/message")
                         .and_then(Value::as_str)
                         .map(str::to_string);
+                    st.provider_error = params.get("error").and_then(provider_error);
                 }
                 "turn/completed" => {
                     // A steer still unanswered may yet join this turn or be refused:
@@ -750,6 +754,28 @@ async fn handle_line(
         }
     }
     Ok(())
+}
+
+/// What a Codex `TurnError` (`{message, codexErrorInfo}`) says of the provider: the
+/// error's kind (`usageLimitExceeded`, or a detailed one such as
+/// `{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}`), its HTTP status and,
+/// for a model's cap, when it resets.
+fn provider_error(error: &Value) -> Option<crate::ProviderError> {
+    let info = error.get("codexErrorInfo")?;
+    let (kind, details) = match info {
+        Value::String(kind) => (kind.clone(), &Value::Null),
+        Value::Object(o) => {
+            let (kind, details) = o.iter().next()?;
+            (kind.clone(), details)
+        }
+        _ => return None,
+    };
+    let number = |key: &str| details.get(key).and_then(Value::as_u64);
+    Some(crate::ProviderError {
+        status: number("httpStatusCode").and_then(|s| u16::try_from(s).ok()),
+        kind: Some(kind),
+        retry_after_secs: number("reset_after_seconds").or(number("resetAfterSeconds")),
+    })
 }
 
 /// The turn ended (`turn/completed` params): its usage and result, and messages that
@@ -769,6 +795,10 @@ async fn complete_turn(em: &Emitter, st: &mut State, params: &Value) {
         .and_then(Value::as_str)
         .map(str::to_string)
         .or(st.error.take());
+    let provider_error = turn
+        .get("error")
+        .and_then(provider_error)
+        .or(st.provider_error.take());
     let d = Totals {
         input: st.totals.input.saturating_sub(st.at_turn_start.input),
         cached: st.totals.cached.saturating_sub(st.at_turn_start.cached),
@@ -796,7 +826,35 @@ async fn complete_turn(em: &Emitter, st: &mut State, params: &Value) {
             } else {
                 reason
             },
+            provider_error: provider_error.filter(|_| status == TurnStatus::Failed),
         },
     })
     .await;
+}
+
+#[cfg(test)]
+mod provider_error_tests {
+    use super::provider_error;
+    use serde_json::json;
+
+    /// Codex app-server's `TurnError` (`error` notification and a failed turn): a
+    /// bare kind, or a kind with its HTTP status.
+    #[test]
+    fn codex_error_info_gives_the_kind_and_status() {
+        let usage = json!({"message": "You’ve hit your usage limit. Upgrade to Pro or try again at 9:16 AM.", "codexErrorInfo": "usageLimitExceeded", "additionalDetails": null});
+        let e = provider_error(&usage).unwrap();
+        assert_eq!(
+            (e.kind.as_deref(), e.status),
+            (Some("usageLimitExceeded"), None)
+        );
+        let retries = json!({"message": "exceeded retry limit, last status: 429 Too Many Requests", "codexErrorInfo": {"responseTooManyFailedAttempts": {"httpStatusCode": 429}}});
+        let e = provider_error(&retries).unwrap();
+        assert_eq!(
+            (e.kind.as_deref(), e.status),
+            (Some("responseTooManyFailedAttempts"), Some(429))
+        );
+        let cap = json!({"message": "model cap", "codexErrorInfo": {"modelCap": {"model": "gpt-5", "reset_after_seconds": 120}}});
+        assert_eq!(provider_error(&cap).unwrap().retry_after_secs, Some(120));
+        assert_eq!(provider_error(&json!({"message": "plain"})), None);
+    }
 }

@@ -60,7 +60,7 @@ pub use session::{
 };
 pub use types::{
     AgentEvent, AgentKind, Delivery, Mode, PermissionDecision, PermissionKind, PermissionRequest,
-    SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
+    ProviderError, SessionRecord, StartOptions, TurnResult, TurnStatus, Usage,
 };
 pub use workspace::{
     canonical_workspace, canonical_workspace_from, claude_project_key, workspace_key,

@@ -112,6 +112,9 @@ pub struct TurnEnd {
     pub result: Option<String>,
     /// Tokens (cache writes counted as input) and cost.
     pub usage: Usage,
+    /// The model API's refusal that ended the turn (`api_error_status`,
+    /// `api_error_type`), when there was one.
+    pub api_error: Option<crate::ProviderError>,
 }
 
 /// What a `control_request` asks.
@@ -181,6 +184,14 @@ pub fn parse_stream_line(line: &str) -> Result<StreamMessage, WireError> {
                 is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
                 result: v.get("result").and_then(Value::as_str).map(str::to_string),
                 usage: usage(v.get("usage").unwrap_or(&Value::Null), cost),
+                api_error: v
+                    .get("api_error_status")
+                    .and_then(Value::as_u64)
+                    .map(|status| crate::ProviderError {
+                        status: u16::try_from(status).ok(),
+                        kind: non_empty(v.get("api_error_type")),
+                        retry_after_secs: None,
+                    }),
             })
         }
         "control_request" => {

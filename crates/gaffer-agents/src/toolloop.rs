@@ -255,6 +255,7 @@ async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
                                 usage: Usage::default(),
                                 session_id: sid,
                                 reason: Some("interrupted".into()),
+                                provider_error: None,
                             },
                         })
                         .await;
@@ -416,6 +417,7 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
                 usage: total,
                 session_id: ctx.session_id.clone(),
                 reason: None,
+                provider_error: None,
             });
         }
         let mut results = Vec::new();
@@ -517,6 +519,7 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
                 usage: total,
                 session_id: ctx.session_id.clone(),
                 reason: Some(reason),
+                provider_error: None,
             });
         }
         if let Some(summary) = finished {
@@ -526,6 +529,7 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
                 usage: total,
                 session_id: ctx.session_id.clone(),
                 reason: None,
+                provider_error: None,
             });
         }
     }
@@ -535,5 +539,6 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
         usage: total,
         session_id: ctx.session_id.clone(),
         reason: Some(format!("no finish after {} model calls", ctx.cfg.max_steps)),
+        provider_error: None,
     })
 }

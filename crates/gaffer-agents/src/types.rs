@@ -277,6 +277,25 @@ pub struct TurnResult {
     /// Extra reason (failure message, stop reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the agent reported of its model provider's refusal when the turn failed
+    /// on one (Claude Code's `api_error_status`, Codex's `codexErrorInfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_error: Option<ProviderError>,
+}
+
+/// A model provider's refusal of a turn, as the agent reported it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderError {
+    /// The HTTP status (429, 500, 529, ...), when the agent says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The agent's own name for the error (`rate_limit_error`, `usageLimitExceeded`,
+    /// `responseTooManyFailedAttempts`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Seconds until the provider takes requests again, when the agent says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 /// How a person's message (see [`crate::AgentSession::steer`]) reached the agent.

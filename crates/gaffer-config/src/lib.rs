@@ -117,6 +117,9 @@ impl Default for SandboxConfig {
 pub struct RoleConfig {
     /// Backend: `claude`, `codex`, `gemini`, `acp:<name>`, `openai`, `anthropic`.
     pub agent: String,
+    /// The agents that take the role over, in order, when `agent` is out of quota,
+    /// rate-limited or down (`agent = ["claude", "codex"]`: `["codex"]`).
+    pub fallback: Vec<String>,
     /// Model name passed to the backend.
     pub model: Option<String>,
     /// Reasoning effort passed to the backend.
@@ -127,8 +130,40 @@ impl Default for RoleConfig {
     fn default() -> Self {
         Self {
             agent: "claude".into(),
+            fallback: Vec::new(),
             model: None,
             effort: None,
+        }
+    }
+}
+
+impl RoleConfig {
+    /// The role's agents in the order they are tried: `agent`, then its fallbacks.
+    pub fn chain(&self) -> Vec<&str> {
+        std::iter::once(self.agent.as_str())
+            .chain(self.fallback.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+/// `[agents] fallback_cooldown_secs`, `fallback_retry_after_secs`: when a role's agent
+/// is out (see `RoleConfig::fallback`), how long before it is tried again, and how long
+/// a rate limit's `retry-after` may be before the role moves on instead of waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallbackConfig {
+    /// An agent that was out is tried again this long after the switch (or at the
+    /// reset time the agent named, when later). Default 900 (15 minutes).
+    pub cooldown_secs: u64,
+    /// A rate limit whose `retry-after` is longer than this moves the step to the
+    /// next agent; a shorter one is waited out by the agent. Default 60.
+    pub retry_after_secs: u64,
+}
+
+impl Default for FallbackConfig {
+    fn default() -> Self {
+        Self {
+            cooldown_secs: 900,
+            retry_after_secs: 60,
         }
     }
 }
@@ -338,6 +373,8 @@ pub struct Config {
     /// `[agents] env`: names of variables of gaffer's environment every agent gets, on
     /// top of the allowlist (PATH, HOME, locale, ...) and its own credentials.
     pub agent_env: Vec<String>,
+    /// `[agents] fallback_*`: cool-down and rate-limit threshold of fallback agents.
+    pub fallback: FallbackConfig,
     /// `[projects.<name>] check_env`: names of variables of gaffer's environment the
     /// project's check gets, on top of the allowlist, by project name.
     pub check_env: std::collections::BTreeMap<String, Vec<String>>,
@@ -474,6 +511,7 @@ impl Config {
             secret_env: Vec::new(),
             discord: DiscordConfig::default(),
             agent_env: Vec::new(),
+            fallback: FallbackConfig::default(),
             check_env: Default::default(),
             worktree_setup: Default::default(),
             watchdog: Watchdog::default(),
@@ -600,6 +638,8 @@ struct RawDiscord {
 #[serde(deny_unknown_fields)]
 struct RawAgents {
     env: Option<Vec<String>>,
+    fallback_cooldown_secs: Option<u64>,
+    fallback_retry_after_secs: Option<u64>,
     #[serde(default)]
     acp: std::collections::BTreeMap<String, RawAcpAgent>,
 }
@@ -744,7 +784,7 @@ struct RawRoles {
 #[serde(deny_unknown_fields)]
 struct RawOptionalRole {
     enabled: Option<bool>,
-    agent: Option<String>,
+    agent: Option<RawAgentChain>,
     model: Option<String>,
     effort: Option<String>,
     max_challenge_rounds: Option<u32>,
@@ -753,13 +793,24 @@ struct RawOptionalRole {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRole {
-    agent: Option<String>,
+    agent: Option<RawAgentChain>,
     model: Option<String>,
     effort: Option<String>,
     /// `[roles.arbiter]` only.
     panel: Option<Vec<String>>,
     /// `[roles.arbiter]` only.
     panel_timeout_secs: Option<u64>,
+}
+
+/// `agent = "claude"` or, with fallbacks, `agent = ["claude", "codex"]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "an agent name or a list of agent names tried in order, e.g. [\"claude\", \"codex\"]"
+)]
+enum RawAgentChain {
+    One(String),
+    Chain(Vec<String>),
 }
 
 /// Where the configuration comes from.
@@ -1110,6 +1161,12 @@ fn resolve(
         )?,
         None => env_names(origin, "agents.env", raw.agents.env.unwrap_or_default())?,
     };
+    if let Some(secs) = raw.agents.fallback_cooldown_secs {
+        config.fallback.cooldown_secs = secs;
+    }
+    if let Some(secs) = raw.agents.fallback_retry_after_secs {
+        config.fallback.retry_after_secs = secs;
+    }
     config.roles = merge_roles(
         origin,
         "roles",
@@ -1760,9 +1817,35 @@ fn merge_role(
     raw: RawRole,
     acp_agents: &std::collections::BTreeMap<String, AcpAgentConfig>,
 ) -> Result<(), ConfigError> {
-    if let Some(agent) = raw.agent {
-        check_agent(origin, &format!("{field}.agent"), &agent, acp_agents)?;
-        role.agent = agent;
+    match raw.agent {
+        None => {}
+        Some(RawAgentChain::One(agent)) => {
+            check_agent(origin, &format!("{field}.agent"), &agent, acp_agents)?;
+            role.agent = agent;
+            role.fallback.clear();
+        }
+        Some(RawAgentChain::Chain(chain)) => {
+            let Some((first, rest)) = chain.split_first() else {
+                return Err(invalid(
+                    origin,
+                    &format!("{field}.agent"),
+                    "is an empty list; name at least one agent, e.g. [\"claude\", \"codex\"]",
+                ));
+            };
+            for (i, agent) in chain.iter().enumerate() {
+                let at = format!("{field}.agent[{i}]");
+                check_agent(origin, &at, agent, acp_agents)?;
+                if chain[..i].contains(agent) {
+                    return Err(invalid(
+                        origin,
+                        &at,
+                        format!("names `{agent}` twice; list each agent once, in the order they are tried"),
+                    ));
+                }
+            }
+            role.agent = first.clone();
+            role.fallback = rest.to_vec();
+        }
     }
     if let Some(m) = raw.model {
         role.model = Some(m).filter(|m| !m.is_empty());

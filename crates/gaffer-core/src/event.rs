@@ -375,6 +375,29 @@ pub enum Event {
         /// Into the running turn, or as the next turn's prompt.
         delivery: Delivery,
     },
+    /// A role's agent was out (its quota used up, rate-limited past the threshold,
+    /// failing with server errors, or unable to start): the running step goes on with
+    /// the next agent of the role's chain. Recorded after the failed session ended,
+    /// before the next agent starts.
+    AgentSwitched {
+        /// The running step.
+        step_id: StepId,
+        /// The role it plays.
+        role: Role,
+        /// The agent that was out.
+        from: String,
+        /// The agent that takes over.
+        to: String,
+        /// `usage_limit`, `rate_limited`, `server_error` or `cannot_start`.
+        trigger: String,
+        /// What the agent said, redacted.
+        detail: String,
+        /// `from` is not tried again for this role before this time (ms).
+        until: crate::Timestamp,
+        /// Whether the failed turn did something (changed the worktree or ran a
+        /// command): then a person decides before `to` starts.
+        effects: bool,
+    },
     /// A person stopped the running turn, keeping the task and its session: the
     /// step waits for their next message, which starts the next turn.
     TurnInterrupted {
@@ -454,6 +477,7 @@ event_kinds! {
     MessageSent => "message_sent",
     MessageDelivered => "message_delivered",
     TurnInterrupted => "turn_interrupted",
+    AgentSwitched => "agent_switched",
 }
 
 impl Event {
@@ -494,7 +518,8 @@ impl Event {
             | Event::StepReconcileStarted { step_id }
             | Event::StepManualRequired { step_id, .. }
             | Event::StepRetried { step_id }
-            | Event::StepContextPacked { step_id, .. } => Touched::Step(step_id.clone()),
+            | Event::StepContextPacked { step_id, .. }
+            | Event::AgentSwitched { step_id, .. } => Touched::Step(step_id.clone()),
             Event::ApprovalRequested { approval_id, .. }
             | Event::ApprovalDecided { approval_id, .. }
             | Event::ApprovalExpired { approval_id, .. }

@@ -33,7 +33,7 @@ pub use message::{Delivered, Delivery, Interrupt, Message, MAX_MESSAGE_BYTES};
 pub use pack::{ContextPack, PackMode, PackedFile};
 pub use project::ProjectState;
 pub use rejected::Rejected;
-pub use session::{Role, Session};
+pub use session::{AgentSwitch, Role, Session};
 pub use spend::{format_cost, format_usd, Spend};
 pub use stage::Stage;
 pub use step::{Intent, Step, StepState};

@@ -162,6 +162,15 @@ pub enum Rejected {
         /// What is wrong.
         problem: String,
     },
+    /// A switch to the next agent that is not one (`from` and `to` the same), or
+    /// while the failed agent's session in the step is still open.
+    #[error("agent switch in step `{step}`: {reason}")]
+    BadSwitch {
+        /// The step.
+        step: StepId,
+        /// What is wrong.
+        reason: String,
+    },
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

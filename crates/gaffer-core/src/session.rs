@@ -66,3 +66,26 @@ pub struct Session {
     /// When it started.
     pub started_at: Timestamp,
 }
+
+/// One switch of a role to its next agent (`agent_switched`), as the task keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSwitch {
+    /// The step that was running.
+    pub step_id: StepId,
+    /// The role.
+    pub role: Role,
+    /// The agent that was out.
+    pub from: String,
+    /// The agent that took over.
+    pub to: String,
+    /// Why: `usage_limit`, `rate_limited`, `server_error` or `cannot_start`.
+    pub trigger: String,
+    /// What the agent said.
+    pub detail: String,
+    /// `from` is not tried again for the role before this (ms).
+    pub until: Timestamp,
+    /// Whether the failed turn did something before it failed.
+    pub effects: bool,
+    /// When it was recorded (ms).
+    pub at: Timestamp,
+}

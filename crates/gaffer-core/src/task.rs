@@ -1,7 +1,7 @@
 use crate::{
-    Actor, ActorKind, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision, Delivered,
-    Event, Intent, Interrupt, Message, ProjectId, Rejected, Session, SessionId, Stage, Step,
-    StepId, StepState, TaskId, TaskOptions, Timestamp,
+    Actor, ActorKind, AgentSwitch, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision,
+    Delivered, Event, Intent, Interrupt, Message, ProjectId, Rejected, Session, SessionId, Stage,
+    Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,6 +44,9 @@ pub struct TaskState {
     /// session's end).
     #[serde(default)]
     pub interrupted: Option<Interrupt>,
+    /// Every switch of a role to its next agent, in order.
+    #[serde(default)]
+    pub switches: Vec<AgentSwitch>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -85,6 +88,7 @@ impl TaskState {
                     lease_generation: 0,
                     messages: Vec::new(),
                     interrupted: None,
+                    switches: Vec::new(),
                     created_at: at,
                     updated_at: at,
                 })
@@ -483,6 +487,49 @@ impl TaskState {
                 message.delivered = Some(Delivered {
                     session_id: session_id.clone(),
                     delivery: *delivery,
+                    at,
+                });
+            }
+            Event::AgentSwitched {
+                step_id,
+                role,
+                from,
+                to,
+                trigger,
+                detail,
+                until,
+                effects,
+            } => {
+                self.step_in(step_id, &[StepState::Started], event)?;
+                let bad = |reason: String| Rejected::BadSwitch {
+                    step: step_id.clone(),
+                    reason,
+                };
+                if from.is_empty() || to.is_empty() || trigger.is_empty() {
+                    return Err(bad("`from`, `to` and `trigger` must not be empty".into()));
+                }
+                if from == to {
+                    return Err(bad(format!("`{from}` cannot take over from itself")));
+                }
+                // The agent that was out is done with the step before the next starts:
+                // a crash between the two never leaves both conversations open.
+                if let Some(open) = self.sessions.values().find(|s| {
+                    s.ended.is_none() && s.step_id.as_ref() == Some(step_id) && s.agent == *from
+                }) {
+                    return Err(bad(format!(
+                        "the {from} session `{}` of the step is still open",
+                        open.id
+                    )));
+                }
+                self.switches.push(AgentSwitch {
+                    step_id: step_id.clone(),
+                    role: *role,
+                    from: from.clone(),
+                    to: to.clone(),
+                    trigger: trigger.clone(),
+                    detail: detail.clone(),
+                    until: *until,
+                    effects: *effects,
                     at,
                 });
             }

@@ -74,6 +74,8 @@ pub struct Settings {
     /// Each project's privacy mode, the networks that count as local, the ACP agents
     /// declared local.
     pub privacy: crate::privacy::PrivacySettings,
+    /// Cool-down and rate-limit threshold of the roles' fallback agents.
+    pub fallback: gaffer_config::FallbackConfig,
 }
 
 impl Settings {
@@ -99,6 +101,7 @@ impl Settings {
             budget: gaffer_config::Budget::default(),
             project_budget: Default::default(),
             privacy: Default::default(),
+            fallback: Default::default(),
         }
     }
 
@@ -164,25 +167,57 @@ impl Engine {
         agent: Option<&str>,
     ) -> std::result::Result<(), String> {
         let roles = self.roles_of(project);
-        let mut agents: Vec<(&str, Vec<&str>)> = Vec::new();
-        // `--agent` puts every role on one backend; the panel keeps its members.
+        // A role plays when one agent of its chain can start (a fallback takes over
+        // from one that cannot); each agent is asked once. `--agent` puts every role
+        // on one backend; the panel keeps its members, each a chain of one.
+        let mut ready: Vec<(&str, std::result::Result<(), String>)> = Vec::new();
+        let mut unplayable: Vec<(&str, Vec<&str>, String)> = Vec::new();
         let panel = roles.panel.iter().flat_map(|p| &p.members);
         let players = roles
             .each()
             .into_iter()
-            .map(|(role, cfg)| (role, agent.unwrap_or(&cfg.agent)))
-            .chain(panel.map(|m| ("arbiter's panel", m.agent.as_str())));
-        for (role, name) in players {
-            match agents.iter_mut().find(|(a, _)| *a == name) {
-                Some((_, roles)) if roles.contains(&role) => {}
-                Some((_, roles)) => roles.push(role),
-                None => agents.push((name, vec![role])),
+            .map(|(role, cfg)| {
+                let chain = match agent {
+                    Some(a) => vec![a],
+                    None => cfg.chain(),
+                };
+                (role, chain)
+            })
+            .chain(panel.map(|m| ("arbiter's panel", vec![m.agent.as_str()])));
+        for (role, chain) in players {
+            let mut first_error = None;
+            for name in &chain {
+                let result = match ready.iter().find(|(a, _)| a == name) {
+                    Some((_, r)) => r.clone(),
+                    None => {
+                        let r = self.agents.ready(name);
+                        ready.push((name, r.clone()));
+                        r
+                    }
+                };
+                match result {
+                    Ok(()) => {
+                        first_error = None;
+                        break;
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            if let Some(e) = first_error {
+                match unplayable.iter_mut().find(|(a, _, _)| *a == chain[0]) {
+                    Some((_, roles, _)) if roles.contains(&role) => {}
+                    Some((_, roles, _)) => roles.push(role),
+                    None => unplayable.push((chain[0], vec![role], e)),
+                }
             }
         }
-        for (name, roles) in agents {
-            self.agents
-                .ready(name)
-                .map_err(|e| format!("agent {name} ({}) cannot start: {e}", roles.join(", ")))?;
+        if let Some((name, roles, e)) = unplayable.into_iter().next() {
+            return Err(format!(
+                "agent {name} ({}) cannot start: {e}",
+                roles.join(", ")
+            ));
         }
         Ok(())
     }

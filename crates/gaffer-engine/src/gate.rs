@@ -53,13 +53,23 @@ pub(crate) struct Gate {
 }
 
 impl Gate {
-    /// The gate for one attempt of `step`.
+    /// The gate for a session of one attempt of `step`. Its keys follow those an
+    /// earlier session of the attempt asked (an agent that was out, see `fallback`):
+    /// never the same key, so no earlier answer counts for another request.
     pub(crate) fn new(engine: Engine, task: TaskState, step: Step) -> Self {
+        let first = step.attempt * 1000;
+        let asked = task
+            .approvals
+            .values()
+            .filter(|a| a.step_id == step.id && a.attempt > first && a.attempt < first + 500)
+            .map(|a| a.attempt - first)
+            .max()
+            .unwrap_or(0);
         Self {
             engine,
             task,
             step,
-            asked: AtomicU32::new(0),
+            asked: AtomicU32::new(asked),
         }
     }
 

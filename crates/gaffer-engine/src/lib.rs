@@ -24,6 +24,7 @@ mod context;
 mod driver;
 mod error;
 mod failure;
+mod fallback;
 mod gate;
 mod live;
 mod memory;

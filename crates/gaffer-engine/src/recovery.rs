@@ -100,6 +100,17 @@ impl Engine {
         let settled = gaffer_agents::contain::wait_until_released(&lock, PROBE_WAIT)
             .await
             .unwrap_or(false);
+        if settled && crate::fallback::nothing_since_switch(task, id) {
+            tracing::info!(task = %task.id, step = %id, "interrupted between a switch to the next agent and its start: runs again");
+            return self
+                .append(
+                    &task.id,
+                    vec![Event::StepRetried {
+                        step_id: id.clone(),
+                    }],
+                )
+                .await;
+        }
         let changed = match self.worktree(task).await {
             Ok(wt) if settled => wt.uncommitted_files().ok(),
             _ => None,

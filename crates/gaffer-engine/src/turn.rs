@@ -4,6 +4,7 @@
 
 use crate::error::StepFailure;
 use crate::failure::{fail, fail_spent, Failure};
+use crate::fallback::{classify, has_effect, Symptom, Watch};
 use crate::gate::Gate;
 use crate::live::Live;
 use crate::{prompts, Engine};
@@ -20,11 +21,10 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 impl Engine {
-    /// The agent and model for `role`: `--agent` for every role, else the project's
-    /// override, else the configured role.
-    pub(crate) fn role_agent(&self, task: &TaskState, project: &str, role: Role) -> RoleAgent {
+    /// The configured agents of `role` in tasks of `project` (by name).
+    pub(crate) fn role_config(&self, project: &str, role: Role) -> &gaffer_config::RoleConfig {
         let roles = self.roles_of(project);
-        let cfg = match role {
+        match role {
             Role::Planner => &roles.planner,
             Role::Owner => &roles.owner,
             Role::Reviewer => &roles.reviewer,
@@ -39,72 +39,108 @@ impl Engine {
             // Members name their own agent and model (`steps::panel`); this is only
             // the effort they share with the arbiter.
             Role::Panelist => &roles.arbiter,
-        };
-        match &task.options.agent {
-            Some(agent) => RoleAgent {
-                agent: agent.clone(),
-                model: None,
-                effort: cfg.effort.clone(),
-            },
-            None => RoleAgent {
-                agent: cfg.agent.clone(),
-                model: cfg.model.clone(),
-                effort: cfg.effort.clone(),
-            },
         }
     }
 
-    /// What the project's privacy makes of `role` in `task` (its agent as
-    /// [`Engine::role_agent`] says).
+    /// How `agent` plays `role`: the role's model is its primary agent's (a fallback
+    /// runs its own default model); `--agent` runs its default model too.
+    pub(crate) fn role_agent(
+        &self,
+        task: &TaskState,
+        project: &str,
+        role: Role,
+        agent: &str,
+    ) -> RoleAgent {
+        let cfg = self.role_config(project, role);
+        RoleAgent {
+            agent: agent.to_owned(),
+            model: cfg
+                .model
+                .clone()
+                .filter(|_| task.options.agent.is_none() && agent == cfg.agent),
+            effort: cfg.effort.clone(),
+        }
+    }
+
+    /// What the project's privacy makes of `role` in `task` played by its first agent
+    /// (`--agent`, else the first of the role's chain).
     pub(crate) fn role_privacy(
         &self,
         task: &TaskState,
         project: &str,
         role: Role,
     ) -> crate::privacy::RolePrivacy {
-        let agent = self.role_agent(task, project, role).agent;
+        let agent = task
+            .options
+            .agent
+            .clone()
+            .unwrap_or_else(|| self.role_config(project, role).agent.clone());
+        self.agent_privacy(project, role, &agent)
+    }
+
+    /// What the project's privacy makes of `role` played by `agent` (a fallback is
+    /// checked as itself).
+    pub(crate) fn agent_privacy(
+        &self,
+        project: &str,
+        role: Role,
+        agent: &str,
+    ) -> crate::privacy::RolePrivacy {
         crate::privacy::role_privacy(
             project,
             self.settings.privacy.mode(project),
             role.as_str(),
-            &agent,
+            agent,
             self.roles_of(project),
             &self.settings.privacy,
             &crate::privacy::process_env,
         )
     }
 
-    /// One agent session for one step: start, send the prompt, stream events into
-    /// the journal, retry once if the answer breaks its contract, stop.
+    /// One agent session for one step: start `who`, send the prompt, stream events
+    /// into the journal, retry once if the answer breaks its contract, stop. What
+    /// shows the agent is out, and whether a tool that may have done something ran,
+    /// goes into `watch`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn agent_turn(
+    pub(crate) async fn session_turn(
         &self,
         task: &TaskState,
         step: &Step,
         role: Role,
         mode: Mode,
         wt: &Worktree,
-        prompt: String,
+        prompt: &str,
         cancel: &CancellationToken,
-        contract: impl Fn(&str) -> Result<Value, ContractError>,
+        contract: &impl Fn(&str) -> Result<Value, ContractError>,
+        who: RoleAgent,
+        seen: &mut Watch,
     ) -> Result<Turn, Failure> {
         let project = self.project(task).await?;
         let RoleAgent {
             agent,
             model,
             effort,
-        } = self.role_agent(task, &project.name, role);
+        } = who;
         let model_label = model.clone();
         // The project's privacy is checked again at every turn (the config may have
-        // changed since the task was stored): a refused role never starts.
-        let privacy = self.role_privacy(task, &project.name, role);
+        // changed since the task was stored), for the agent that plays it now: a
+        // refused role never starts.
+        let privacy = self.agent_privacy(&project.name, role, &agent);
         if let Some(refusal) = &privacy.refusal {
             return Err(fail(refusal.clone()));
         }
-        let backend = self
+        let now = crate::fallback::now_ms();
+        let threshold = self.settings.fallback.retry_after_secs;
+        let backend = match self
             .agents
             .backend(&agent, model.as_deref(), effort.as_deref())
-            .map_err(fail)?;
+        {
+            Ok(b) => b,
+            Err(e) => {
+                seen.outage = classify(&Symptom::Start(&e, None), threshold, now);
+                return Err(fail(e));
+            }
+        };
         let mut opts = self.start_options(
             task,
             &project,
@@ -130,7 +166,16 @@ impl Engine {
         };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
-            .open_session(task, step, role, &agent, backend.as_ref(), opts, gate)
+            .open_session(
+                task,
+                step,
+                role,
+                &agent,
+                backend.as_ref(),
+                opts,
+                gate,
+                seen,
+            )
             .await?;
         let mut watch = crate::stall::Watch::new(
             self,
@@ -150,7 +195,8 @@ impl Engine {
                 &mut watch,
                 prompt,
                 cancel,
-                &contract,
+                contract,
+                seen,
             )
             .await;
         watch.close("the agent's session ended").await;
@@ -225,6 +271,7 @@ impl Engine {
         backend: &dyn AgentBackend,
         opts: StartOptions,
         gate: Arc<Gate>,
+        seen: &mut Watch,
     ) -> Result<(SessionId, Box<dyn AgentSession>), Failure> {
         if let Some((open, agent_session)) =
             interrupted_session(task, &step.id).filter(|(s, _)| s.role == role && s.agent == agent)
@@ -248,10 +295,16 @@ impl Engine {
                 }
             }
         }
-        let session = backend
-            .start(opts, gate)
-            .await
-            .map_err(|e| fail(format!("cannot start {agent}: {e}")))?;
+        let session = match backend.start(opts, gate).await {
+            Ok(s) => s,
+            Err(e) => {
+                let detail = format!("cannot start {agent}: {e}");
+                let threshold = self.settings.fallback.retry_after_secs;
+                let now = crate::fallback::now_ms();
+                seen.outage = classify(&Symptom::Start(&detail, Some(&e)), threshold, now);
+                return Err(fail(detail));
+            }
+        };
         let session_id = self
             .record_session(task, step, role, agent, session.record())
             .await?;
@@ -355,7 +408,9 @@ impl Engine {
         prompt: String,
         cancel: &CancellationToken,
         contract: &impl Fn(&str) -> Result<Value, ContractError>,
+        seen: &mut Watch,
     ) -> Result<Turn, Failure> {
+        let threshold = self.settings.fallback.retry_after_secs;
         let mut usage = Usage::default();
         let mut refused = Vec::new();
         let mut live = Live::new(self, &task.id, session_id);
@@ -408,7 +463,11 @@ impl Engine {
                             "the agent ended the session before finishing its turn",
                         ))
                     }
-                    Some(Err(e)) => return Err(fail(format!("agent: {e}"))),
+                    Some(Err(e)) => {
+                        seen.outage =
+                            classify(&Symptom::Stream(&e), threshold, crate::fallback::now_ms());
+                        return Err(fail(format!("agent: {e}")));
+                    }
                     Some(Ok(ev)) => ev,
                 };
                 watch.observe(&event).await?;
@@ -434,6 +493,19 @@ impl Engine {
                     AgentEvent::PermissionRequested { .. }
                     | AgentEvent::PermissionResolved { .. } => {}
                     other => {
+                        match other {
+                            AgentEvent::ToolCall { name, .. } if has_effect(name) => {
+                                seen.effects = true;
+                            }
+                            AgentEvent::RateLimited { until, .. } => {
+                                seen.rate_limited_until = humantime::parse_rfc3339_weak(until)
+                                    .ok()
+                                    .or_else(|| humantime::parse_rfc3339(until).ok())
+                                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                                    .and_then(|d| i64::try_from(d.as_millis()).ok());
+                            }
+                            _ => {}
+                        }
                         if let AgentEvent::ToolResult { output, .. } = other {
                             if let Some(at) = output.find(REFUSED_BY_SANDBOX) {
                                 refused.push(prompts::head(output[..at].trim(), 300));
@@ -476,6 +548,11 @@ impl Engine {
                 }
                 TurnStatus::Interrupted => return Err(Failure::Cancelled),
                 other => {
+                    seen.outage = classify(
+                        &Symptom::Turn(&result, seen.rate_limited_until),
+                        threshold,
+                        crate::fallback::now_ms(),
+                    );
                     return Err(fail_spent(
                         format!(
                             "the agent's turn ended {other:?}: {}",
@@ -485,7 +562,7 @@ impl Engine {
                                 .unwrap_or_else(|| prompts::head(&result.text, 500))
                         ),
                         &usage,
-                    ))
+                    ));
                 }
             }
             // People's messages the turn could not take: the session answers them

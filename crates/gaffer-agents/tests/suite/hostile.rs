@@ -165,6 +165,7 @@ fn claude_message() -> impl Strategy<Value = (Value, StreamMessage)> {
                         cached_input_tokens: 7,
                         cost_usd: Some(0.5),
                     },
+                    api_error: None,
                 }),
             )),
         (
@@ -463,4 +464,23 @@ async fn a_message_split_across_writes_is_read_whole() {
         texts(&events),
         vec!["split ✓ in two".to_string(), "after".to_string()]
     );
+}
+
+/// Claude Code 2.1's `result` when the model API refused the turn, as the real CLI
+/// printed it against a scripted server answering 429: the status and kind are kept.
+#[test]
+fn a_results_api_error_is_read() {
+    let line = r#"{"type":"result","subtype":"success","is_error":true,"num_turns":1,"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · scripted error","terminal_reason":"api_error","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#;
+    let StreamMessage::Result(end) = parse_stream_line(line).unwrap() else {
+        panic!("not a result");
+    };
+    assert!(end.is_error);
+    let error = end.api_error.unwrap();
+    assert_eq!(error.status, Some(429));
+    assert_eq!(error.kind.as_deref(), Some("rate_limit_error"));
+    let ok = r#"{"type":"result","subtype":"success","is_error":false,"result":"done","usage":{}}"#;
+    let StreamMessage::Result(end) = parse_stream_line(ok).unwrap() else {
+        panic!("not a result");
+    };
+    assert_eq!(end.api_error, None);
 }

@@ -889,6 +889,33 @@ fn the_arbiter_panel_reads_agent_and_model_per_member_and_per_project() {
 }
 
 #[test]
+fn a_role_names_a_chain_of_fallback_agents_and_a_single_name_still_works() {
+    let c = load_text(
+        "[agents]\nfallback_cooldown_secs = 60\nfallback_retry_after_secs = 5\n[roles.owner]\nagent = [\"claude\", \"codex\"]\n[roles.reviewer]\nagent = \"codex\"\n[projects.demo.roles.owner]\nagent = \"gemini\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.roles.owner.chain(), ["claude", "codex"]);
+    assert_eq!(c.roles.reviewer.chain(), ["codex"]);
+    // A project's single agent replaces the inherited chain, fallbacks and all.
+    assert_eq!(c.project_roles["demo"].owner.chain(), ["gemini"]);
+    assert_eq!(
+        c.fallback,
+        FallbackConfig {
+            cooldown_secs: 60,
+            retry_after_secs: 5
+        }
+    );
+    assert_eq!(
+        load_text("", &[]).unwrap().fallback,
+        FallbackConfig {
+            cooldown_secs: 900,
+            retry_after_secs: 60
+        }
+    );
+}
+
+#[test]
 fn a_bad_panel_names_the_field_and_the_member() {
     for (text, field, says) in [
         (
@@ -1104,4 +1131,31 @@ fn bad_notify_targets_name_the_field() {
     );
     assert_eq!(field, "notify.ops.secret_env");
     assert!(message.contains("16"), "{message}");
+}
+
+#[test]
+fn a_bad_fallback_chain_names_the_entry() {
+    for (text, field, says) in [
+        (
+            "[roles.owner]\nagent = [\"claude\", \"cursor\"]\n",
+            "roles.owner.agent[1]",
+            "`cursor`",
+        ),
+        (
+            "[roles.tester]\nagent = [\"codex\", \"codex\"]\n",
+            "roles.tester.agent[1]",
+            "twice",
+        ),
+        (
+            "[roles.planner]\nagent = []\n",
+            "roles.planner.agent",
+            "empty",
+        ),
+        ("[roles.owner]\nagent = 3\n", "agent", "list of agent names"),
+    ] {
+        let err = load_text(text, &[]).unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains(field), "{shown}");
+        assert!(shown.contains(says), "{shown}");
+    }
 }

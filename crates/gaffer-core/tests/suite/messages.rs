@@ -186,3 +186,52 @@ fn an_interrupt_waits_for_the_next_message_once() {
         Rejected::SessionEnded("s-0".into())
     );
 }
+
+fn switched(from: &str, to: &str) -> Event {
+    Event::AgentSwitched {
+        step_id: "code/1".into(),
+        role: Role::Owner,
+        from: from.into(),
+        to: to.into(),
+        trigger: "usage_limit".into(),
+        detail: "You've hit your limit · resets 3pm (UTC)".into(),
+        until: 900_000,
+        effects: false,
+    }
+}
+
+#[test]
+fn an_agent_switch_is_kept_once_the_failed_session_ended() {
+    let t = given(&[session("s-1"), ended("s-1"), switched("claude", "codex")]);
+    assert_eq!(t.switches.len(), 1);
+    let s = &t.switches[0];
+    assert_eq!(
+        (s.from.as_str(), s.to.as_str(), s.role, s.until, s.at),
+        ("claude", "codex", Role::Owner, 900_000, 5)
+    );
+}
+
+#[test]
+fn an_agent_switch_is_refused_while_the_failed_session_is_open_or_outside_a_running_step() {
+    // The failed conversation must be over before the next agent takes the step.
+    let open = given(&[session("s-1")]);
+    assert!(matches!(
+        rejects(&open, switched("claude", "codex")),
+        Rejected::BadSwitch { .. }
+    ));
+    let ended = given(&[session("s-1"), ended("s-1")]);
+    assert!(matches!(
+        rejects(&ended, switched("codex", "codex")),
+        Rejected::BadSwitch { .. }
+    ));
+    let mut done = ended.clone();
+    done.apply(
+        50,
+        &Event::StepCompleted {
+            step_id: "code/1".into(),
+            receipt: json!({}),
+        },
+    )
+    .unwrap();
+    rejects(&done, switched("claude", "codex"));
+}

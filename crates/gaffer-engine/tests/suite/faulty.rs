@@ -80,7 +80,8 @@ pub fn append_signature(events: &[NewEvent]) -> String {
             | Event::StepReconcileStarted { step_id }
             | Event::StepManualRequired { step_id, .. }
             | Event::StepRetried { step_id }
-            | Event::ApprovalRequested { step_id, .. } => Some(step_id.as_str()),
+            | Event::ApprovalRequested { step_id, .. }
+            | Event::AgentSwitched { step_id, .. } => Some(step_id.as_str()),
             Event::SessionStarted { step_id, .. } => step_id.as_ref().map(|s| s.as_str()),
             _ => None,
         };
