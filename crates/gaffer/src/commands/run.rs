@@ -46,6 +46,7 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
     settings.budget = config.budget;
     settings.project_budget = config.project_budget.clone();
     settings.privacy = gaffer_engine::privacy::PrivacySettings::from_config(config);
+    settings.fallback = config.fallback;
     settings.agent_env = from_environment(&config.agent_env);
     settings.check_env = config
         .check_env
