@@ -263,9 +263,34 @@ impl App {
                 })
                 .collect(),
             sessions: view.sessions.iter().map(convert::session).collect(),
+            switches: self.switches(id).await?,
             worker: view.lease.as_ref().map(convert::worker),
             spend: convert::role_spend(&view.steps, &view.sessions),
         })
+    }
+
+    /// The task's switches to fallback agents, from its replayed state (they have no
+    /// table of their own).
+    async fn switches(&self, id: &str) -> Result<Vec<api::AgentSwitch>> {
+        let state = self.journal().state(&StreamId(id.to_owned())).await?;
+        let Some(gaffer_core::StreamState::Task(task)) = state else {
+            return Ok(Vec::new());
+        };
+        Ok(task
+            .switches
+            .into_iter()
+            .map(|s| api::AgentSwitch {
+                step_id: s.step_id.0,
+                role: s.role.as_str().to_owned(),
+                from: s.from,
+                to: s.to,
+                trigger: s.trigger,
+                detail: s.detail,
+                until: s.until,
+                effects: s.effects,
+                at: s.at,
+            })
+            .collect())
     }
 
     /// Stop a task: `task_cancelled`, which also withdraws its pending approvals.

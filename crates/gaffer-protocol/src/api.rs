@@ -310,6 +310,31 @@ pub struct Session {
     pub started_at: i64,
 }
 
+/// A switch of a role to the next agent of its chain (`agent = ["claude", "codex"]`):
+/// the agent that was out, why, and when it is tried again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentSwitch {
+    /// The step that was running.
+    pub step_id: String,
+    /// The role.
+    pub role: String,
+    /// The agent that was out.
+    pub from: String,
+    /// The agent that took over.
+    pub to: String,
+    /// `usage_limit`, `rate_limited`, `server_error` or `cannot_start`.
+    pub trigger: String,
+    /// What the agent said (redacted).
+    pub detail: String,
+    /// `from` is not tried again before this (ms).
+    pub until: i64,
+    /// Whether the failed turn had done something (a person approved going on).
+    pub effects: bool,
+    /// When (ms).
+    pub at: i64,
+}
+
 /// One task with everything that hangs off it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -323,6 +348,9 @@ pub struct TaskDetail {
     pub approvals: Vec<Approval>,
     /// Its sessions.
     pub sessions: Vec<Session>,
+    /// Every switch of a role to its next agent, oldest first.
+    #[serde(default)]
+    pub switches: Vec<AgentSwitch>,
     /// The worker that runs it (or ran it last); `null` until a worker claims it.
     #[serde(default)]
     pub worker: Option<TaskWorker>,

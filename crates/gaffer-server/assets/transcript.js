@@ -112,6 +112,12 @@ export function apply(m, e) {
       touch(m, s);
       break;
     }
+    case "agent_switched": {
+      const s = step(m, ev.step_id);
+      s.entries.push({ key: "e" + e.seq, kind: "switch", from: ev.from, to: ev.to, trigger: ev.trigger, detail: ev.detail, until: ev.until, effects: ev.effects });
+      touch(m, s);
+      break;
+    }
     case "approval_requested": {
       const s = step(m, ev.step_id);
       s.entries.push({ key: "a" + ev.approval_id, kind: "approval", id: ev.approval_id });
@@ -278,12 +284,25 @@ function Entry({ entry }) {
       return html`<${Ci} entry=${entry} />`;
     case "opinion":
       return html`<${Opinion} entry=${entry} />`;
+    case "switch":
+      return html`<div class="entry switch"><span class="icon" aria-hidden="true">⇄</span><div class="body">
+        <div><strong>${entry.from}</strong> is out (${SWITCH_WHY[entry.trigger] || entry.trigger}); <strong>${entry.to}</strong> takes over${entry.effects ? " after a person's approval: the turn had already done something" : ", running the turn again"}.</div>
+        ${entry.detail ? html`<p class="muted">${entry.detail}</p>` : null}
+        <p class="muted">${entry.from} is tried again after ${new Date(entry.until).toLocaleString()}.</p></div></div>`;
     case "wait":
       return html`<div class="entry wait"><span class="icon" aria-hidden="true">⏸</span><div class="body">${entry.text}</div></div>`;
     default:
       return null;
   }
 }
+
+/** Why a role's agent was out, in words (`agent_switched` triggers). */
+const SWITCH_WHY = {
+  usage_limit: "usage limit reached",
+  rate_limited: "rate-limited",
+  server_error: "its provider fails",
+  cannot_start: "it cannot start",
+};
 
 /** Re-renders on approval changes by itself, so its step need not. */
 function LiveApprovalLine({ id }) {

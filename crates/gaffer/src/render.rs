@@ -492,6 +492,30 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
             ));
         }
     }
+    if !t.switches.is_empty() {
+        out.push(String::new());
+        out.push("fallbacks".into());
+        for s in &t.switches {
+            let then = if s.effects {
+                "a person approved going on"
+            } else {
+                "the turn ran again"
+            };
+            out.push(format!(
+                "  {:<9} {} → {}  {}: {then}",
+                one_line(&s.step_id, 9),
+                one_line(&s.from, 10),
+                one_line(&s.to, 10),
+                one_line(&s.trigger, 14),
+            ));
+            out.push(format!(
+                "      {}; {} is tried again after {}",
+                one_line(&s.detail, 100),
+                one_line(&s.from, 10),
+                utc(s.until)
+            ));
+        }
+    }
     out
 }
 

@@ -121,18 +121,38 @@ fn agent_checks(config: Option<&gaffer_config::Config>) -> Vec<Check> {
             .iter()
             .map(|(p, r)| (format!("projects.{p}.roles"), r)),
     );
-    for (prefix, r) in all {
+    for (prefix, r) in all.clone() {
         let panel = r.panel.iter().flat_map(|p| &p.members);
         let players = r
             .each()
             .into_iter()
-            .map(|(role, cfg)| (format!("{prefix}.{role}"), &cfg.agent))
-            .chain(panel.map(|m| (format!("{prefix}.arbiter.panel"), &m.agent)));
+            .flat_map(|(role, cfg)| {
+                let field = format!("{prefix}.{role}");
+                cfg.chain().into_iter().map(move |a| (field.clone(), a))
+            })
+            .chain(panel.map(|m| (format!("{prefix}.arbiter.panel"), m.agent.as_str())));
         for (field, agent) in players {
             match roles.iter_mut().find(|(a, _)| a == agent) {
                 Some((_, fields)) if fields.contains(&field) => {}
                 Some((_, fields)) => fields.push(field),
-                None => roles.push((agent.clone(), vec![field])),
+                None => roles.push((agent.to_owned(), vec![field])),
+            }
+        }
+    }
+    // Each role with fallbacks: its chain, in the order the agents are tried.
+    for (prefix, r) in all {
+        for (role, cfg) in r.each() {
+            if !cfg.fallback.is_empty() {
+                checks.push(check(
+                    &format!("chain: {prefix}.{role}"),
+                    Status::Ok,
+                    format!(
+                        "{}; an agent that is out is tried again after {} s",
+                        cfg.chain().join(" → "),
+                        config.fallback.cooldown_secs
+                    ),
+                    None,
+                ));
             }
         }
     }

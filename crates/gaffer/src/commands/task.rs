@@ -132,6 +132,7 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
             .task(&id)
             .await?
             .ok_or_else(|| CliError::failed(format!("task `{id}` vanished")))?;
+        let switches = app.task(&id).await.map_err(app_error)?.switches;
         output::json(&serde_json::json!({
             "task": task_json(&view.task),
             "head_seq": view.head_seq,
@@ -139,6 +140,7 @@ pub async fn show(global: &Global, args: &TaskShowArgs) -> Result<ExitCode> {
             "approvals": view.approvals.iter().map(|a| row_json(a, &["details", "decided_by"])).collect::<Vec<_>>(),
             "sessions": view.sessions.iter().map(|s| row_json(s, &[])).collect::<Vec<_>>(),
             "worker": view.lease,
+            "switches": switches,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }

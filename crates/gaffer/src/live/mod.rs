@@ -496,6 +496,31 @@ impl View {
                     ),
                 );
             }
+            Event::AgentSwitched {
+                step_id,
+                from,
+                to,
+                trigger,
+                detail,
+                effects,
+                ..
+            } => self.say(
+                at,
+                "⇄",
+                &format!(
+                    "{}: {} is out ({}: {}); {} takes over{}",
+                    one_line(step_id.as_str(), 30),
+                    one_line(from, 20),
+                    one_line(trigger, 20),
+                    one_line(detail, 200),
+                    one_line(to, 20),
+                    if *effects {
+                        " once a person approves"
+                    } else {
+                        ", running the turn again"
+                    }
+                ),
+            ),
             Event::CiStatusChanged { sha, state, .. } => self.say(
                 at,
                 " ",

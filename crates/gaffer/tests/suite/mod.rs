@@ -14,6 +14,7 @@ mod page;
 mod panel;
 mod privacy;
 mod real_cli;
+mod real_fallback;
 mod real_live;
 mod run;
 mod secrets;
