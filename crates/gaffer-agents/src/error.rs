@@ -117,6 +117,17 @@ pub enum AgentError {
         /// Attempts made.
         attempts: u32,
     },
+    /// The provider asked to wait longer than the session may
+    /// ([`crate::StartOptions::max_retry_wait`]).
+    #[error("{provider} answered 429 with retry-after {retry_after_secs} s, longer than the {max_secs} s this session waits")]
+    RetryAfterTooLong {
+        /// Provider.
+        provider: String,
+        /// What it asked for.
+        retry_after_secs: u64,
+        /// The most the session waits.
+        max_secs: u64,
+    },
     /// Persisted counter store failure.
     #[error("counter store: {0}")]
     Counters(String),

@@ -119,6 +119,7 @@ impl BuiltinBackend {
             manual: Arc::new(Mutex::new(HashMap::new())),
             inbox: Inbox::default(),
             mode: opts.mode,
+            max_retry_wait: opts.max_retry_wait,
         };
         let task = tokio::spawn(drive(ctx, cmd_rx));
         Ok(Box::new(DriverSession {
@@ -190,6 +191,7 @@ struct Ctx {
     manual: Manual,
     inbox: Inbox,
     mode: crate::types::Mode,
+    max_retry_wait: Option<std::time::Duration>,
 }
 
 async fn drive(mut ctx: Ctx, mut cmd_rx: mpsc::UnboundedReceiver<Command>) {
@@ -371,6 +373,15 @@ async fn run_turn(ctx: &mut Ctx, text: String) -> Result<TurnResult> {
             {
                 Ok(r) => break r,
                 Err(CallError::RateLimited(ra)) => {
+                    if let (Some(max), Some(wait)) = (ctx.max_retry_wait, ra) {
+                        if wait > max {
+                            return Err(AgentError::RetryAfterTooLong {
+                                provider: provider.clone(),
+                                retry_after_secs: wait.as_secs(),
+                                max_secs: max.as_secs(),
+                            });
+                        }
+                    }
                     attempt += 1;
                     if attempt > ctx.cfg.max_retries {
                         return Err(AgentError::RateLimited {

@@ -77,6 +77,11 @@ pub struct StartOptions {
     /// A lock file every process of the session holds (shared) while alive, so crash
     /// recovery can wait until none is ([`crate::contain::wait_until_released`]).
     pub lock: Option<PathBuf>,
+    /// A rate limit asking to wait longer than this ends the turn
+    /// ([`crate::AgentError::RetryAfterTooLong`]) instead of being waited out: set when
+    /// another agent can take the role over. The built-in loop honours it; the CLIs
+    /// decide themselves (and give up on long waits).
+    pub max_retry_wait: Option<std::time::Duration>,
 }
 
 impl StartOptions {

@@ -92,6 +92,13 @@ pub(crate) fn classify(symptom: &Symptom, threshold_secs: u64, now: Timestamp) -
             AgentError::RateLimited { .. } => {
                 outage(Trigger::RateLimited, &error.to_string(), None)
             }
+            AgentError::RetryAfterTooLong {
+                retry_after_secs, ..
+            } => outage(
+                Trigger::RateLimited,
+                &error.to_string(),
+                Some(now + secs_ms(*retry_after_secs)),
+            ),
             AgentError::Http { message, .. } => {
                 let status = status_in(message)?;
                 (status >= 500).then_some(())?;
@@ -323,6 +330,8 @@ pub(crate) struct Watch {
     pub(crate) effects: bool,
     /// The latest rate-limit wait the agent reported (ms).
     pub(crate) rate_limited_until: Option<Timestamp>,
+    /// Set when another agent can take over: a longer rate-limit wait ends the turn.
+    pub(crate) max_retry_wait: Option<std::time::Duration>,
 }
 
 impl Engine {
@@ -347,7 +356,12 @@ impl Engine {
             let agent = pick(&chain, &task.switches, now_ms()).to_owned();
             let role_agent = self.role_agent(&task, &project.name, role, &agent);
             let before = snapshot(wt);
-            let mut watch = Watch::default();
+            let mut watch = Watch {
+                max_retry_wait: next(&chain, &agent, &task.switches, now_ms()).map(|_| {
+                    std::time::Duration::from_secs(self.settings.fallback.retry_after_secs)
+                }),
+                ..Watch::default()
+            };
             let outcome = self
                 .session_turn(
                     &task, step, role, mode, wt, &prompt, cancel, &contract, role_agent, &mut watch,
@@ -637,6 +651,16 @@ mod tests {
         assert_eq!(
             classify(&Symptom::Stream(&built_in), 60, NOW).map(|o| o.trigger),
             Some(Trigger::RateLimited)
+        );
+        let long = AgentError::RetryAfterTooLong {
+            provider: "anthropic".into(),
+            retry_after_secs: 3600,
+            max_secs: 60,
+        };
+        let out = classify(&Symptom::Stream(&long), 60, NOW).unwrap();
+        assert_eq!(
+            (out.trigger, out.resets_at),
+            (Trigger::RateLimited, Some(NOW + 3_600_000))
         );
         let closed = AgentError::Closed;
         assert_eq!(classify(&Symptom::Stream(&closed), 60, NOW), None);

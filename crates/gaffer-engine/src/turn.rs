@@ -151,6 +151,7 @@ impl Engine {
             model,
             effort.as_deref(),
         );
+        opts.max_retry_wait = seen.max_retry_wait;
         // A masked (cloud) role works in an empty directory of its own and may read
         // nothing of the project: all it sees of it is the masked prompt.
         if privacy.masked {
@@ -160,9 +161,9 @@ impl Engine {
         // Every role is told what the project's people keep for every task, except a
         // masked one: the notes are the project's own words, unmasked.
         let prompt = if privacy.masked {
-            prompt
+            prompt.to_owned()
         } else {
-            crate::memory::with_memory(self.project_memory(&project.name), prompt)
+            crate::memory::with_memory(self.project_memory(&project.name), prompt.to_owned())
         };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
@@ -253,6 +254,8 @@ impl Engine {
             // The worktree's objects and refs live in the repository's `.git`.
             readable: vec![std::path::PathBuf::from(&project.path)],
             lock: Some(self.turn_lock(&task.id)),
+            // Set by a turn another agent can take over (`session_turn`).
+            max_retry_wait: None,
         }
     }
 

@@ -140,6 +140,37 @@ async fn persistent_429_gives_up_with_a_typed_error() {
     );
 }
 
+/// A session another agent can take over from (`max_retry_wait`) does not wait out a
+/// retry-after longer than that: the turn ends at once with the wait asked.
+#[tokio::test]
+async fn a_retry_after_past_the_sessions_limit_ends_the_turn_at_once() {
+    let s = scenario(json!({"llm": [{"status": 429, "retry_after": 3600}, {"text": "never"}]}));
+    let server = FakeLlmServer::start(&s).await.unwrap();
+    let env = Env::new(&s);
+    let b = BuiltinBackend::new(BuiltinConfig::new(provider(
+        &server,
+        ApiKind::AnthropicMessages,
+    )));
+    let mut opts = env.opts(Mode::ReadOnly);
+    opts.max_retry_wait = Some(Duration::from_secs(60));
+    let mut sess = b.start(opts, Arc::new(AllowAll)).await.unwrap();
+    let start = Instant::now();
+    let (_, r) = turn(sess.as_mut(), "hi").await;
+    assert!(
+        matches!(
+            r,
+            Err(AgentError::RetryAfterTooLong {
+                retry_after_secs: 3600,
+                max_secs: 60,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(600));
+    assert_eq!(server.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn identical_failing_call_is_detected_and_ends_the_turn() {
     let call = json!({"tool_calls": [{"name": "read_file", "arguments": {"path": "missing.txt"}}]});
