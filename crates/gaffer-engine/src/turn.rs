@@ -167,16 +167,7 @@ impl Engine {
         };
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
-            .open_session(
-                task,
-                step,
-                role,
-                &agent,
-                backend.as_ref(),
-                opts,
-                gate,
-                seen,
-            )
+            .open_session(task, step, role, &agent, backend.as_ref(), opts, gate, seen)
             .await?;
         let mut watch = crate::stall::Watch::new(
             self,
