@@ -374,6 +374,16 @@ fn temp_dirs_of_dead_processes_are_removed_and_live_young_or_foreign_ones_kept()
         .unwrap();
     assert!(killed.success());
     owner.wait().unwrap();
+    // `flock` is reaped, but its killed child (which shares the lock) may still be
+    // exiting: the lock goes when the last of them has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::File::open(&live).unwrap().try_lock().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed group still holds the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(sandbox::remove_dead_temp_dirs_in(tmp.path(), grace), 1);
     assert!(!live.exists(), "the killed process's dir is left");
     assert!(young.exists() && foreign.exists() && short.exists());
