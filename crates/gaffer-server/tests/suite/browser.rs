@@ -1208,3 +1208,61 @@ async fn stall_and_budget_cards_name_their_choices_at_phone_width() {
     assert_eq!(h.app.task(&s.task).await.unwrap().task.stage, "cancelled");
     b.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_proposal_shows_its_whole_text_as_written_at_phone_and_laptop_width() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let s = Scene::new(&h.app, "alpha", "Add a --json flag to the list command").await;
+    s.stage(Stage::Planning).await;
+    s.stage(Stage::Coding).await;
+    let text = "- Run `cargo test -p cli` before committing; the workspace run takes 9 minutes.\n- Snapshot files live in `tests/snapshots/` and are reviewed, never regenerated blindly.";
+    let memory = s
+        .ask(
+            "review/1",
+            ApprovalKind::Memory,
+            &format!("review round 1 proposes to remember for every task of alpha: {text}"),
+            json!({"memory": text, "project": "alpha", "file": "/srv/gaffer/memory/alpha.md"}),
+            None,
+        )
+        .await;
+    for (size, name) in [(PHONE, "390"), (LAPTOP, "1280")] {
+        let b = logged_in(&driver, &h, &format!("memory-{name}"), size).await;
+        b.goto(&h.url("/approvals")).await.unwrap();
+        let card = format!(".approval[data-id=\"{}\"]", memory.id);
+        b.wait_for(
+            "the memory card",
+            &format!("document.querySelector('{card} pre.memory')"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            b.eval(&format!(
+                "document.querySelector('{card} .kind').textContent"
+            ))
+            .await
+            .unwrap(),
+            json!("Project memory")
+        );
+        // The proposal as the agent wrote it: both lines, real line breaks, no escapes.
+        assert_eq!(
+            b.eval(&format!(
+                "document.querySelector('{card} pre.memory').textContent"
+            ))
+            .await
+            .unwrap(),
+            json!(text)
+        );
+        assert_no_horizontal_scroll(&b, &format!("the memory card at {name}px")).await;
+        b.eval(&format!(
+            "document.querySelector('{card}').scrollIntoView()"
+        ))
+        .await
+        .unwrap();
+        b.screenshot(&artifact(&format!("memory-approval-{name}.png")))
+            .await
+            .unwrap();
+        b.close().await.unwrap();
+    }
+}
