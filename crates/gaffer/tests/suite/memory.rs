@@ -28,6 +28,43 @@ fn transcripts_of(dir: &Path, task: &str, found: &mut Vec<PathBuf>) {
 struct Served {
     http: reqwest::Client,
     base: String,
+    _serve: super::serve::Served,
+}
+
+/// `gaffer serve` with the fake agents of `scenarios` (and `env`), the `demo`
+/// repository registered.
+async fn serve_demo(home: &Home, scenarios: &Path, env: &[(&str, &str)]) -> Served {
+    let d = home.dir.path();
+    let repo = d.join("demo");
+    fixture_repo(&repo, "# demo\n", CHECK);
+    let mut cmd = serve_with_fake_agents(home, d, scenarios);
+    cmd.envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let (serve, base) = serve(&mut cmd);
+    let http = home.http();
+    let r = http
+        .post(format!("{base}/api/projects"))
+        .json(&json!({"path": repo}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    Served {
+        http,
+        base,
+        _serve: serve,
+    }
+}
+
+/// Writes `<role>.json` with these turns for the fake agents.
+fn script(scenarios: &Path, role: &str, turns: Value) {
+    std::fs::create_dir_all(scenarios).unwrap();
+    std::fs::write(
+        scenarios.join(format!("{role}.json")),
+        json!({ "turns": turns }).to_string(),
+    )
+    .unwrap();
 }
 
 impl Served {
@@ -57,18 +94,9 @@ async fn an_approved_memory_proposal_reaches_the_next_tasks_prompts_a_denied_one
     let home = Home::new();
     home.write_config("");
     let d = home.dir.path().to_owned();
-    let repo = d.join("demo");
-    fixture_repo(&repo, "# demo\n", CHECK);
     let scenarios = d.join("scenarios");
-    std::fs::create_dir_all(&scenarios).unwrap();
     let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
-    let write = |role: &str, turns: Value| {
-        std::fs::write(
-            scenarios.join(format!("{role}.json")),
-            json!({ "turns": turns }).to_string(),
-        )
-        .unwrap();
-    };
+    let write = |role: &str, turns: Value| script(&scenarios, role, turns);
     let planner = json!({ "steps": [{ "say": format!("```json\n{plan}\n```") }] });
     let readme = json!({ "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n\n    cargo install demo\n" } });
     let verdict = "```json\n{\"verdict\":\"done\"}\n```";
@@ -94,21 +122,7 @@ async fn an_approved_memory_proposal_reaches_the_next_tasks_prompts_a_denied_one
         ]),
     );
 
-    let mut cmd = serve_with_fake_agents(&home, &d, &scenarios);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-    let (_served, base) = serve(&mut cmd);
-    let s = Served {
-        http: home.http(),
-        base,
-    };
-    let r = s
-        .http
-        .post(format!("{}/api/projects", s.base))
-        .json(&json!({"path": repo}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let s = serve_demo(&home, &scenarios, &[]).await;
 
     let first = s.submit().await;
     s.decide(&first, "plan", "approve").await;
@@ -154,6 +168,53 @@ async fn an_approved_memory_proposal_reaches_the_next_tasks_prompts_a_denied_one
         assert!(text.contains("APPROVED-NOTE"), "{}", path.display());
         assert!(!text.contains("DENIED-NOTE"), "{}", path.display());
     }
+}
+
+/// A secret in an agent's proposal is redacted in what the person is asked, and
+/// what is written is what the person saw: the secret never reaches the memory
+/// file, so never the prompts of later tasks.
+#[tokio::test]
+async fn a_secret_in_a_memory_proposal_is_redacted_in_the_question_and_in_the_file() {
+    const CRED: &str = "correct-horse-battery-staple-42";
+    let home = Home::new();
+    home.write_config("[secrets]\nenv = [\"MY_SERVICE_CRED\"]\n");
+    let scenarios = home.dir.path().join("scenarios");
+    let plan = json!({ "subtasks": [{ "title": "Add an installation section", "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" }] });
+    script(
+        &scenarios,
+        "planner",
+        json!([{ "steps": [{ "say": format!("```json\n{plan}\n```") }] }]),
+    );
+    script(
+        &scenarios,
+        "owner",
+        json!([{ "steps": [
+            { "write_file": { "path": "README.md", "content": "# demo\n\n## Installation\n" } },
+            { "say": format!("added\n```memory\nThe staging password is {CRED}.\n```") }
+        ] }]),
+    );
+    script(
+        &scenarios,
+        "reviewer",
+        json!([{ "steps": [{ "say": "```json\n{\"verdict\":\"done\"}\n```" }] }]),
+    );
+    let s = serve_demo(&home, &scenarios, &[("MY_SERVICE_CRED", CRED)]).await;
+    let task = s.submit().await;
+    s.decide(&task, "plan", "approve").await;
+    let asked = s.decide(&task, "memory", "approve").await;
+    let shown = asked["details"]["memory"].as_str().unwrap();
+    assert!(
+        shown.starts_with("The staging password is ") && !shown.contains(CRED),
+        "{asked}"
+    );
+    let done = finished_task(&s.http, &s.base, &task).await;
+    assert_eq!(done["stage"], "done", "{done}");
+    let written = std::fs::read_to_string(home.data().join("memory/demo.md")).unwrap();
+    assert_eq!(
+        written,
+        format!("{shown}\n"),
+        "the file holds what was approved"
+    );
 }
 
 /// `gaffer memory` for people: add and show, an unknown project named with the
