@@ -99,8 +99,8 @@ pub struct Tally {
     pub(crate) after: i64,
     /// Running steps: (task, step) → when it started.
     started: HashMap<(String, String), i64>,
-    /// Open sessions: id → (role, agent).
-    sessions: HashMap<String, (String, String)>,
+    /// Open sessions: id → (task, role, agent).
+    sessions: HashMap<String, (String, String, String)>,
     /// Who ran a step's last turn, until the step ends.
     step_who: HashMap<(String, String), Who>,
     steps: BTreeMap<(String, &'static str), Histogram>,
@@ -164,7 +164,8 @@ impl Tally {
                         model: "unknown".into(),
                     });
                 }
-                self.sessions.insert(session_id.0.clone(), who);
+                self.sessions
+                    .insert(session_id.0.clone(), (task.clone(), who.0, who.1));
             }
             Event::SessionEnded { session_id, .. } => {
                 self.sessions.remove(&session_id.0);
@@ -172,12 +173,19 @@ impl Tally {
             Event::AgentActivity { step_id, activity } if activity["type"] == "turn_ended" => {
                 self.turn_ended(key(step_id.as_str()), activity);
             }
+            // A task that ends with work still open (cancelled mid-step, a session
+            // never ended) ends it all: nothing of it is kept.
+            Event::TaskDone { .. } | Event::TaskFailed { .. } | Event::TaskCancelled { .. } => {
+                self.started.retain(|(t, _), _| t != task);
+                self.step_who.retain(|(t, _), _| t != task);
+                self.sessions.retain(|_, (t, _, _)| t != task);
+            }
             _ => {}
         }
     }
 
     fn turn_ended(&mut self, step: (String, String), activity: &Value) {
-        let Some((role, agent)) = activity["session_id"]
+        let Some((_, role, agent)) = activity["session_id"]
             .as_str()
             .and_then(|s| self.sessions.get(s))
             .cloned()
@@ -360,6 +368,37 @@ mod tests {
         assert!(
             t.started.is_empty() && t.sessions.is_empty() && t.step_who.is_empty(),
             "nothing kept for ended work"
+        );
+    }
+
+    /// A task that ends while a step runs (cancelled, or its session never ended)
+    /// leaves nothing behind: the fold keeps only the work still open.
+    #[test]
+    fn a_finished_tasks_open_steps_and_sessions_are_dropped() {
+        let mut t = Tally::default();
+        let events = [
+            Event::StepStarted {
+                step_id: "code/1".into(),
+            },
+            Event::SessionStarted {
+                session_id: SessionId("s-1".into()),
+                agent: "claude".into(),
+                role: Role::Owner,
+                workspace_key: "/w".into(),
+                agent_session_id: None,
+                step_id: Some("code/1".into()),
+            },
+            Event::TaskCancelled {
+                by: gaffer_core::Actor::user("ann", "cli"),
+                reason: None,
+            },
+        ];
+        for (i, e) in events.into_iter().enumerate() {
+            t.apply(&rec(i as i64 + 1, 1_000, "t-1", e));
+        }
+        assert!(
+            t.started.is_empty() && t.sessions.is_empty() && t.step_who.is_empty(),
+            "{t:?}"
         );
     }
 
