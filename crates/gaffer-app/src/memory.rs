@@ -94,7 +94,7 @@ pub fn add(data_dir: &Path, project: &str, text: &str) -> Result<bool, MemoryErr
         return Err(MemoryError::Empty);
     }
     let current = read(data_dir, project)?;
-    if current.contains(entry) {
+    if holds(&current, entry) {
         return Ok(false);
     }
     let mut next = current.trim_end().to_owned();
@@ -111,6 +111,12 @@ pub fn add(data_dir: &Path, project: &str, text: &str) -> Result<bool, MemoryErr
     }
     write(data_dir, project, &next)?;
     Ok(true)
+}
+
+/// Whether `memory` already holds `entry` as a whole entry (its own paragraph),
+/// not merely its words inside a longer one.
+pub fn holds(memory: &str, entry: &str) -> bool {
+    format!("\n\n{}\n\n", memory.trim()).contains(&format!("\n\n{}\n\n", entry.trim()))
 }
 
 /// Replaces the project's memory with `text` (what a person edited).
@@ -204,6 +210,13 @@ mod tests {
         let given = for_prompt(d, "demo").unwrap();
         assert!(given.len() <= MEMORY_MAX_BYTES + 100, "{}", given.len());
         assert!(given.ends_with("longer than 8192 bytes)"), "{given}");
+        // Held means held as an entry: words inside a longer entry are not it.
+        write(d, "demo", "Never run make check.\n").unwrap();
+        assert!(add(d, "demo", "run make check.").unwrap());
+        assert_eq!(
+            read(d, "demo").unwrap(),
+            "Never run make check.\n\nrun make check.\n"
+        );
         // A name never leaves the memory directory.
         assert_eq!(path(d, "../x"), d.join("memory").join(".._x.md"));
     }
