@@ -394,7 +394,7 @@ impl Masker {
     /// for text without a grammar (skeleton lines, docs).
     pub fn mask_words(&mut self, text: &str) -> String {
         self.map_words(text, |m, w| {
-            if KEYWORDS.contains(&w) || w.starts_with(|c: char| c.is_ascii_digit()) {
+            if KEYWORDS.contains(&w) || is_number(w) {
                 None
             } else {
                 Some(m.placeholder(Kind::Ident, w))
@@ -654,6 +654,19 @@ fn placeholder_at(bytes: &[u8], i: usize) -> Option<usize> {
         let boundary_after = end == bytes.len() || !bytes[end].is_ascii_alphanumeric();
         (digits > 0 && bytes[i + p.len()] != b'0' && boundary_after).then_some(end)
     })
+}
+
+/// Whether `word` (a run of letters, digits and `_`) is a number: decimal digits, or a
+/// `0x` / `0o` / `0b` literal, `_` allowed as a separator. Any other word that starts with a
+/// digit may be a name (`2fa_vault` in a config, a C macro's value) and is masked.
+fn is_number(word: &str) -> bool {
+    let digits =
+        |s: &str, ok: fn(&u8) -> bool| !s.is_empty() && s.bytes().all(|b| b == b'_' || ok(&b));
+    match word.get(..2) {
+        Some("0x" | "0X") => digits(&word[2..], u8::is_ascii_hexdigit),
+        Some("0o" | "0O" | "0b" | "0B") => digits(&word[2..], u8::is_ascii_digit),
+        _ => word.starts_with(|c: char| c.is_ascii_digit()) && digits(word, u8::is_ascii_digit),
+    }
 }
 
 /// `12-30`: the line span a skeleton line ends with.

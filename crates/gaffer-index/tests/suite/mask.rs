@@ -334,3 +334,22 @@ fn a_selected_pack_is_masked_whole_full_files_and_skeletons() {
         }
     }
 }
+
+#[test]
+fn a_word_that_starts_with_a_digit_is_kept_only_when_it_is_a_number() {
+    // Text without a grammar (a doc, a config) and a C macro's value are masked word by
+    // word: a name there may start with a digit, and only numbers may stay.
+    let doc = "Rotate 2fa_vault_acme every 30 days (0x1f_ff, 1_000 tries).\n";
+    let c = "#define VAULT 2fa_vault_acme\n";
+    for (lang, source) in [(Lang::Text, doc), (Lang::C, c)] {
+        let mut m = Masker::new();
+        let masked = m.mask_source(lang, source);
+        assert!(!has_word(&masked, "2fa_vault_acme"), "{lang:?}: {masked}");
+        assert_eq!(m.unmask(&masked), source, "{lang:?}");
+    }
+    let mut m = Masker::new();
+    let masked = m.mask_source(Lang::Text, doc);
+    for kept in ["30", "0x1f_ff", "1_000"] {
+        assert!(has_word(&masked, kept), "`{kept}` was masked: {masked}");
+    }
+}
