@@ -435,19 +435,13 @@ impl Masker {
 
     /// A repository path with each segment masked: a segment shaped like an identifier
     /// (a module name) gets the identifier's placeholder, so `import ledger` and
-    /// `ledger.py` agree; an extension of up to five letters or digits is kept.
+    /// `ledger.py` agree; an extension gaffer knows (a language's, a text or a binary
+    /// kind) is kept, any other is part of the name (`vault.acme` could name a customer).
     pub fn mask_path(&mut self, path: &str) -> String {
         path.split('/')
             .map(|segment| {
                 let (stem, ext) = match segment.rsplit_once('.') {
-                    Some((s, e))
-                        if !s.is_empty()
-                            && !e.is_empty()
-                            && e.len() <= 5
-                            && e.chars().all(|c| c.is_ascii_alphanumeric()) =>
-                    {
-                        (s, Some(e))
-                    }
+                    Some((s, e)) if !s.is_empty() && known_extension(e) => (s, Some(e)),
                     _ => (segment, None),
                 };
                 let masked = if stem.is_empty() {
@@ -667,6 +661,13 @@ fn is_number(word: &str) -> bool {
         Some("0o" | "0O" | "0b" | "0B") => digits(&word[2..], u8::is_ascii_digit),
         _ => word.starts_with(|c: char| c.is_ascii_digit()) && digits(word, u8::is_ascii_digit),
     }
+}
+
+/// Whether `ext` (a path's last extension) is one gaffer knows, so keeping it says nothing
+/// about the project.
+fn known_extension(ext: &str) -> bool {
+    let path = Path::new("x").with_extension(ext);
+    Lang::detect(&path).is_none_or(|lang| lang.is_code() || Lang::known_text_ext(&path))
 }
 
 /// `12-30`: the line span a skeleton line ends with.

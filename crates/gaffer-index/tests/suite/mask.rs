@@ -353,3 +353,13 @@ fn a_word_that_starts_with_a_digit_is_kept_only_when_it_is_a_number() {
         assert!(has_word(&masked, kept), "`{kept}` was masked: {masked}");
     }
 }
+
+#[test]
+fn a_path_keeps_only_an_extension_gaffer_knows() {
+    let mut m = Masker::new();
+    let path = m.mask_path("keys/vault.acme");
+    assert_eq!(path, "id1/file1");
+    assert_eq!(m.mask_path("src/main.rs"), "id2/id3.rs");
+    assert_eq!(m.mask_path("docs/notes.md"), "id4/id5.md");
+    assert_eq!(m.unmask(&path), "keys/vault.acme");
+}
