@@ -338,7 +338,7 @@ struct Scan {
 /// parsing only files whose content is new. Unreadable, binary, huge files and broken symlinks
 /// are skipped with a reason; a file tree-sitter cannot fully parse keeps what could be read.
 pub fn build_index(root: &Path, cache: &dyn IndexCache, opts: &IndexOptions) -> Result<Index> {
-    let scan = scan(root, cache, opts, true, &mut Prior::new())?;
+    let scan = scan(root, cache, opts, true, &Prior::new())?;
     Ok(Index::from_scan(scan))
 }
 
@@ -376,12 +376,12 @@ impl Index {
             .iter()
             .map(|f| (f.path.clone(), f.hash))
             .collect();
-        let mut prior: Prior = std::mem::take(&mut self.files)
+        let prior: Prior = std::mem::take(&mut self.files)
             .into_iter()
             .map(|f| ((f.hash, f.lang), f.facts))
             .collect();
         let root = self.root.clone();
-        let scan = scan(&root, cache, opts, true, &mut prior)?;
+        let scan = scan(&root, cache, opts, true, &prior)?;
         *self = Index::from_scan(scan);
         self.report.changed = self
             .files
@@ -400,7 +400,7 @@ pub fn update_index(
     cache: &dyn IndexCache,
     opts: &IndexOptions,
 ) -> Result<IndexSummary> {
-    let scan = scan(root, cache, opts, false, &mut Prior::new())?;
+    let scan = scan(root, cache, opts, false, &Prior::new())?;
     let mut summary = IndexSummary {
         root: scan.root,
         files: scan.entries.len(),
@@ -428,7 +428,7 @@ fn scan(
     cache: &dyn IndexCache,
     opts: &IndexOptions,
     load_unchanged: bool,
-    prior: &mut Prior,
+    prior: &Prior,
 ) -> Result<Scan> {
     let started = Instant::now();
     let meta = std::fs::metadata(root).map_err(|source| Error::Repo {
@@ -511,7 +511,9 @@ fn scan(
         .collect();
     let mut facts: Vec<Option<Arc<FileFacts>>> = vec![None; kept.len()];
     for &k in &wanted {
-        facts[k] = prior.remove(&(kept[k].1, walked[kept[k].0].lang));
+        // Shared, not taken: every path with this content (empty `__init__.py`s, copies)
+        // gets these facts, none goes to the cache for them.
+        facts[k] = prior.get(&(kept[k].1, walked[kept[k].0].lang)).cloned();
     }
     let wanted: Vec<usize> = wanted.into_iter().filter(|&k| facts[k].is_none()).collect();
     let wanted_keys: Vec<ContentKey> = wanted.iter().map(|&k| keys[k]).collect();

@@ -248,3 +248,23 @@ fn seeding_reads_facts_from_the_base_not_the_cache() {
     assert_eq!(seeded.index().report.parsed, 1);
     assert_eq!(seeded.index().report.changed, vec!["pkg/b.py".to_string()]);
 }
+
+#[test]
+fn files_with_the_same_content_all_take_their_facts_from_memory() {
+    // Empty `__init__.py`s and copied modules: one content, many paths. A refresh finds
+    // each path's facts in memory, not one in memory and the others in the cache.
+    let files = [
+        ("pkg/__init__.py", ""),
+        ("pkg/sub/__init__.py", ""),
+        ("pkg/a.py", &module(1) as &str),
+        ("pkg/copy_of_a.py", &module(1)),
+    ];
+    let base = Repo::new(&files);
+    let worktree = Repo::new(&files);
+    let base_index =
+        LiveIndex::build(base.path(), &MemoryCache::new(), &IndexOptions::default()).unwrap();
+    let cache = MemoryCache::new();
+    let seeded = LiveIndex::seeded(worktree.path(), &base_index, &cache).unwrap();
+    assert_eq!(seeded.index().report.parsed, 0);
+    assert_eq!(seeded.index().report.changed, Vec::<String>::new());
+}
