@@ -328,6 +328,25 @@ macro_rules! journal_backend {
         use sqlx::Row as _;
         use std::collections::HashMap;
 
+        /// Binds what delivering a notification changes, and its id, as `$1` to `$6` (id,
+        /// attempts, next_at, state, delivered_at, last_error): what enqueueing and
+        /// recording an attempt both write.
+        fn bind_delivery<'q>(
+            q: sqlx::query::Query<'q, $DB, <$DB as sqlx::Database>::Arguments<'q>>,
+            i: &'q NotifyItem,
+        ) -> sqlx::query::Query<'q, $DB, <$DB as sqlx::Database>::Arguments<'q>> {
+            q.bind(&i.id)
+                .bind(i.attempts)
+                .bind(i.next_at)
+                .bind(&i.state)
+                .bind(i.delivered_at)
+                .bind(&i.last_error)
+        }
+
+        /// The columns [`notify_item`] reads.
+        const NOTIFY_COLUMNS: &str =
+            "id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error";
+
         fn notify_item(r: &$Row) -> Result<NotifyItem> {
             Ok(NotifyItem {
                 id: r.try_get("id")?,
@@ -951,23 +970,18 @@ macro_rules! journal_backend {
                 let mut tx = $crate::shared::WriteTx::begin("notify_enqueue", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let mut added = 0;
                 for i in items {
-                    let done = sqlx::query(
+                    let insert = sqlx::query(
                         "INSERT INTO notify_outbox
-                           (id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error)
+                           (id, attempts, next_at, state, delivered_at, last_error, target, payload, created_at)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                          ON CONFLICT (id) DO NOTHING",
-                    )
-                    .bind(&i.id)
-                    .bind(&i.target)
-                    .bind(&i.payload)
-                    .bind(i.created_at)
-                    .bind(i.attempts)
-                    .bind(i.next_at)
-                    .bind(&i.state)
-                    .bind(i.delivered_at)
-                    .bind(&i.last_error)
-                    .execute(&mut *tx)
-                    .await?;
+                    );
+                    let done = bind_delivery(insert, i)
+                        .bind(&i.target)
+                        .bind(&i.payload)
+                        .bind(i.created_at)
+                        .execute(&mut *tx)
+                        .await?;
                     added += done.rows_affected() as usize;
                 }
                 if let Some(pos) = cursor {
@@ -1008,11 +1022,11 @@ macro_rules! journal_backend {
 
             /// See [`Journal::notify_due`].
             pub async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>> {
-                let rows = sqlx::query(
-                    "SELECT id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error
-                     FROM notify_outbox WHERE state = 'pending' AND next_at <= $1
-                     ORDER BY next_at, created_at, id LIMIT $2",
-                )
+                let sql = format!(
+                    "SELECT {NOTIFY_COLUMNS} FROM notify_outbox WHERE state = 'pending' AND next_at <= $1
+                     ORDER BY next_at, created_at, id LIMIT $2"
+                );
+                let rows = sqlx::query(&sql)
                 .bind(now)
                 .bind(limit)
                 .fetch_all(&self.pool)
@@ -1022,10 +1036,10 @@ macro_rules! journal_backend {
 
             /// See [`Journal::notify_outbox`].
             pub async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>> {
-                let rows = sqlx::query(
-                    "SELECT id, target, payload, created_at, attempts, next_at, state, delivered_at, last_error
-                     FROM notify_outbox ORDER BY created_at DESC, id DESC LIMIT $1",
-                )
+                let sql = format!(
+                    "SELECT {NOTIFY_COLUMNS} FROM notify_outbox ORDER BY created_at DESC, id DESC LIMIT $1"
+                );
+                let rows = sqlx::query(&sql)
                 .bind(limit)
                 .fetch_all(&self.pool)
                 .await?;
@@ -1035,18 +1049,11 @@ macro_rules! journal_backend {
             /// See [`Journal::notify_update`].
             pub async fn notify_update(&self, i: &NotifyItem) -> Result<()> {
                 let mut tx = $crate::shared::WriteTx::begin("notify_update", std::time::Instant::now(), begin_write(&self.pool)).await?;
-                sqlx::query(
+                let update = sqlx::query(
                     "UPDATE notify_outbox SET attempts = $2, next_at = $3, state = $4,
                        delivered_at = $5, last_error = $6 WHERE id = $1",
-                )
-                .bind(&i.id)
-                .bind(i.attempts)
-                .bind(i.next_at)
-                .bind(&i.state)
-                .bind(i.delivered_at)
-                .bind(&i.last_error)
-                .execute(&mut *tx)
-                .await?;
+                );
+                bind_delivery(update, i).execute(&mut *tx).await?;
                 tx.commit().await?;
                 Ok(())
             }
