@@ -273,6 +273,12 @@ impl Engine {
                 limit.as_secs()
             ))
         };
+        // A member reads what the arbiter reads: the project's privacy is checked for
+        // its agent as for every other turn, and a refused member never starts.
+        let privacy = self.agent_privacy(&project.name, Role::Panelist, &member.agent);
+        if let Some(refusal) = privacy.refusal {
+            return Err(NoAnswer::Failed(refusal));
+        }
         let effort = self.roles_of(&project.name).arbiter.effort.clone();
         let backend = self
             .agents

@@ -20,12 +20,22 @@ fn member(spec: &str) -> PanelMember {
 /// A world whose arbiter has a panel of `members`, and whose reviewer blocks, so the
 /// arbiter is called once after the owner's work.
 async fn world(members: &[&str], timeout_secs: u64) -> World {
+    world_with(members, timeout_secs, |_| {}).await
+}
+
+/// [`world`], with `tune` applied to its settings.
+async fn world_with(
+    members: &[&str],
+    timeout_secs: u64,
+    tune: impl FnOnce(&mut gaffer_engine::Settings),
+) -> World {
     let panel = Panel {
         members: members.iter().map(|m| member(m)).collect(),
         timeout_secs,
     };
     let w = World::build("grep -q '^## Installation' README.md", move |s| {
         s.roles.panel = Some(panel);
+        tune(s);
     })
     .await;
     w.script(
@@ -453,5 +463,52 @@ async fn a_panel_member_asking_to_write_is_refused_even_with_yes() {
         !w.effects().iter().any(|l| l.contains("write PWNED.md")),
         "{:?}",
         w.effects()
+    );
+}
+
+/// A `local-only` project: a member whose model is in the cloud (Codex without
+/// `OPENAI_BASE_URL`) is never started (it would read the change), and is recorded
+/// as failed with why; the ruling goes on with the others.
+#[tokio::test]
+async fn a_cloud_member_of_a_local_only_project_is_refused_before_it_starts() {
+    // The roles' Claude Code talks to a model on loopback; Codex to its own provider.
+    std::env::set_var("ANTHROPIC_BASE_URL", "http://127.0.0.1:9");
+    std::env::remove_var("OPENAI_BASE_URL");
+    let w = world_with(&["claude", "codex"], 30, |s| {
+        s.privacy
+            .modes
+            .insert("demo".into(), gaffer_config::Privacy::LocalOnly);
+    })
+    .await;
+    w.script(
+        "panelist.claude",
+        vec![opinion("proceed", "it is fine", 10, (10, 1), 0.0)],
+    );
+    w.script(
+        "panelist.codex",
+        vec![opinion("proceed", "I read your source", 10, (10, 1), 0.0)],
+    );
+    w.script("arbiter", vec![ruling("1. claude recommends proceed")]);
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    // Recorded as they come: the refused member first.
+    let said = opinions(&events(&w, &id).await);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(
+        (said[1].0.as_str(), said[1].1.as_deref()),
+        ("claude", Some("proceed"))
+    );
+    assert_eq!((said[0].0.as_str(), &said[0].1), ("codex", &None));
+    assert!(
+        said[0].2.as_deref().unwrap().contains("local-only"),
+        "{said:?}"
+    );
+    assert!(
+        !w.view(&id)
+            .await
+            .sessions
+            .iter()
+            .any(|s| s.agent == "codex"),
+        "the cloud member was started"
     );
 }
