@@ -680,7 +680,7 @@ fn activity(event: &AgentEvent) -> Option<Value> {
 /// The record of one finished turn (how it ended, how long it took, on which
 /// model) that `/metrics` folds into its turn durations; no usage here, the
 /// step's receipt is where a turn's spend is counted.
-fn turn_ended(
+pub(crate) fn turn_ended(
     session_id: &SessionId,
     model: Option<&str>,
     result: &gaffer_agents::TurnResult,

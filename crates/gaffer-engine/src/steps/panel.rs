@@ -20,7 +20,7 @@ use crate::gate::Gate;
 use crate::{prompts, Engine};
 use gaffer_agents::{AgentEvent, AgentSession, Mode, TurnStatus, Usage};
 use gaffer_config::{Panel, PanelMember};
-use gaffer_core::{Event, ProjectState, Role, Step, StreamId, TaskState};
+use gaffer_core::{Event, ProjectState, Role, SessionId, Step, StreamId, TaskState};
 use gaffer_forge::Worktree;
 use gaffer_protocol::contracts::Opinion;
 use serde::{Deserialize, Serialize};
@@ -315,7 +315,7 @@ impl Engine {
             }
         };
         let answer = tokio::select! {
-            a = tokio::time::timeout_at(deadline, opinion_turns(session.as_mut(), prompt, usage)) => a.unwrap_or_else(|_| Err(late())),
+            a = tokio::time::timeout_at(deadline, self.opinion_turns(task, step, &session_id, member, session.as_mut(), prompt, usage)) => a.unwrap_or_else(|_| Err(late())),
             () = cancel.cancelled() => Err(NoAnswer::Stop(Failure::Cancelled)),
         };
         let _ = session.shutdown().await;
@@ -329,61 +329,84 @@ impl Engine {
             .map_err(|e| NoAnswer::Stop(e.into()))?;
         answer
     }
+
+    /// The member's turn, and its retry when the answer is not an opinion, each
+    /// recorded as ended like every turn. No person's messages: a member is
+    /// consulted, not steered.
+    #[allow(clippy::too_many_arguments)]
+    async fn opinion_turns(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        session_id: &SessionId,
+        member: &PanelMember,
+        session: &mut dyn AgentSession,
+        prompt: &str,
+        usage: &mut Usage,
+    ) -> Result<String, NoAnswer> {
+        let err = NoAnswer::Failed;
+        let mut prompt = prompt.to_owned();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let started = std::time::Instant::now();
+            session
+                .send_turn(&prompt)
+                .await
+                .map_err(|e| err(format!("agent turn: {e}")))?;
+            let result = loop {
+                match session.next_event().await {
+                    None => {
+                        return Err(err(
+                            "the agent ended the session before finishing its turn".into()
+                        ))
+                    }
+                    Some(Err(e)) => return Err(err(format!("agent: {e}"))),
+                    Some(Ok(AgentEvent::TurnCompleted { result })) => break result,
+                    Some(Ok(_)) => {}
+                }
+            };
+            let ended = crate::turn::turn_ended(
+                session_id,
+                member.model.as_deref(),
+                &result,
+                started.elapsed(),
+            );
+            self.append(
+                &task.id,
+                vec![Event::AgentActivity {
+                    step_id: step.id.clone(),
+                    activity: ended,
+                }],
+            )
+            .await
+            .map_err(|e| NoAnswer::Stop(e.into()))?;
+            *usage += result.usage;
+            if result.status != TurnStatus::Completed {
+                return Err(err(format!(
+                    "the agent's turn ended {:?}: {}",
+                    result.status,
+                    result
+                        .reason
+                        .clone()
+                        .unwrap_or_else(|| prompts::head(&result.text, 500))
+                )));
+            }
+            match Opinion::parse(&result.text) {
+                Err(e) if tries < 2 => {
+                    prompt = prompts::fill(prompts::RETRY, &[("error", &e.to_string())]);
+                }
+                // The caller reads it again (redacted) and records why it is not one.
+                _ => return Ok(result.text),
+            }
+        }
+    }
 }
 
 /// Why a member gave no answer: recorded as its failure, or what stops the step.
 enum NoAnswer {
     Failed(String),
     Stop(Failure),
-}
-
-/// The member's turn, and its retry when the answer is not an opinion. No person's
-/// messages: a member is consulted, not steered.
-async fn opinion_turns(
-    session: &mut dyn AgentSession,
-    prompt: &str,
-    usage: &mut Usage,
-) -> Result<String, NoAnswer> {
-    let err = NoAnswer::Failed;
-    let mut prompt = prompt.to_owned();
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        session
-            .send_turn(&prompt)
-            .await
-            .map_err(|e| err(format!("agent turn: {e}")))?;
-        let result = loop {
-            match session.next_event().await {
-                None => {
-                    return Err(err(
-                        "the agent ended the session before finishing its turn".into()
-                    ))
-                }
-                Some(Err(e)) => return Err(err(format!("agent: {e}"))),
-                Some(Ok(AgentEvent::TurnCompleted { result })) => break result,
-                Some(Ok(_)) => {}
-            }
-        };
-        *usage += result.usage;
-        if result.status != TurnStatus::Completed {
-            return Err(err(format!(
-                "the agent's turn ended {:?}: {}",
-                result.status,
-                result
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| prompts::head(&result.text, 500))
-            )));
-        }
-        match Opinion::parse(&result.text) {
-            Err(e) if tries < 2 => {
-                prompt = prompts::fill(prompts::RETRY, &[("error", &e.to_string())]);
-            }
-            // The caller reads it again (redacted) and records why it is not one.
-            _ => return Ok(result.text),
-        }
-    }
 }
 
 /// The opinions as the arbiter reads them.

@@ -512,3 +512,42 @@ async fn a_cloud_member_of_a_local_only_project_is_refused_before_it_starts() {
         "the cloud member was started"
     );
 }
+
+/// Each member's turn is recorded as every other turn is (`turn_ended`, which
+/// `/metrics` folds into turn durations by role and agent), in the member's session.
+#[tokio::test]
+async fn a_members_turn_is_recorded_as_ended_like_every_turn() {
+    let w = world(&["claude"], 60).await;
+    w.script(
+        "panelist.claude",
+        vec![opinion("proceed", "read only", 10, (10, 1), 0.0)],
+    );
+    w.script(
+        "arbiter",
+        vec![ruling("1. claude recommends proceed: read only")],
+    );
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let member = w
+        .view(&id)
+        .await
+        .sessions
+        .into_iter()
+        .find(|s| s.role == "panelist")
+        .unwrap();
+    let ended: Vec<Value> = events(&w, &id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::AgentActivity { activity, .. }
+                if activity["type"] == "turn_ended"
+                    && activity["session_id"] == member.id.as_str() =>
+            {
+                Some(activity)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0]["status"], "completed");
+}
