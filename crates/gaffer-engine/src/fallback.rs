@@ -355,9 +355,13 @@ impl Engine {
             let chain = self.role_chain(&task, &project.name, role);
             let agent = pick(&chain, &task.switches, now_ms()).to_owned();
             let role_agent = self.role_agent(&task, &project.name, role, &agent);
-            let before = snapshot(wt);
+            let fallback = next(&chain, &agent, &task.switches, now_ms());
+            // What the worktree held, read only when another agent could take over
+            // (a switch asks whether the failed turn changed it): a role without a
+            // fallback does not hash the uncommitted files around every turn.
+            let before = fallback.map(|_| snapshot(wt));
             let mut watch = Watch {
-                max_retry_wait: next(&chain, &agent, &task.switches, now_ms()).map(|_| {
+                max_retry_wait: fallback.map(|_| {
                     std::time::Duration::from_secs(self.settings.fallback.retry_after_secs)
                 }),
                 ..Watch::default()
@@ -380,7 +384,9 @@ impl Engine {
                 }
                 return Err(failure);
             };
-            let effects = watch.effects || snapshot(wt) != before;
+            // No snapshot (an agent came back from its cool-down during the turn):
+            // counted as changed, so a person decides.
+            let effects = watch.effects || before.is_none_or(|b| snapshot(wt) != b);
             let until = cool_down_until(&outage, &self.settings.fallback, now);
             let switched = Event::AgentSwitched {
                 step_id: step.id.clone(),
