@@ -44,7 +44,7 @@ impl Engine {
         let project = self.project(task).await?;
         let dir = &self.settings.data_dir;
         let current = memory::read(dir, &project.name).unwrap_or_default();
-        if current.contains(text.trim()) {
+        if memory::holds(&current, &text) {
             return Ok(());
         }
         if current.len() + text.len() + 3 > memory::MEMORY_MAX_BYTES {
