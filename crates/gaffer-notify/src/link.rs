@@ -15,9 +15,7 @@
 //!   or one whose person changed, stop working. A new local secret voids all.
 
 use base64::Engine as _;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// How long a link lasts at most, whatever the approval's expiry (24 hours).
@@ -34,13 +32,7 @@ impl LinkKey {
     }
 
     fn mac(&self, claims: &str) -> String {
-        // HMAC takes keys of any length: this cannot fail.
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
-            return String::new();
-        };
-        mac.update(b"gaffer-link\n");
-        mac.update(claims.as_bytes());
-        hex::encode(mac.finalize().into_bytes())
+        crate::sign::hmac_hex(&self.0, &[b"gaffer-link\n", claims.as_bytes()])
     }
 }
 

@@ -15,12 +15,20 @@ pub const EVENT_HEADER: &str = "x-gaffer-event";
 
 /// `sha256=<hex>` over `<timestamp>.<body>`.
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let timestamp = timestamp.to_string();
+    let mac = hmac_hex(secret.as_bytes(), &[timestamp.as_bytes(), b".", body]);
+    format!("sha256={mac}")
+}
+
+/// Hex HMAC-SHA256 with `key` over `parts`, one after another (the webhook
+/// signature and the one-tap links' MAC).
+pub(crate) fn hmac_hex(key: &[u8], parts: &[&[u8]]) -> String {
     // HMAC takes keys of any length: this cannot fail.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
         return String::new();
     };
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    for p in parts {
+        mac.update(p);
+    }
+    hex::encode(mac.finalize().into_bytes())
 }
