@@ -760,17 +760,18 @@ impl Adapter {
 
     /// The task whose thread `channel` is, if it is one of gaffer's threads.
     async fn task_of_thread(&self, channel: &str) -> Option<String> {
-        let threads = match self.app().journal().discord_messages().await {
-            Ok(all) => all,
+        match self
+            .app()
+            .journal()
+            .discord_message_in(kind::THREAD, channel)
+            .await
+        {
+            Ok(thread) => thread.map(|t| t.gaffer_id),
             Err(e) => {
                 tracing::warn!(error = %e, "Discord adapter: cannot read the recorded threads");
-                return None;
+                None
             }
-        };
-        threads
-            .into_iter()
-            .find(|t| t.kind == kind::THREAD && t.channel_id == channel)
-            .map(|t| t.gaffer_id)
+        }
     }
 
     /// A reply in task `task`'s thread: an approver's is sent to the task's agent

@@ -268,6 +268,14 @@ pub trait Journal: Send + Sync {
     /// The Discord message recorded for `(kind, gaffer_id)`, if any.
     async fn discord_message(&self, kind: &str, gaffer_id: &str) -> Result<Option<DiscordMessage>>;
 
+    /// The Discord message of `kind` recorded in channel `channel_id` (for a
+    /// `thread`: the task whose thread that channel is), if any.
+    async fn discord_message_in(
+        &self,
+        kind: &str,
+        channel_id: &str,
+    ) -> Result<Option<DiscordMessage>>;
+
     /// Record a Discord message for `(m.kind, m.gaffer_id)`, replacing what was
     /// recorded for that key.
     async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()>;

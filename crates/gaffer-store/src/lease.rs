@@ -284,6 +284,13 @@ impl Journal for FencedJournal {
     ) -> Result<Option<crate::DiscordMessage>> {
         self.inner.discord_message(kind, gaffer_id).await
     }
+    async fn discord_message_in(
+        &self,
+        kind: &str,
+        channel_id: &str,
+    ) -> Result<Option<crate::DiscordMessage>> {
+        self.inner.discord_message_in(kind, channel_id).await
+    }
     async fn discord_message_put(&self, m: &crate::DiscordMessage) -> Result<()> {
         self.inner.discord_message_put(m).await
     }

@@ -922,6 +922,29 @@ macro_rules! journal_backend {
                 }))
             }
 
+            /// See [`Journal::discord_message_in`].
+            pub async fn discord_message_in(
+                &self,
+                kind: &str,
+                channel_id: &str,
+            ) -> Result<Option<DiscordMessage>> {
+                let row: Option<(String, String, String)> = sqlx::query_as(
+                    "SELECT gaffer_id, message_id, rendered FROM discord_messages
+                     WHERE kind = $1 AND channel_id = $2 ORDER BY gaffer_id LIMIT 1",
+                )
+                .bind(kind)
+                .bind(channel_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|(gaffer_id, message_id, rendered)| DiscordMessage {
+                    kind: kind.to_owned(),
+                    gaffer_id,
+                    channel_id: channel_id.to_owned(),
+                    message_id,
+                    rendered,
+                }))
+            }
+
             /// See [`Journal::discord_messages`].
             pub async fn discord_messages(&self) -> Result<Vec<DiscordMessage>> {
                 let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
@@ -1666,6 +1689,14 @@ macro_rules! journal_backend {
                 gaffer_id: &str,
             ) -> Result<Option<DiscordMessage>> {
                 <$J>::discord_message(self, kind, gaffer_id).await
+            }
+
+            async fn discord_message_in(
+                &self,
+                kind: &str,
+                channel_id: &str,
+            ) -> Result<Option<DiscordMessage>> {
+                <$J>::discord_message_in(self, kind, channel_id).await
             }
 
             async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {

@@ -436,6 +436,14 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.discord_message(kind, gaffer_id).await
     }
+    async fn discord_message_in(
+        &self,
+        kind: &str,
+        channel_id: &str,
+    ) -> Result<Option<DiscordMessage>> {
+        self.alive().await;
+        self.inner.discord_message_in(kind, channel_id).await
+    }
     async fn discord_message_put(&self, m: &DiscordMessage) -> Result<()> {
         self.alive().await;
         self.inner.discord_message_put(m).await

@@ -31,6 +31,20 @@ async fn discord_ids_are_kept_per_kind_and_record_and_survive_a_reopen(b: Backen
         Some(msg("thread", "t-1", "900", ""))
     );
     assert_eq!(again.discord_message("thread", "t-2").await.unwrap(), None);
+    // Found by where it is: a thread's task from the thread's channel id.
+    let mut other = msg("thread", "t-3", "950", "");
+    other.channel_id = "950".into();
+    again.discord_message_put(&other).await.unwrap();
+    assert_eq!(
+        again.discord_message_in("thread", "950").await.unwrap(),
+        Some(other)
+    );
+    assert_eq!(
+        again.discord_message_in("thread", "100").await.unwrap().map(|m| m.gaffer_id),
+        Some("t-1".into())
+    );
+    assert_eq!(again.discord_message_in("thread", "901").await.unwrap(), None);
+    assert_eq!(again.discord_message_in("note", "950").await.unwrap(), None);
     // Not part of the journal: verify and rebuild leave the ids alone.
     assert_eq!(again.verify().await.unwrap().broken, None);
     again.rebuild().await.unwrap();
