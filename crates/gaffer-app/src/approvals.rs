@@ -230,6 +230,18 @@ impl App {
                 .iter()
                 .find(|a| a.step_id == req.step_id.as_str() && a.attempt == i64::from(req.attempt))
             {
+                // One key is one question: the same kind asked again (after a crash)
+                // finds its answer; another kind never takes it, so no count of
+                // rule-approved requests reaches a question only a person answers.
+                if existing.kind != req.kind.as_str() {
+                    return Err(AppError::conflict(
+                        "approval_key_taken",
+                        format!(
+                            "step `{}` of task `{}` already asked a {} question with key {}; a {} question cannot take its answer",
+                            req.step_id, req.task_id, existing.kind, req.attempt, req.kind.as_str()
+                        ),
+                    ));
+                }
                 self.remember(existing);
                 return Ok(self.wire(existing).await);
             }
