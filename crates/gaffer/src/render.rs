@@ -215,7 +215,9 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
                 out.push(format!("project  {}", one_line(project, 80)));
             }
             if let Some(text) = str_at(d, "/memory") {
-                out.extend(labeled("remember ", text, 20));
+                // Whole: it goes into every later prompt, so a person sees all of
+                // it (a proposal is at most 2 KiB).
+                out.extend(labeled("remember ", text, usize::MAX));
             }
         }
         "stall" => {
@@ -692,6 +694,18 @@ mod tests {
         );
         assert_eq!(choices(&budget).unwrap().2, None);
         assert_eq!(choices(&plan_approval(json!({}))), None);
+    }
+
+    #[test]
+    fn a_memory_proposal_is_shown_whole_so_nothing_hides_below_a_cut() {
+        let text: String = (1..=30).map(|i| format!("note {i}\n")).collect();
+        let mut memory = plan_approval(json!({ "memory": text, "project": "demo" }));
+        memory.kind = "memory".into();
+        let body = approval_body(&memory, None);
+        assert_eq!(body[0], "project  demo");
+        assert_eq!(body[1], "remember note 1");
+        assert_eq!(body.last().unwrap(), "         note 30");
+        assert_eq!(body.len(), 31, "{body:#?}");
     }
 
     #[test]
