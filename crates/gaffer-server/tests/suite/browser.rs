@@ -14,23 +14,28 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const PHONE: (u32, u32) = (390, 844);
-const LAPTOP: (u32, u32) = (1280, 800);
+pub(super) const PHONE: (u32, u32) = (390, 844);
+pub(super) const LAPTOP: (u32, u32) = (1280, 800);
 const AXE: &str = include_str!("../fixtures/axe.min.js");
 
-fn artifact(name: &str) -> PathBuf {
+pub(super) fn artifact(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/artifacts")
         .join(name)
 }
 
-fn driver() -> Option<Driver> {
+pub(super) fn driver() -> Option<Driver> {
     Driver::start().unwrap()
 }
 
 /// A browser logged in with its own login link (a link works once), as a person
 /// opening the link `gaffer serve` printed.
-async fn logged_in(driver: &Driver, h: &Harness, profile: &str, (w, hgt): (u32, u32)) -> Browser {
+pub(super) async fn logged_in(
+    driver: &Driver,
+    h: &Harness,
+    profile: &str,
+    (w, hgt): (u32, u32),
+) -> Browser {
     let b = driver.browser(profile, w, hgt).await.unwrap();
     b.goto(&h.login_link()).await.unwrap();
     b.wait_for(
@@ -60,7 +65,7 @@ async fn metric(h: &Harness, method: &str, route: &str) -> u64 {
 }
 
 /// Nothing on the page is wider than the screen.
-async fn assert_no_horizontal_scroll(b: &Browser, what: &str) {
+pub(super) async fn assert_no_horizontal_scroll(b: &Browser, what: &str) {
     let widths = b
         .eval("[document.documentElement.scrollWidth, window.innerWidth, [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('pre, .board')).slice(0, 5).map(e => e.tagName + '.' + e.className)]")
         .await

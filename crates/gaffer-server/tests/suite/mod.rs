@@ -1,5 +1,6 @@
 mod api;
 mod browser;
+mod browser_switch;
 mod control;
 mod limits;
 mod metrics;
