@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::mergeable::Mergeability;
 use crate::rest::labelled;
 use crate::secret::Secret;
 
@@ -168,6 +169,10 @@ pub struct PullRequest {
     /// Whether it was merged (then `state` is `closed`).
     #[serde(default)]
     pub merged: bool,
+    /// Whether it merges into its base as it stands: read by [`Forge::pull_request`]
+    /// only (forges leave it out of lists); `Unknown` elsewhere.
+    #[serde(default)]
+    pub mergeable: Mergeability,
     /// Problems after the PR was created (labels that could not be set): the PR exists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

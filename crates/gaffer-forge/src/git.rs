@@ -92,6 +92,29 @@ pub enum ForgeError {
         /// The repository.
         repo: PathBuf,
     },
+    /// A push with `--force-with-lease` was refused: the remote branch is not at the
+    /// commit gaffer last pushed there, so someone else pushed to it; nothing was
+    /// overwritten.
+    #[error("the remote `{remote}` has `{branch}` at {}, not at {expected} where gaffer last pushed it: someone else pushed to the branch, and gaffer will not overwrite their work; look at their commits, then retry or give up", found.as_deref().unwrap_or("nothing (the branch was deleted)"))]
+    LeaseRefused {
+        /// The remote (credentials removed).
+        remote: String,
+        /// The branch.
+        branch: String,
+        /// The commit gaffer last pushed.
+        expected: String,
+        /// What the remote branch points at now.
+        found: Option<String>,
+    },
+    /// Files still hold conflict markers (or git still lists them as unmerged) after
+    /// whoever resolved the conflict said they were done.
+    #[error("the conflict is not resolved in {path}: {} still hold{} conflict markers or unmerged changes; resolve them (no `<<<<<<<`/`>>>>>>>` lines left) and try again", files.join(", "), if files.len() == 1 { "s" } else { "" })]
+    Unresolved {
+        /// The worktree.
+        path: PathBuf,
+        /// The files.
+        files: Vec<String>,
+    },
     /// The remote could not be reached.
     #[error("cannot reach the remote `{remote}`: {detail}; check the URL, the network and that the repository exists")]
     RemoteUnreachable {
@@ -501,7 +524,7 @@ pub struct Worktree {
 }
 
 impl Worktree {
-    fn git(&self, args: &[&str]) -> Result<String> {
+    pub(crate) fn git(&self, args: &[&str]) -> Result<String> {
         git(
             At::Worktree {
                 git_dir: &self.git_dir,
@@ -509,6 +532,25 @@ impl Worktree {
             },
             args,
         )
+    }
+
+    /// Run a git command that makes commits: with gaffer's own name when the user's
+    /// configuration gives none, so a machine without a git identity still commits.
+    pub(crate) fn git_as_committer(&self, args: &[&str]) -> Result<String> {
+        let has_identity = self
+            .git(&["config", "user.email"])
+            .is_ok_and(|e| !e.is_empty());
+        let mut full: Vec<&str> = Vec::new();
+        if !has_identity {
+            full.extend([
+                "-c",
+                "user.name=gaffer",
+                "-c",
+                "user.email=gaffer@localhost",
+            ]);
+        }
+        full.extend(args);
+        self.git(&full)
     }
 
     /// The commit checked out now.
@@ -614,22 +656,7 @@ impl Worktree {
             });
         }
         let full = format!("{}\n\nGaffer-Step: {key}\n", message.trim());
-        let mut args = vec!["commit", "--allow-empty", "--no-verify", "-q", "-m", &full];
-        let identity = [
-            "-c",
-            "user.name=gaffer",
-            "-c",
-            "user.email=gaffer@localhost",
-        ];
-        let has_identity = self
-            .git(&["config", "user.email"])
-            .is_ok_and(|e| !e.is_empty());
-        let mut full_args: Vec<&str> = Vec::new();
-        if !has_identity {
-            full_args.extend(identity);
-        }
-        full_args.append(&mut args);
-        self.git(&full_args)?;
+        self.git_as_committer(&["commit", "--allow-empty", "--no-verify", "-q", "-m", &full])?;
         let sha = self.head()?;
         let tip = self.git(&[
             "rev-parse",

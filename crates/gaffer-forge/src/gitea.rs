@@ -9,6 +9,7 @@ use crate::api::{
     Issue, NewPullRequest, PullRequest,
 };
 use crate::http::{enc, Http};
+use crate::mergeable::Mergeability;
 use crate::rest::{comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, pr_from};
 
 /// A Gitea or Forgejo repository.
@@ -200,6 +201,8 @@ impl Forge for Gitea {
         let path = format!("{}/pulls/{number}", self.repo_path());
         let what = format!("the pull request {}/{}#{number}", self.owner, self.repo);
         let reply = self.http.send(Method::GET, &path, None, &what).await?;
-        pr_from(&self.http, &reply.body)
+        let mut pr = pr_from(&self.http, &reply.body)?;
+        pr.mergeable = Mergeability::from_gitea(&reply.body);
+        Ok(pr)
     }
 }

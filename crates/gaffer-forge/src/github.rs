@@ -9,6 +9,7 @@ use crate::api::{
     Issue, NewPullRequest, PullRequest,
 };
 use crate::http::{enc, tail, Http};
+use crate::mergeable::Mergeability;
 use crate::rest::{comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, pr_from};
 
 /// A GitHub repository.
@@ -260,6 +261,8 @@ impl Forge for GitHub {
         let path = format!("{}/pulls/{number}", self.repo_path());
         let what = format!("the pull request {}/{}#{number}", self.owner, self.repo);
         let reply = self.http.send(Method::GET, &path, None, &what).await?;
-        pr_from(&self.http, &reply.body)
+        let mut pr = pr_from(&self.http, &reply.body)?;
+        pr.mergeable = Mergeability::from_github(&reply.body);
+        Ok(pr)
     }
 }

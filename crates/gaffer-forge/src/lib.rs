@@ -9,6 +9,11 @@
 //!   line by line ([`Addition`]), for the secret scan.
 //! - [`Forge`]: pull requests, CI status and issues on Gitea/Forgejo ([`Gitea`]) and
 //!   GitHub ([`GitHub`]); [`wait_for_ci`] polls with backoff and a time limit.
+//! - Keeping a pull request mergeable: [`Mergeability`] as the forge reports it;
+//!   [`Repo::fetch_base`], [`Worktree::update_onto`] (rebase or merge, by
+//!   [`ConflictStrategy`]), [`Worktree::continue_update`] after conflicts were
+//!   resolved (checked for markers, not trusted), and [`Repo::push_with_lease`] for a
+//!   rewritten branch (never a plain force).
 //! - [`Vikunja`]: the task tracker.
 //!
 //! Tokens are [`Secret`]s: they never appear in errors or `Debug` output.
@@ -20,9 +25,11 @@ mod git;
 mod gitea;
 mod github;
 mod http;
+mod mergeable;
 mod push;
 mod rest;
 mod secret;
+mod sync;
 mod vikunja;
 
 pub use additions::{Addition, Source};
@@ -34,6 +41,8 @@ pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};
 pub use gitea::Gitea;
 pub use github::GitHub;
+pub use mergeable::{ConflictStrategy, Mergeability};
 pub use push::{token_from_git_credentials, GitAuth, PushOutcome};
 pub use secret::{redact, Secret};
+pub use sync::{Conflict, UpdateOutcome};
 pub use vikunja::{TrackerTask, Vikunja};

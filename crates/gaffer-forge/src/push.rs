@@ -37,7 +37,7 @@ pub struct PushOutcome {
 const HELPER: &str = "!f() { test \"$1\" = get || exit 0; echo \"username=${GAFFER_GIT_USERNAME:-x-access-token}\"; echo \"password=${GAFFER_GIT_TOKEN}\"; }; f";
 
 impl Repo {
-    fn git_remote(&self, auth: &GitAuth, args: &[&str]) -> Result<std::process::Output> {
+    pub(crate) fn git_remote(&self, auth: &GitAuth, args: &[&str]) -> Result<std::process::Output> {
         let mut cmd = crate::git::command();
         cmd.arg("-C").arg(self.root());
         if let Some(token) = &auth.token {
@@ -178,7 +178,7 @@ impl Repo {
     }
 }
 
-fn classify(
+pub(crate) fn classify(
     repo: &Repo,
     remote: &str,
     branch: &str,

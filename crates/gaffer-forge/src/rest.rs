@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::api::{ApiError, Comment, Forge, Issue, IssueRef, PullRequest};
 use crate::http::{enc, Http};
+use crate::mergeable::Mergeability;
 
 /// Read a PR object (Gitea and GitHub share the shape we use).
 pub(crate) fn pr_from(http: &Http, v: &Value) -> Result<PullRequest, ApiError> {
@@ -22,6 +23,7 @@ pub(crate) fn pr_from(http: &Http, v: &Value) -> Result<PullRequest, ApiError> {
         base: s("/base/ref").unwrap_or_default(),
         merged: v.get("merged").and_then(Value::as_bool).unwrap_or(false)
             || v.get("merged_at").is_some_and(|m| !m.is_null()),
+        mergeable: Mergeability::Unknown,
         warnings: Vec::new(),
     })
 }

@@ -1,3 +1,5 @@
 mod forge_api;
+mod mergeable;
 mod push;
+mod sync;
 mod worktree;

@@ -20,6 +20,11 @@
 //! * [`BareRemote`]: `git init --bare`, optionally with a `pre-receive` hook that
 //!   refuses pushes to protected branches.
 //!
+//! An open pull request's `mergeable` (and GitHub's `mergeable_state`) is computed
+//! from the attached remote, as the forges do: `git merge-tree --write-tree` of the
+//! base and the head branch, so moving the base in a test makes a PR conflict (see
+//! [`FakeForge::require_up_to_date`], [`FakeForge::compute_mergeability_later`]).
+//!
 //! Tests read what a fake saw with [`FakeForge::prs`], [`FakeForge::comments`],
 //! [`FakeForge::requests`], [`FakeVikunja::tasks`].
 
@@ -34,6 +39,7 @@ use axum::http::Uri;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+mod mergeable;
 mod remote;
 mod routes;
 mod vikunja;
@@ -141,6 +147,7 @@ struct ForgeState {
     cut_next_create: Mutex<bool>,
     refuse_prs: Mutex<Option<(u16, String)>>,
     ci_for_every_commit: Mutex<Option<String>>,
+    mergeability: Mutex<mergeable::Settings>,
 }
 
 /// A fake Gitea or GitHub for one repository. Dropping it stops it.
@@ -203,6 +210,7 @@ impl FakeForge {
             cut_next_create: Mutex::new(false),
             refuse_prs: Mutex::new(None),
             ci_for_every_commit: Mutex::new(None),
+            mergeability: Mutex::default(),
         });
         let router = Router::new().fallback(handle).with_state(state.clone());
         let (addr, task) = serve(router).await?;

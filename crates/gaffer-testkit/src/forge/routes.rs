@@ -72,7 +72,7 @@ fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
         Flavor::Gitea => "pulls",
         Flavor::GitHub => "pull",
     };
-    json!({
+    let mut v = json!({
         "id": pr.number + 5000,
         "number": pr.number,
         "title": pr.title,
@@ -86,7 +86,11 @@ fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
         "head": {"ref": pr.head, "sha": sha, "label": format!("{}:{}", st.owner, pr.head), "repo": {"full_name": full}},
         "base": {"ref": pr.base, "label": format!("{}:{}", st.owner, pr.base), "repo": {"full_name": full}},
         "user": {"login": "gaffer"},
-    })
+    });
+    if let Value::Object(map) = &mut v {
+        map.extend(super::mergeable::fields(st, pr));
+    }
+    v
 }
 
 fn issue_json(st: &ForgeState, i: &FakeIssue) -> Value {
