@@ -303,6 +303,22 @@ pub struct Issue {
     pub url: String,
     /// `open` or `closed`.
     pub state: String,
+    /// Its label names.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// The logins of the users it is assigned to.
+    #[serde(default)]
+    pub assignees: Vec<String>,
+}
+
+/// Which open issues [`Forge::open_issues`] lists: those carrying `label`, and those
+/// assigned to `assignee` (either, when both are given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IssueFilter {
+    /// A label name.
+    pub label: Option<String>,
+    /// A user's login.
+    pub assignee: Option<String>,
 }
 
 /// A comment that was posted.
@@ -430,7 +446,7 @@ impl ApiError {
 
 /// A forge: pull requests, CI, issues.
 ///
-/// Intents: `find_open_pr`, `ci_status`, `failing_log`, `issue` are read-only;
+/// Intents: `find_open_pr`, `ci_status`, `failing_log`, `issue`, `open_issues` are read-only;
 /// `create_pr` and `comment_on_issue` are non-idempotent (look before, reconcile after a
 /// crash: `find_open_pr(head)` for a PR).
 #[async_trait]
@@ -462,6 +478,10 @@ pub trait Forge: Send + Sync {
     /// Read an issue: a URL (`https://host/owner/repo/issues/7`), `owner/repo#7`,
     /// `#7` or `7` (the configured repository).
     async fn issue(&self, reference: &str) -> Result<Issue, ApiError>;
+
+    /// The open issues (never pull requests) of the repository that `filter` selects,
+    /// by number, each once (read-only). An empty filter selects none.
+    async fn open_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>, ApiError>;
 
     /// Comment on an issue (same references as [`Forge::issue`]). Non-idempotent.
     async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError>;

@@ -6,11 +6,13 @@ use serde_json::{json, Value};
 
 use crate::api::{
     ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind,
-    Issue, NewPullRequest, PullRequest,
+    Issue, IssueFilter, NewPullRequest, PullRequest,
 };
 use crate::http::{enc, Http};
 use crate::mergeable::Mergeability;
-use crate::rest::{comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, pr_from};
+use crate::rest::{
+    comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, list_open_issues, pr_from,
+};
 
 /// A Gitea or Forgejo repository.
 #[derive(Debug, Clone)]
@@ -175,6 +177,18 @@ impl Forge for Gitea {
 
     async fn issue(&self, reference: &str) -> Result<Issue, ApiError> {
         get_issue(&self.http, &self.owner, &self.repo, reference).await
+    }
+
+    async fn open_issues(&self, filter: &IssueFilter) -> Result<Vec<Issue>, ApiError> {
+        // `type=issues` leaves pull requests out; `assigned_by` is Gitea's assignee filter.
+        let mut queries = Vec::new();
+        if let Some(label) = &filter.label {
+            queries.push(format!("state=open&type=issues&labels={}", enc(label)));
+        }
+        if let Some(user) = &filter.assignee {
+            queries.push(format!("state=open&type=issues&assigned_by={}", enc(user)));
+        }
+        list_open_issues(&self.http, &self.owner, &self.repo, &queries, "limit").await
     }
 
     async fn comment_on_issue(&self, reference: &str, text: &str) -> Result<Comment, ApiError> {

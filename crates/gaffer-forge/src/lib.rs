@@ -14,6 +14,7 @@
 //!   [`ConflictStrategy`]), [`Worktree::continue_update`] after conflicts were
 //!   resolved (checked for markers, not trusted), and [`Repo::push_with_lease`] for a
 //!   rewritten branch (never a plain force).
+//! - [`hooks`]: webhook deliveries from the forges: their signatures and events.
 //! - [`Vikunja`]: the task tracker.
 //!
 //! Tokens are [`Secret`]s: they never appear in errors or `Debug` output.
@@ -24,6 +25,7 @@ mod ci;
 mod git;
 mod gitea;
 mod github;
+pub mod hooks;
 mod http;
 mod mergeable;
 mod push;
@@ -35,7 +37,7 @@ mod vikunja;
 pub use additions::{Addition, Source};
 pub use api::{
     connect, ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig,
-    ForgeKind, Issue, IssueRef, NewPullRequest, PullRequest, RemoteRepo,
+    ForgeKind, Issue, IssueFilter, IssueRef, NewPullRequest, PullRequest, RemoteRepo,
 };
 pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};

@@ -145,7 +145,67 @@ pub(crate) fn issue_from(http: &Http, r: &IssueRef, v: &Value) -> Result<Issue, 
         body: s("body"),
         url: s("html_url"),
         state: s("state"),
+        labels: names(v, "labels", "name"),
+        assignees: names(v, "assignees", "login"),
     })
+}
+
+/// The `key` of each object in the list `v[list]` (label names, assignee logins).
+pub(crate) fn names(v: &Value, list: &str, key: &str) -> Vec<String> {
+    v.get(list)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i.get(key).and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The open issues `filter` selects, each once, by number (read-only). `queries` are
+/// the forge's query strings for a label and for an assignee (without paging);
+/// `page_size` its page-size parameter. Pull requests (GitHub lists them as issues,
+/// with a `pull_request` key) are left out.
+pub(crate) async fn list_open_issues(
+    http: &Http,
+    owner: &str,
+    repo: &str,
+    queries: &[String],
+    page_size: &str,
+) -> Result<Vec<Issue>, ApiError> {
+    const SIZE: usize = 50;
+    let base = format!("/repos/{}/{}/issues", enc(owner), enc(repo));
+    let what = format!("the issues of {owner}/{repo}");
+    let mut found: std::collections::BTreeMap<u64, Issue> = Default::default();
+    for query in queries {
+        for page in 1..=40 {
+            let url = format!("{base}?{query}&page={page}&{page_size}={SIZE}");
+            let reply = http.send(Method::GET, &url, None, &what).await?;
+            let items = reply
+                .body
+                .as_array()
+                .ok_or_else(|| http.decode("the issue list is not a list"))?;
+            for v in items {
+                if v.get("pull_request").is_some_and(|p| !p.is_null()) {
+                    continue;
+                }
+                let Some(number) = v.get("number").and_then(Value::as_u64) else {
+                    return Err(http.decode("an issue without a number"));
+                };
+                let r = IssueRef {
+                    owner: owner.to_owned(),
+                    repo: repo.to_owned(),
+                    number,
+                };
+                found.insert(number, issue_from(http, &r, v)?);
+            }
+            if items.len() < SIZE {
+                break;
+            }
+        }
+    }
+    Ok(found.into_values().collect())
 }
 
 /// Read a comment object.

@@ -1,4 +1,5 @@
 mod forge_api;
+mod intake;
 mod mergeable;
 mod push;
 mod sync;

@@ -15,6 +15,11 @@
 //!   `Retry-After` / `X-RateLimit-*`. A create's answer can be made to hang
 //!   ([`FakeForge::hang_next_pr_create`]) or be cut off
 //!   ([`FakeForge::cut_next_pr_create_answer`]) after the PR was made.
+//! * Issue intake: the open-issue list (`GET /repos/{o}/{r}/issues` with `state`,
+//!   `labels`, Gitea's `type`/`assigned_by`, GitHub's `assignee`; GitHub lists pull
+//!   requests too, with a `pull_request` key), labels and assignees set by tests
+//!   ([`FakeForge::label_issue`], …), and the webhook deliveries the forge would send
+//!   for them ([`FakeForge::issue_hook`], signed by [`HookDelivery::signed`]).
 //! * [`FakeVikunja`]: `PUT /api/v1/projects/{id}/tasks`, `GET|POST /api/v1/tasks/{id}`,
 //!   `GET /api/v1/tasks?s=…` (search).
 //! * [`BareRemote`]: `git init --bare`, optionally with a `pre-receive` hook that
@@ -39,11 +44,13 @@ use axum::http::Uri;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+mod issues;
 mod mergeable;
 mod remote;
 mod routes;
 mod vikunja;
 
+pub use issues::HookDelivery;
 pub use remote::BareRemote;
 use routes::handle;
 pub use vikunja::{FakeTask, FakeVikunja};
@@ -98,6 +105,8 @@ struct FakeIssue {
     title: String,
     body: String,
     state: String,
+    labels: Vec<String>,
+    assignees: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -255,6 +264,8 @@ impl FakeForge {
             title: title.into(),
             body: body.into(),
             state: "open".into(),
+            labels: Vec::new(),
+            assignees: Vec::new(),
         });
         number
     }

@@ -57,7 +57,7 @@ fn authorized(st: &ForgeState, headers: &HeaderMap) -> bool {
     matches!(scheme.to_ascii_lowercase().as_str(), "token" | "bearer") && token == st.token
 }
 
-fn html_base(st: &ForgeState) -> String {
+pub(super) fn html_base(st: &ForgeState) -> String {
     format!("http://{}/{}/{}", addr(st), st.owner, st.repo)
 }
 
@@ -93,7 +93,7 @@ fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
     v
 }
 
-fn issue_json(st: &ForgeState, i: &FakeIssue) -> Value {
+pub(super) fn issue_json(st: &ForgeState, i: &FakeIssue) -> Value {
     json!({
         "id": i.number + 9000,
         "number": i.number,
@@ -102,7 +102,9 @@ fn issue_json(st: &ForgeState, i: &FakeIssue) -> Value {
         "state": i.state,
         "html_url": format!("{}/issues/{}", html_base(st), i.number),
         "user": {"login": "someone"},
-        "labels": [],
+        "labels": i.labels.iter().map(|l| json!({"id": 1, "name": l, "color": "e11d21"})).collect::<Vec<_>>(),
+        "assignees": i.assignees.iter().map(|a| json!({"login": a})).collect::<Vec<_>>(),
+        "assignee": i.assignees.first().map(|a| json!({"login": a})).unwrap_or(Value::Null),
     })
 }
 
@@ -211,6 +213,7 @@ async fn route(
                 None => err(st, 404, "Not Found"),
             }
         }
+        (Method::GET, ["issues"]) => super::issues::list(st, &q),
         (Method::GET, ["issues", n]) => {
             let n: u64 = n.parse().unwrap_or_default();
             let issue = st
