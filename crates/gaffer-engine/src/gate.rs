@@ -4,7 +4,7 @@
 use crate::error::EngineError;
 use crate::failure::Failure;
 use crate::pipeline::StepKind;
-use crate::{prompts, Engine};
+use crate::{keys, prompts, Engine};
 use gaffer_agents::{ApprovalGate, PermissionDecision, PermissionRequest};
 use gaffer_app::{ApprovalRequest, Subject};
 use gaffer_core::{ApprovalKind, Intent, Step, TaskState};
@@ -49,6 +49,8 @@ pub(crate) struct Gate {
     engine: Engine,
     task: TaskState,
     step: Step,
+    /// Panel member index (from 0), or `None` for the step's own session.
+    member: Option<usize>,
     asked: AtomicU32,
 }
 
@@ -57,29 +59,43 @@ impl Gate {
     /// earlier session of the attempt asked (an agent that was out, see `fallback`):
     /// never the same key, so no earlier answer counts for another request.
     pub(crate) fn new(engine: Engine, task: TaskState, step: Step) -> Self {
-        let first = step.attempt * 1000;
+        Self::asking(engine, task, step, None)
+    }
+
+    /// The gate of panel member `index` (from 0) in one attempt of the arbiter
+    /// `step`: members ask in parallel, each in its own key range
+    /// ([`keys::member_tool`]), apart from the arbiter's own.
+    pub(crate) fn for_member(engine: Engine, task: TaskState, step: Step, index: usize) -> Self {
+        Self::asking(engine, task, step, Some(index))
+    }
+
+    fn asking(engine: Engine, task: TaskState, step: Step, member: Option<usize>) -> Self {
+        let who = member.map(|m| m as u32);
         let asked = task
             .approvals
             .values()
-            .filter(|a| a.step_id == step.id && a.attempt > first && a.attempt < first + 500)
-            .map(|a| a.attempt - first)
+            .filter(|a| a.step_id == step.id)
+            .filter_map(|a| keys::tool_request_of(step.attempt, a.attempt))
+            .filter(|(m, _)| *m == who)
+            .map(|(_, n)| n)
             .max()
             .unwrap_or(0);
         Self {
             engine,
             task,
             step,
+            member,
             asked: AtomicU32::new(asked),
         }
     }
 
-    /// The gate of panel member `index` (from 0) in one attempt of the arbiter
-    /// `step`: members ask in parallel with their own keys, `attempt × 1000 +
-    /// 100 × (index + 1) + n`, above the arbiter's own (n < 100 each).
-    pub(crate) fn for_member(engine: Engine, task: TaskState, step: Step, index: usize) -> Self {
-        let gate = Self::new(engine, task, step);
-        gate.asked.store(100 * (index as u32 + 1), Ordering::SeqCst);
-        gate
+    /// The key of the next request, or `None` past this session's range.
+    fn next_key(&self) -> Option<u32> {
+        let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.member {
+            None => keys::tool(self.step.attempt, n),
+            Some(m) => keys::member_tool(self.step.attempt, m, n),
+        }
     }
 }
 
@@ -105,9 +121,14 @@ impl ApprovalGate for Gate {
                 return PermissionDecision::deny(why);
             }
         }
-        // One approval per request of this step attempt; attempts never share keys.
-        let n = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
-        let attempt = self.step.attempt * 1000 + n;
+        // One approval per request of this step attempt, each with its own key.
+        let Some(attempt) = self.next_key() else {
+            tracing::warn!(step = %self.step.id, tool = %request.tool_name, "past the approvals one attempt may ask");
+            return PermissionDecision::deny(format!(
+                "refused: this step has already asked for {} approvals; gaffer asks no more in one attempt. Finish with what you have, or stop.",
+                if self.member.is_some() { keys::MEMBER_TOOL_REQUESTS } else { keys::TOOL_REQUESTS }
+            ));
+        };
         // The backend read the command line and the paths out of the agent's own request.
         let command = request.command.clone();
         let paths = request.paths.clone();

@@ -26,6 +26,7 @@ mod error;
 mod failure;
 mod fallback;
 mod gate;
+mod keys;
 mod live;
 mod memory;
 pub mod pipeline;
