@@ -469,6 +469,10 @@ pub struct ForgeSettings {
     /// Wait for CI on the pushed commit (false: a repository without CI; the task is
     /// done once the pull request is open).
     pub wait_for_ci: bool,
+    /// How the task branch takes in a base that moved under its pull request:
+    /// `rebase` (the default: replayed on the new base, pushed with
+    /// `--force-with-lease`) or `merge` (the base merged in, a plain push).
+    pub conflict_strategy: String,
 }
 
 /// One project's task tracker: `[projects.<name>.tracker]` (Vikunja).
@@ -721,6 +725,7 @@ struct RawForge {
     ci_timeout_secs: Option<u64>,
     ci_fix_attempts: Option<u32>,
     wait_for_ci: Option<bool>,
+    conflict_strategy: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1423,6 +1428,23 @@ fn resolve_forge(
             "must be at least 1",
         ));
     }
+    let (strategy, from) = overlay(
+        sources,
+        &project_env_var(project, "FORGE_CONFLICT_STRATEGY"),
+        raw.conflict_strategy,
+        origin,
+    );
+    let conflict_strategy = match strategy.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+        None => "rebase".to_owned(),
+        Some(s) if s == "rebase" || s == "merge" => s,
+        Some(other) => {
+            return Err(invalid(
+                &from,
+                &field("conflict_strategy"),
+                format!("is `{other}`; use \"rebase\" (replay the branch on the moved base, push with --force-with-lease) or \"merge\" (merge the base in, plain push)"),
+            ))
+        }
+    };
     Ok(ForgeSettings {
         kind: kind.into(),
         base_url,
@@ -1438,6 +1460,7 @@ fn resolve_forge(
         ci_timeout_secs,
         ci_fix_attempts: raw.ci_fix_attempts.unwrap_or(2),
         wait_for_ci: raw.wait_for_ci.unwrap_or(true),
+        conflict_strategy,
     })
 }
 

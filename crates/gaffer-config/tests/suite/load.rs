@@ -228,6 +228,7 @@ kind = "github"
             ci_timeout_secs: 3600,
             ci_fix_attempts: 2,
             wait_for_ci: true,
+            conflict_strategy: "rebase".into(),
         }
     );
     // GitHub's API URL is the default base; no token_env means git credentials.
@@ -273,6 +274,11 @@ fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
             "[projects.a.forge]\nkind = \"github\"\nci_timeout_secs = 0\n",
             "projects.a.forge.ci_timeout_secs",
             "at least 1",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"github\"\nconflict_strategy = \"squash\"\n",
+            "projects.a.forge.conflict_strategy",
+            "\"rebase\"",
         ),
         (
             "[projects.a.tracker]\nkind = \"vikunja\"\nbase_url = \"https://t\"\ntoken_env = \"T\"\n",
@@ -1158,4 +1164,30 @@ fn a_bad_fallback_chain_names_the_entry() {
         assert!(shown.contains(field), "{shown}");
         assert!(shown.contains(says), "{shown}");
     }
+}
+
+#[test]
+fn conflict_strategy_defaults_to_rebase_and_the_environment_overrides_it() {
+    let text = "[projects.a.forge]\nkind = \"github\"\n\n[projects.b.forge]\nkind = \"github\"\nconflict_strategy = \"Merge\"\n";
+    let c = load_text(text, &[]).unwrap();
+    assert_eq!(c.forges["a"].conflict_strategy, "rebase");
+    assert_eq!(c.forges["b"].conflict_strategy, "merge");
+    let c = load_text(
+        text,
+        &[("GAFFER_PROJECT_A_FORGE_CONFLICT_STRATEGY", "merge")],
+    )
+    .unwrap();
+    assert_eq!(c.forges["a"].conflict_strategy, "merge");
+    let err = load_text(
+        text,
+        &[("GAFFER_PROJECT_B_FORGE_CONFLICT_STRATEGY", "ours")],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("GAFFER_PROJECT_B_FORGE_CONFLICT_STRATEGY")
+            && err.contains("projects.b.forge.conflict_strategy")
+            && err.contains("`ours`"),
+        "{err}"
+    );
 }

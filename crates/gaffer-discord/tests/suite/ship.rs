@@ -41,6 +41,7 @@ fn shipping_engine(w: &World, fake: &FakeForge, remote: &BareRemote) -> gaffer_e
                     no_checks_after: None,
                 },
                 ci_fix_attempts: 1,
+                conflict_strategy: gaffer_forge::ConflictStrategy::Rebase,
                 wait_for_ci: true,
             },
         );

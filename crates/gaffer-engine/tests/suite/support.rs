@@ -291,6 +291,7 @@ pub fn shipping(
             no_checks_after: None,
         },
         ci_fix_attempts: 2,
+        conflict_strategy: gaffer_forge::ConflictStrategy::Rebase,
         wait_for_ci: true,
     }
 }

@@ -122,6 +122,8 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
                 },
                 ci_fix_attempts: f.ci_fix_attempts,
                 wait_for_ci: f.wait_for_ci,
+                // Validated when the config was read.
+                conflict_strategy: f.conflict_strategy.parse().unwrap_or_default(),
             },
         );
     }

@@ -1,5 +1,6 @@
 mod approvals_cli;
 mod cli;
+mod conflicts;
 mod contain;
 mod context;
 mod db;

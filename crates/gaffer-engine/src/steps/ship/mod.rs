@@ -19,8 +19,8 @@ use crate::{prompts, text, Engine};
 use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};
 use gaffer_core::{ApprovalKind, Intent, ProjectState, Step, TaskState};
 use gaffer_forge::{
-    connect, token_from_git_credentials, ApiError, CiWait, Forge, ForgeConfig, ForgeKind, GitAuth,
-    NewPullRequest, PullRequest, RemoteRepo, Repo, Secret,
+    connect, token_from_git_credentials, ApiError, CiWait, ConflictStrategy, Forge, ForgeConfig,
+    ForgeKind, GitAuth, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret,
 };
 use gaffer_protocol::receipts::{short_sha, PullRequestReceipt};
 use serde_json::{json, Value};
@@ -87,6 +87,8 @@ pub struct Shipping {
     pub ci_fix_attempts: u32,
     /// Wait for CI after the pull request (false: the repository has no CI).
     pub wait_for_ci: bool,
+    /// How the task branch takes in a base that moved under its pull request.
+    pub conflict_strategy: ConflictStrategy,
 }
 
 /// A project's Vikunja project (its `[projects.<name>.tracker]`).
