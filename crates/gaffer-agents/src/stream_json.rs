@@ -112,8 +112,8 @@ pub struct TurnEnd {
     pub result: Option<String>,
     /// Tokens (cache writes counted as input) and cost.
     pub usage: Usage,
-    /// The model API's refusal that ended the turn (`api_error_status`,
-    /// `api_error_type`), when there was one.
+    /// The model API's refusal that ended the turn (`api_error_status`, and
+    /// `api_error` or else `api_error_type`), when there was one.
     pub api_error: Option<crate::ProviderError>,
 }
 
@@ -189,7 +189,11 @@ pub fn parse_stream_line(line: &str) -> Result<StreamMessage, WireError> {
                     .and_then(Value::as_u64)
                     .map(|status| crate::ProviderError {
                         status: u16::try_from(status).ok(),
-                        kind: non_empty(v.get("api_error_type")),
+                        // Claude Code's own classification (`usage_limit_reached`
+                        // on a subscription's or gateway's unified limit) says more
+                        // than the API's error type (`rate_limit_error`).
+                        kind: non_empty(v.get("api_error"))
+                            .or_else(|| non_empty(v.get("api_error_type"))),
                         retry_after_secs: None,
                     }),
             })

@@ -155,10 +155,12 @@ pub(crate) fn classify(symptom: &Symptom, threshold_secs: u64, now: Timestamp) -
     }
 }
 
-/// A usage limit, by the agent's error kind or its words: Claude Code's "Claude AI
-/// usage limit reached|<epoch>" and "You've hit your limit · resets 3pm", its "5-hour
-/// limit reached" and "weekly limit"; Codex's `usageLimitExceeded` and "You've hit your
-/// usage limit" (with a typographic apostrophe).
+/// A usage limit, by the agent's error kind or its words: Claude Code's
+/// `usage_limit_reached`, its "Claude AI usage limit reached|<epoch>", "You've hit your
+/// limit · resets 3pm", "5-hour limit reached" and "You've hit your <limit>" (2.1.332
+/// names the limit: 5-hour, weekly, Opus, Sonnet, session, usage credit, monthly
+/// spend); Codex's `usageLimitExceeded` and "You've hit your usage limit" (with a
+/// typographic apostrophe).
 fn is_usage_limit(kind: &str, said: &str) -> bool {
     if matches!(kind, "usageLimitExceeded" | "usage_limit_reached") {
         return true;
@@ -169,6 +171,12 @@ fn is_usage_limit(kind: &str, said: &str) -> bool {
         "you've hit your limit",
         "you've hit your usage limit",
         "you've hit your weekly limit",
+        "you've hit your 5-hour limit",
+        "you've hit your opus limit",
+        "you've hit your sonnet limit",
+        "you've hit your session limit",
+        "you've hit your usage credit limit",
+        "you've hit your monthly spend limit",
         "5-hour limit reached",
         "weekly limit reached",
         "limit reached · resets",
@@ -530,6 +538,18 @@ mod tests {
             (failed("You've hit your limit · resets 1pm (Europe/Lisbon)", None), Some(Trigger::UsageLimit)),
             (failed("Claude AI usage limit reached|1750708800", None), Some(Trigger::UsageLimit)),
             (failed("5-hour limit reached ∙ resets 3pm", None), Some(Trigger::UsageLimit)),
+            // Claude Code 2.1.332 behind a Claude gateway, the API answering 429 with
+            // `anthropic-ratelimit-unified-status: rejected` and the claim `five_hour`
+            // (its `rate_limit_event` says `rejected`; the `result` carries
+            // `api_error: "usage_limit_reached"`). By its words alone too: "You've hit
+            // your {5-hour,weekly,Opus,Sonnet,session} limit".
+            (
+                failed("You've hit your 5-hour limit · resets 2:14pm (UTC)", api(Some(429), "usage_limit_reached")),
+                Some(Trigger::UsageLimit),
+            ),
+            (failed("You've hit your 5-hour limit · resets 2:14pm (UTC)", api(Some(429), "rate_limit_error")), Some(Trigger::UsageLimit)),
+            (failed("You've hit your Opus limit · resets Dec 9, 1pm (UTC)", None), Some(Trigger::UsageLimit)),
+            (failed("You've hit your session limit · resets 4pm", None), Some(Trigger::UsageLimit)),
             // Claude Code on a 429 with a long retry-after: it gives up at once.
             (
                 failed("API Error: Request rejected (429) · scripted error", api(Some(429), "rate_limit_error")),

@@ -195,6 +195,35 @@ impl CliHome {
     }
 }
 
+impl CliHome {
+    /// Claude Code logged in through a Claude gateway instead of with an API key: its
+    /// `ANTHROPIC_AUTH_TOKEN` is a token for the audience `claude-gateway` (unsigned:
+    /// Claude Code only reads its claims, the model server checks nothing). Claude Code
+    /// 2.1.332 reads a 429's `anthropic-ratelimit-unified-*` headers — and then says
+    /// "You've hit your 5-hour limit", emits a `rate_limit_event` and reports
+    /// `api_error: "usage_limit_reached"` — only for a claude.ai subscription login or
+    /// such a gateway (`extractQuotaStatusFromError` returns early unless
+    /// `isClaudeAISubscriber() || gateway`, the gateway being `ANTHROPIC_BASE_URL` not
+    /// api.anthropic.com and a token whose `aud` has `claude-gateway`); with an API key
+    /// it prints the bare "API Error: Request rejected (429)".
+    pub fn claude_gateway_login(mut self) -> Self {
+        use base64::Engine as _;
+        let part = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let token = format!(
+            "{}.{}.unsigned",
+            part(serde_json::json!({"alg": "none", "typ": "JWT"})),
+            part(
+                serde_json::json!({"aud": "claude-gateway", "sub": "tester", "exp": 4_102_444_800u64})
+            )
+        );
+        self.env.remove("ANTHROPIC_API_KEY");
+        self.env.insert("ANTHROPIC_AUTH_TOKEN".into(), token);
+        self
+    }
+}
+
 /// Codex's `config.toml`: the model server as the only provider, over the Responses API
 /// and plain HTTP, no retries (a scripted reply is used once), and no analytics,
 /// feedback, update check, plugin sync or app connectors.

@@ -213,6 +213,10 @@ pub struct LlmReply {
     /// `Retry-After` header (seconds) with `status`.
     #[serde(default)]
     pub retry_after: Option<u64>,
+    /// More response headers with `status` (scripted model server): the provider's own,
+    /// e.g. Anthropic's `anthropic-ratelimit-unified-*` on a usage limit.
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
     /// Assistant text.
     #[serde(default)]
     pub text: Option<String>,

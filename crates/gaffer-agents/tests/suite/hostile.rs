@@ -484,3 +484,19 @@ fn a_results_api_error_is_read() {
     };
     assert_eq!(end.api_error, None);
 }
+
+/// Claude Code 2.1.332's `result` when the API refused with the unified rate-limit
+/// headers (`anthropic-ratelimit-unified-status: rejected`, a subscription or Claude
+/// gateway login): its own classification `api_error: "usage_limit_reached"` is the
+/// kind, not the API's generic `rate_limit_error`, so a usage limit is told apart from a
+/// plain 429.
+#[test]
+fn a_results_usage_limit_classification_is_the_kind() {
+    let line = r#"{"type":"result","subtype":"success","is_error":true,"num_turns":1,"api_error_status":429,"api_error_type":"rate_limit_error","api_error":"usage_limit_reached","result":"You've hit your 5-hour limit · resets 2:14pm (UTC)","terminal_reason":"api_error","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#;
+    let StreamMessage::Result(end) = parse_stream_line(line).unwrap() else {
+        panic!("not a result");
+    };
+    let error = end.api_error.unwrap();
+    assert_eq!(error.status, Some(429));
+    assert_eq!(error.kind.as_deref(), Some("usage_limit_reached"));
+}

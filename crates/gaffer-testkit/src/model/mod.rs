@@ -18,10 +18,9 @@
 //! what reached the model (a steering message, a secret that must not).
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -29,6 +28,12 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use crate::scenario::{FakeUsage, LlmReply};
+
+mod wire;
+use wire::{
+    anthropic_events, anthropic_message, error, gemini_response, responses_events,
+    responses_object, sse, Reply,
+};
 
 /// Which wire protocol a request spoke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +117,49 @@ impl ModelScript {
 pub fn say(text: &str) -> LlmReply {
     LlmReply {
         text: Some(text.into()),
+        ..LlmReply::default()
+    }
+}
+
+/// Anthropic's answer when a plan's usage limit is used up: 429 with the unified
+/// rate-limit headers the API sends to a subscription or Claude gateway login
+/// (`anthropic-ratelimit-unified-status: rejected`, the limit that was hit as
+/// `…-representative-claim`, its window's own `…-5h-*` / `…-7d-*` readings, reset
+/// times in unix seconds) and `retry-after` until the reset. `claim` is `five_hour` or
+/// `seven_day`; `resets_at` unix seconds.
+pub fn usage_limit_reached(claim: &str, resets_at: u64, now: u64) -> LlmReply {
+    let window = if claim == "seven_day" { "7d" } else { "5h" };
+    let reset = resets_at.to_string();
+    let headers = [
+        ("anthropic-ratelimit-unified-status", "rejected"),
+        ("anthropic-ratelimit-unified-reset", &reset),
+        ("anthropic-ratelimit-unified-representative-claim", claim),
+        (
+            &format!("anthropic-ratelimit-unified-{window}-status"),
+            "rejected",
+        ),
+        (
+            &format!("anthropic-ratelimit-unified-{window}-reset"),
+            &reset,
+        ),
+        (
+            &format!("anthropic-ratelimit-unified-{window}-utilization"),
+            "1.0",
+        ),
+        ("anthropic-ratelimit-unified-fallback", "available"),
+        ("anthropic-ratelimit-unified-overage-status", "rejected"),
+        (
+            "anthropic-ratelimit-unified-overage-disabled-reason",
+            "org_level_disabled",
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    LlmReply {
+        status: Some(429),
+        retry_after: Some(resets_at.saturating_sub(now)),
+        headers,
         ..LlmReply::default()
     }
 }
@@ -405,6 +453,14 @@ async fn handle(
                 resp.headers_mut().insert("retry-after", v);
             }
         }
+        for (name, value) in &reply.headers {
+            if let (Ok(name), Ok(value)) = (
+                axum::http::HeaderName::from_bytes(name.as_bytes()),
+                axum::http::HeaderValue::from_str(value),
+            ) {
+                resp.headers_mut().insert(name, value);
+            }
+        }
         return resp;
     }
     let n = {
@@ -472,309 +528,7 @@ fn authorized(api: Api, headers: &HeaderMap, uri: &axum::http::Uri) -> Result<()
     }
 }
 
-fn error(api: Api, status: StatusCode, msg: &str) -> Response {
-    let body = match api {
-        Api::Anthropic | Api::CountTokens => {
-            let ty = match status.as_u16() {
-                401 => "authentication_error",
-                404 => "not_found_error",
-                429 => "rate_limit_error",
-                s if s >= 500 => "api_error",
-                _ => "invalid_request_error",
-            };
-            json!({"type": "error", "error": {"type": ty, "message": msg}})
-        }
-        Api::Responses | Api::Other => {
-            json!({"error": {"message": msg, "type": "invalid_request_error", "param": null, "code": null}})
-        }
-        Api::Gemini => json!({"error": {"code": status.as_u16(), "message": msg,
-            "status": if status == StatusCode::TOO_MANY_REQUESTS { "RESOURCE_EXHAUSTED" } else { "INVALID_ARGUMENT" }}}),
-    };
-    (status, axum::Json(body)).into_response()
-}
-
 /// About four bytes a token, at least one.
 fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64 / 4).max(1)
-}
-
-struct Reply {
-    n: u64,
-    model: String,
-    text: String,
-    calls: Vec<(String, Value)>,
-    usage: FakeUsage,
-}
-
-/// An SSE response: `event:` (when named) and `data:` lines, streamed event by event.
-fn sse(events: Vec<(Option<&'static str>, Value)>) -> Response {
-    let chunks: Vec<Result<Bytes, Infallible>> = events
-        .into_iter()
-        .map(|(name, data)| {
-            let mut s = String::new();
-            if let Some(name) = name {
-                s.push_str(&format!("event: {name}\n"));
-            }
-            s.push_str(&format!("data: {data}\n\n"));
-            Ok(Bytes::from(s))
-        })
-        .collect();
-    Response::builder()
-        .status(StatusCode::OK)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .body(Body::from_stream(futures::stream::iter(chunks)))
-        .unwrap()
-}
-
-/// Text in a few pieces, so clients assemble deltas as they must.
-fn pieces(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let size = (chars.len() / 3).max(1);
-    chars.chunks(size).map(|c| c.iter().collect()).collect()
-}
-
-fn arguments_text(args: &Value) -> String {
-    match args {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-// ---- Anthropic Messages ----
-
-fn anthropic_usage(u: &FakeUsage) -> Value {
-    json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-           "cache_read_input_tokens": u.cached_input_tokens, "cache_creation_input_tokens": 0})
-}
-
-fn anthropic_blocks(r: &Reply) -> Vec<Value> {
-    let mut blocks = Vec::new();
-    if !r.text.is_empty() {
-        blocks.push(json!({"type": "text", "text": r.text}));
-    }
-    for (i, (name, args)) in r.calls.iter().enumerate() {
-        blocks.push(json!({"type": "tool_use", "id": format!("toolu_{:02}{:022}", i, r.n), "name": name, "input": args}));
-    }
-    blocks
-}
-
-fn anthropic_stop(r: &Reply) -> &'static str {
-    if r.calls.is_empty() {
-        "end_turn"
-    } else {
-        "tool_use"
-    }
-}
-
-fn anthropic_message(r: &Reply) -> Value {
-    json!({
-        "id": format!("msg_{:024}", r.n), "type": "message", "role": "assistant", "model": r.model,
-        "content": anthropic_blocks(r), "stop_reason": anthropic_stop(r), "stop_sequence": null,
-        "usage": anthropic_usage(&r.usage),
-    })
-}
-
-fn anthropic_events(r: &Reply) -> Vec<(Option<&'static str>, Value)> {
-    let mut start_usage = anthropic_usage(&r.usage);
-    start_usage["output_tokens"] = json!(1);
-    let mut ev = vec![
-        (
-            Some("message_start"),
-            json!({"type": "message_start", "message": {
-                "id": format!("msg_{:024}", r.n), "type": "message", "role": "assistant", "model": r.model,
-                "content": [], "stop_reason": null, "stop_sequence": null, "usage": start_usage}}),
-        ),
-        (Some("ping"), json!({"type": "ping"})),
-    ];
-    for (index, block) in anthropic_blocks(r).into_iter().enumerate() {
-        let empty = match block["type"].as_str() {
-            Some("text") => json!({"type": "text", "text": ""}),
-            _ => json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
-        };
-        ev.push((
-            Some("content_block_start"),
-            json!({"type": "content_block_start", "index": index, "content_block": empty}),
-        ));
-        let deltas = match block["type"].as_str() {
-            Some("text") => pieces(block["text"].as_str().unwrap_or(""))
-                .into_iter()
-                .map(|t| json!({"type": "text_delta", "text": t}))
-                .collect::<Vec<_>>(),
-            _ => pieces(&block["input"].to_string())
-                .into_iter()
-                .map(|t| json!({"type": "input_json_delta", "partial_json": t}))
-                .collect(),
-        };
-        for delta in deltas {
-            ev.push((
-                Some("content_block_delta"),
-                json!({"type": "content_block_delta", "index": index, "delta": delta}),
-            ));
-        }
-        ev.push((
-            Some("content_block_stop"),
-            json!({"type": "content_block_stop", "index": index}),
-        ));
-    }
-    ev.push((
-        Some("message_delta"),
-        json!({"type": "message_delta", "delta": {"stop_reason": anthropic_stop(r), "stop_sequence": null},
-               "usage": {"output_tokens": r.usage.output_tokens}}),
-    ));
-    ev.push((Some("message_stop"), json!({"type": "message_stop"})));
-    ev
-}
-
-// ---- OpenAI Responses ----
-
-fn responses_items(r: &Reply) -> Vec<Value> {
-    let mut items = Vec::new();
-    if !r.text.is_empty() {
-        items.push(json!({"id": format!("msg_{:024}", r.n), "type": "message", "status": "completed",
-            "role": "assistant", "content": [{"type": "output_text", "text": r.text, "annotations": []}]}));
-    }
-    for (i, (name, args)) in r.calls.iter().enumerate() {
-        let call_id = format!("call_{:02}{:022}", i, r.n);
-        items.push(match args {
-            Value::String(input) => json!({"id": format!("ctc_{:02}{:022}", i, r.n), "type": "custom_tool_call",
-                "status": "completed", "call_id": call_id, "name": name, "input": input}),
-            _ => json!({"id": format!("fc_{:02}{:022}", i, r.n), "type": "function_call", "status": "completed",
-                "call_id": call_id, "name": name, "arguments": arguments_text(args)}),
-        });
-    }
-    items
-}
-
-fn responses_object(r: &Reply) -> Value {
-    json!({
-        "id": format!("resp_{:024}", r.n), "object": "response", "created_at": 1_700_000_000u64,
-        "status": "completed", "model": r.model, "output": responses_items(r),
-        "usage": {
-            "input_tokens": r.usage.input_tokens + r.usage.cached_input_tokens,
-            "input_tokens_details": {"cached_tokens": r.usage.cached_input_tokens},
-            "output_tokens": r.usage.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": r.usage.input_tokens + r.usage.cached_input_tokens + r.usage.output_tokens,
-        },
-    })
-}
-
-fn responses_events(r: &Reply) -> Vec<(Option<&'static str>, Value)> {
-    let mut seq = 0u64;
-    let mut ev = Vec::new();
-    let mut push = |name: &'static str, mut data: Value| {
-        data["type"] = json!(name);
-        data["sequence_number"] = json!(seq);
-        seq += 1;
-        ev.push((Some(name), data));
-    };
-    let mut created = responses_object(r);
-    created["status"] = json!("in_progress");
-    created["output"] = json!([]);
-    created["usage"] = Value::Null;
-    push("response.created", json!({"response": created.clone()}));
-    push("response.in_progress", json!({"response": created}));
-    for (index, item) in responses_items(r).into_iter().enumerate() {
-        let id = item["id"].clone();
-        let mut added = item.clone();
-        added["status"] = json!("in_progress");
-        match item["type"].as_str() {
-            Some("message") => {
-                added["content"] = json!([]);
-                push(
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": added}),
-                );
-                push(
-                    "response.content_part.added",
-                    json!({"item_id": id, "output_index": index,
-                    "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
-                );
-                for d in pieces(r.text.as_str()) {
-                    push(
-                        "response.output_text.delta",
-                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": d}),
-                    );
-                }
-                push(
-                    "response.output_text.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": r.text}),
-                );
-                push(
-                    "response.content_part.done",
-                    json!({"item_id": id, "output_index": index,
-                    "content_index": 0, "part": {"type": "output_text", "text": r.text, "annotations": []}}),
-                );
-            }
-            Some("function_call") => {
-                added["arguments"] = json!("");
-                push(
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": added}),
-                );
-                let args = item["arguments"].as_str().unwrap_or("").to_string();
-                for d in pieces(&args) {
-                    push(
-                        "response.function_call_arguments.delta",
-                        json!({"item_id": id, "output_index": index, "delta": d}),
-                    );
-                }
-                push(
-                    "response.function_call_arguments.done",
-                    json!({"item_id": id, "output_index": index, "arguments": args}),
-                );
-            }
-            _ => {
-                added["input"] = json!("");
-                push(
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": added}),
-                );
-                let input = item["input"].as_str().unwrap_or("").to_string();
-                for d in pieces(&input) {
-                    push(
-                        "response.custom_tool_call_input.delta",
-                        json!({"item_id": id, "output_index": index, "delta": d}),
-                    );
-                }
-                push(
-                    "response.custom_tool_call_input.done",
-                    json!({"item_id": id, "output_index": index, "input": input}),
-                );
-            }
-        }
-        push(
-            "response.output_item.done",
-            json!({"output_index": index, "item": item}),
-        );
-    }
-    push(
-        "response.completed",
-        json!({"response": responses_object(r)}),
-    );
-    ev
-}
-
-// ---- Gemini ----
-
-fn gemini_response(r: &Reply) -> Value {
-    let mut parts = Vec::new();
-    if !r.text.is_empty() {
-        parts.push(json!({"text": r.text}));
-    }
-    for (name, args) in &r.calls {
-        parts.push(json!({"functionCall": {"name": name, "args": args}}));
-    }
-    json!({
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {
-            "promptTokenCount": r.usage.input_tokens + r.usage.cached_input_tokens,
-            "cachedContentTokenCount": r.usage.cached_input_tokens,
-            "candidatesTokenCount": r.usage.output_tokens,
-            "totalTokenCount": r.usage.input_tokens + r.usage.cached_input_tokens + r.usage.output_tokens,
-        },
-        "modelVersion": r.model,
-        "responseId": format!("resp-{}", r.n),
-    })
 }
