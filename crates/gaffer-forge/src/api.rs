@@ -18,6 +18,9 @@ pub enum ForgeKind {
     /// GitHub or GitHub Enterprise (`Authorization: Bearer …`).
     #[serde(rename = "github")]
     GitHub,
+    /// GitLab, gitlab.com or self-hosted (`/api/v4`, `PRIVATE-TOKEN: …`).
+    #[serde(rename = "gitlab")]
+    GitLab,
 }
 
 impl ForgeKind {
@@ -26,6 +29,7 @@ impl ForgeKind {
         match self {
             ForgeKind::Gitea => "gitea",
             ForgeKind::GitHub => "github",
+            ForgeKind::GitLab => "gitlab",
         }
     }
 }
@@ -33,13 +37,14 @@ impl ForgeKind {
 impl std::str::FromStr for ForgeKind {
     type Err = ApiError;
 
-    /// `gitea`, `forgejo` (the same API) or `github`, any case.
+    /// `gitea`, `forgejo` (the same API), `github` or `gitlab`, any case.
     fn from_str(s: &str) -> Result<Self, ApiError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "gitea" | "forgejo" => Ok(ForgeKind::Gitea),
             "github" => Ok(ForgeKind::GitHub),
+            "gitlab" => Ok(ForgeKind::GitLab),
             other => Err(ApiError::BadInput(format!(
-                "unknown forge kind `{other}`; use \"gitea\" (also Forgejo) or \"github\""
+                "unknown forge kind `{other}`; use \"gitea\" (also Forgejo), \"github\" or \"gitlab\""
             ))),
         }
     }
@@ -92,8 +97,10 @@ pub struct ForgeConfig {
     pub kind: ForgeKind,
     /// Gitea: the instance URL (`https://git.example.com`; `/api/v1` is added).
     /// GitHub: the API URL (`https://api.github.com`, or `https://HOST/api/v3`).
+    /// GitLab: the instance URL (`https://gitlab.com`; `/api/v4` is added).
     pub base_url: String,
-    /// Repository owner (user or organisation).
+    /// Repository owner (user or organisation; on GitLab a group path with its
+    /// sub-groups, `group/sub`).
     pub owner: String,
     /// Repository name.
     pub repo: String,
@@ -228,7 +235,8 @@ pub struct CiCheck {
     pub description: String,
     /// Where to see it.
     pub target_url: Option<String>,
-    /// GitHub check-run id (equal to the Actions job id), when there is one.
+    /// GitHub check-run id (equal to the Actions job id), or GitLab job id, when
+    /// there is one.
     pub check_run_id: Option<u64>,
 }
 
@@ -284,6 +292,25 @@ pub struct FailingLog {
     pub is_log: bool,
     /// Where to see it.
     pub url: Option<String>,
+}
+
+impl FailingLog {
+    /// What a forge without a log for `check` can say: its state, description and link.
+    pub(crate) fn described(check: &CiCheck) -> Self {
+        let mut text = format!("{} reported {}", check.name, check.raw_state);
+        if !check.description.is_empty() {
+            text.push_str(&format!(": {}", check.description));
+        }
+        if let Some(u) = &check.target_url {
+            text.push_str(&format!("\nDetails: {u}"));
+        }
+        Self {
+            check: check.name.clone(),
+            text,
+            is_log: false,
+            url: check.target_url.clone(),
+        }
+    }
 }
 
 /// An issue.
@@ -527,6 +554,7 @@ pub fn connect(config: ForgeConfig) -> Result<Box<dyn Forge>, ApiError> {
     Ok(match config.kind {
         ForgeKind::Gitea => Box::new(crate::gitea::Gitea::new(config)?),
         ForgeKind::GitHub => Box::new(crate::github::GitHub::new(config)?),
+        ForgeKind::GitLab => Box::new(crate::gitlab::GitLab::new(config)?),
     })
 }
 

@@ -8,7 +8,7 @@ use crate::api::{
     ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind,
     Issue, IssueFilter, NewPullRequest, PullRequest,
 };
-use crate::http::{enc, Http};
+use crate::http::{enc, Auth, Http};
 use crate::mergeable::Mergeability;
 use crate::rest::{
     comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, list_open_issues, pr_from,
@@ -33,7 +33,7 @@ impl Gitea {
             http: Http::new(
                 api,
                 config.token,
-                "token",
+                Auth::Scheme("token"),
                 forge,
                 config.token_source,
                 config.request_timeout,
@@ -160,19 +160,7 @@ impl Forge for Gitea {
 
     async fn failing_log(&self, check: &CiCheck) -> Result<FailingLog, ApiError> {
         // Gitea's status API carries no log: give the description and where to look.
-        let mut text = format!("{} reported {}", check.name, check.raw_state);
-        if !check.description.is_empty() {
-            text.push_str(&format!(": {}", check.description));
-        }
-        if let Some(u) = &check.target_url {
-            text.push_str(&format!("\nDetails: {u}"));
-        }
-        Ok(FailingLog {
-            check: check.name.clone(),
-            text,
-            is_log: false,
-            url: check.target_url.clone(),
-        })
+        Ok(FailingLog::described(check))
     }
 
     async fn issue(&self, reference: &str) -> Result<Issue, ApiError> {

@@ -8,7 +8,7 @@ use crate::api::{
     ApiError, CiCheck, CiState, CiStatus, Comment, FailingLog, Forge, ForgeConfig, ForgeKind,
     Issue, IssueFilter, NewPullRequest, PullRequest,
 };
-use crate::http::{enc, tail, Http};
+use crate::http::{enc, tail, Auth, Http, LOG_TAIL};
 use crate::mergeable::Mergeability;
 use crate::rest::{
     comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, list_open_issues, pr_from,
@@ -22,9 +22,6 @@ pub struct GitHub {
     repo: String,
 }
 
-/// Logs are cut to their last 64 KiB (where the failure is).
-const LOG_TAIL: usize = 64 * 1024;
-
 impl GitHub {
     /// A client for `config.owner/config.repo`; `config.base_url` is the API URL
     /// (`https://api.github.com` or `https://HOST/api/v3`).
@@ -35,7 +32,7 @@ impl GitHub {
             http: Http::new(
                 api,
                 config.token,
-                "Bearer",
+                Auth::Scheme("Bearer"),
                 forge,
                 config.token_source,
                 config.request_timeout,
@@ -191,21 +188,7 @@ impl Forge for GitHub {
     }
 
     async fn failing_log(&self, check: &CiCheck) -> Result<FailingLog, ApiError> {
-        let fallback = || {
-            let mut text = format!("{} reported {}", check.name, check.raw_state);
-            if !check.description.is_empty() {
-                text.push_str(&format!(": {}", check.description));
-            }
-            if let Some(u) = &check.target_url {
-                text.push_str(&format!("\nDetails: {u}"));
-            }
-            FailingLog {
-                check: check.name.clone(),
-                text,
-                is_log: false,
-                url: check.target_url.clone(),
-            }
-        };
+        let fallback = || FailingLog::described(check);
         let Some(id) = check.check_run_id else {
             return Ok(fallback());
         };

@@ -12,6 +12,17 @@ use crate::secret::{redact, Secret};
 /// An HTTP response that was not an error.
 pub(crate) struct Reply {
     pub(crate) body: Value,
+    /// GitLab's `x-next-page`: the next page's number, when there is one.
+    pub(crate) next_page: Option<u32>,
+}
+
+/// How the token is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// `Authorization: <scheme> <token>` (`token` on Gitea, `Bearer` on GitHub).
+    Scheme(&'static str),
+    /// GitLab's `PRIVATE-TOKEN: <token>` header.
+    PrivateToken,
 }
 
 /// The shared HTTP client: auth header, error mapping, rate-limit waits, redaction.
@@ -21,7 +32,7 @@ pub(crate) struct Http {
     /// API root, no trailing slash.
     pub(crate) api: String,
     pub(crate) token: Secret,
-    pub(crate) auth_scheme: &'static str,
+    pub(crate) auth: Auth,
     pub(crate) forge: String,
     pub(crate) token_source: String,
     pub(crate) max_rate_limit_wait: Duration,
@@ -41,7 +52,7 @@ impl Http {
     pub(crate) fn new(
         api: String,
         token: Secret,
-        auth_scheme: &'static str,
+        auth: Auth,
         forge: String,
         token_source: String,
         timeout: Duration,
@@ -57,11 +68,22 @@ impl Http {
             client,
             api,
             token,
-            auth_scheme,
+            auth,
             forge,
             token_source,
             max_rate_limit_wait,
         })
+    }
+
+    /// The request with the token's header.
+    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.auth {
+            Auth::Scheme(scheme) => req.header(
+                reqwest::header::AUTHORIZATION,
+                format!("{scheme} {}", self.token.expose()),
+            ),
+            Auth::PrivateToken => req.header("PRIVATE-TOKEN", self.token.expose()),
+        }
     }
 
     fn clean(&self, text: &str) -> String {
@@ -89,12 +111,7 @@ impl Http {
             attempts += 1;
             let github = self.forge.starts_with("github");
             let mut req = self
-                .client
-                .request(method.clone(), &url)
-                .header(
-                    reqwest::header::AUTHORIZATION,
-                    format!("{} {}", self.auth_scheme, self.token.expose()),
-                )
+                .authorized(self.client.request(method.clone(), &url))
                 .header(
                     reqwest::header::ACCEPT,
                     if github {
@@ -119,7 +136,11 @@ impl Http {
                 } else {
                     serde_json::from_str(&text).unwrap_or(Value::String(text))
                 };
-                return Ok(Reply { body });
+                let next_page = headers
+                    .get("x-next-page")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok());
+                return Ok(Reply { body, next_page });
             }
             let err = self.error(status, &headers, &text, what);
             if let ApiError::RateLimited { retry_after, .. } = &err {
@@ -135,12 +156,7 @@ impl Http {
     /// GET returning raw text (logs), following redirects.
     pub(crate) async fn get_text(&self, url: &str, what: &str) -> Result<String, ApiError> {
         let resp = self
-            .client
-            .get(url)
-            .header(
-                reqwest::header::AUTHORIZATION,
-                format!("{} {}", self.auth_scheme, self.token.expose()),
-            )
+            .authorized(self.client.get(url))
             .send()
             .await
             .map_err(|e| self.unreachable(url, &e))?;
@@ -191,8 +207,9 @@ impl Http {
                 .and_then(|v| v.trim().parse::<u64>().ok())
         };
         let retry_after = header("retry-after");
-        let remaining = header("x-ratelimit-remaining");
-        let reset = header("x-ratelimit-reset");
+        // GitHub's `X-RateLimit-*`, GitLab's `RateLimit-*`.
+        let remaining = header("x-ratelimit-remaining").or_else(|| header("ratelimit-remaining"));
+        let reset = header("x-ratelimit-reset").or_else(|| header("ratelimit-reset"));
         let limited = status == StatusCode::TOO_MANY_REQUESTS
             || (status == StatusCode::FORBIDDEN && (retry_after.is_some() || remaining == Some(0)));
         if limited {
@@ -233,7 +250,9 @@ impl Http {
     }
 }
 
-/// The human part of an error body: `message`, plus GitHub's `errors[].message`.
+/// The human part of an error body: `message` (GitLab's may be a list, or an object
+/// of field → problems), GitHub's `errors[].message`, GitLab's `error` and
+/// `error_description`.
 fn message_of(text: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(text) else {
         let t = text.trim();
@@ -244,8 +263,25 @@ fn message_of(text: &str) -> String {
         };
     };
     let mut parts: Vec<String> = Vec::new();
-    if let Some(m) = v.get("message").and_then(Value::as_str) {
-        parts.push(m.to_owned());
+    match v.get("message") {
+        Some(Value::String(m)) => parts.push(m.to_owned()),
+        Some(Value::Array(list)) => parts.extend(list.iter().map(plain)),
+        // GitLab's validation errors: {"message": {"title": ["can't be blank"]}}.
+        Some(Value::Object(fields)) => {
+            for (field, problems) in fields {
+                let problems: Vec<String> = match problems {
+                    Value::Array(list) => list.iter().map(plain).collect(),
+                    other => vec![plain(other)],
+                };
+                parts.push(format!("{field} {}", problems.join(", ")));
+            }
+        }
+        _ => {}
+    }
+    for key in ["error", "error_description"] {
+        if let Some(m) = v.get(key).and_then(Value::as_str) {
+            parts.push(m.to_owned());
+        }
     }
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
         for e in errs {
@@ -268,6 +304,14 @@ fn message_of(text: &str) -> String {
         parts.join(": ")
     }
 }
+
+/// A JSON value as text: a string without its quotes.
+fn plain(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// How much of a CI log is kept: its last 64 KiB (where the failure is).
+pub(crate) const LOG_TAIL: usize = 64 * 1024;
 
 /// Keep the last `max` bytes of a log (on a char boundary).
 pub(crate) fn tail(text: &str, max: usize) -> String {

@@ -7,6 +7,8 @@
 //!   per step (a `Gaffer-Step:` trailer marks them, so a re-run after a crash finds
 //!   the commit instead of making a second one); what a commit or a push would add,
 //!   line by line ([`Addition`]), for the secret scan.
+//! - [`Forge`]: pull requests, CI status and issues on Gitea/Forgejo ([`Gitea`]),
+//!   GitHub ([`GitHub`]) and GitLab ([`GitLab`], merge requests and pipelines' jobs); [`wait_for_ci`] polls with backoff and a time limit.
 //! - [`Forge`]: pull requests, CI status and issues on Gitea/Forgejo ([`Gitea`]) and
 //!   GitHub ([`GitHub`]); [`wait_for_ci`] polls with backoff and a time limit.
 //! - Keeping a pull request mergeable: [`Mergeability`] as the forge reports it;
@@ -25,6 +27,7 @@ mod ci;
 mod git;
 mod gitea;
 mod github;
+mod gitlab;
 pub mod hooks;
 mod http;
 mod mergeable;
@@ -43,6 +46,7 @@ pub use ci::{wait_for_ci, CiWait};
 pub use git::{slug, CommitOutcome, ForgeError, Repo, Result, Worktree};
 pub use gitea::Gitea;
 pub use github::GitHub;
+pub use gitlab::GitLab;
 pub use mergeable::{ConflictStrategy, Mergeability};
 pub use push::{token_from_git_credentials, GitAuth, PushOutcome};
 pub use secret::{redact, Secret};

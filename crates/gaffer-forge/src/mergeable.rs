@@ -61,6 +61,33 @@ impl Mergeability {
         }
     }
 
+    /// Read a GitLab merge request object: `detailed_merge_status` (`mergeable`,
+    /// `conflict`, `need_rebase` when the project merges by fast-forward, `checking`
+    /// or `unchecked` while GitLab computes it, or what else holds it back: approvals,
+    /// CI, discussions, a draft), with `has_conflicts` and the older `merge_status` for
+    /// instances before 15.6. Only a conflict or `need_rebase` asks gaffer for work;
+    /// the rest waits for people or CI.
+    pub(crate) fn from_gitlab(mr: &Value) -> Self {
+        if mr.get("state").and_then(Value::as_str) != Some("opened") {
+            return Self::Unknown;
+        }
+        let s = |k: &str| mr.get(k).and_then(Value::as_str);
+        match s("detailed_merge_status") {
+            Some("conflict") => Self::Conflicted,
+            Some("need_rebase") => Self::Behind,
+            Some("unchecked" | "checking" | "preparing" | "approvals_syncing") => Self::Unknown,
+            Some(_) => Self::Clean,
+            None if mr.get("has_conflicts").and_then(Value::as_bool) == Some(true) => {
+                Self::Conflicted
+            }
+            None => match s("merge_status") {
+                Some("can_be_merged") => Self::Clean,
+                Some("cannot_be_merged") => Self::Conflicted,
+                _ => Self::Unknown,
+            },
+        }
+    }
+
     /// Whether the branch must take in its base before the pull request can merge.
     pub fn needs_update(self) -> bool {
         matches!(self, Self::Behind | Self::Conflicted)

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::api::ApiError;
-use crate::http::{enc, Http};
+use crate::http::{enc, Auth, Http};
 use crate::secret::Secret;
 
 /// A Vikunja task.
@@ -45,7 +45,7 @@ impl Vikunja {
         let http = Http::new(
             format!("{base}/api/v1"),
             token,
-            "Bearer",
+            Auth::Scheme("Bearer"),
             format!("vikunja at {base}"),
             token_source.into(),
             Duration::from_secs(30),
