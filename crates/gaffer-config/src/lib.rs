@@ -445,9 +445,11 @@ impl Default for DiscordConfig {
 /// How one project ships: `[projects.<name>.forge]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForgeSettings {
-    /// `gitea` (also Forgejo) or `github`.
+    /// `gitea` (also Forgejo), `github` or `gitlab`.
     pub kind: String,
-    /// Gitea: the instance URL; GitHub: the API URL (`https://api.github.com`).
+    /// Gitea: the instance URL; GitHub: the API URL (`https://api.github.com`);
+    /// GitLab: the instance URL (`https://gitlab.com` or self-hosted; `/api/v4` is
+    /// added).
     pub base_url: String,
     /// Repository owner; `None`: read from the remote's URL.
     pub owner: Option<String>,
@@ -1364,18 +1366,19 @@ fn resolve_forge(
     let kind = match raw.kind.as_deref().map(str::to_ascii_lowercase).as_deref() {
         Some("gitea" | "forgejo") => "gitea",
         Some("github") => "github",
+        Some("gitlab") => "gitlab",
         Some(other) => {
             return Err(invalid(
                 origin,
                 &field("kind"),
-                format!("is `{other}`; use \"gitea\" (also Forgejo) or \"github\""),
+                format!("is `{other}`; use \"gitea\" (also Forgejo), \"github\" or \"gitlab\""),
             ))
         }
         None => {
             return Err(invalid(
                 origin,
                 &field("kind"),
-                "is missing; say \"gitea\" (also Forgejo) or \"github\"",
+                "is missing; say \"gitea\" (also Forgejo), \"github\" or \"gitlab\"",
             ))
         }
     };
@@ -1397,6 +1400,7 @@ fn resolve_forge(
             ))
         }
         None if kind == "github" => "https://api.github.com".to_owned(),
+        None if kind == "gitlab" => "https://gitlab.com".to_owned(),
         None => return Err(invalid(
             &from,
             &field("base_url"),

@@ -204,6 +204,15 @@ token_env = "VIKUNJA_TOKEN"
 
 [projects.other.forge]
 kind = "github"
+
+[projects.on-gitlab.forge]
+kind = "GitLab"
+owner = "acme/tools"
+token_env = "GAFFER_GITLAB_TOKEN"
+
+[projects.self-hosted.forge]
+kind = "gitlab"
+base_url = "https://git.example.com/gitlab/"
 "#;
     let c = load_text(
         text,
@@ -234,6 +243,21 @@ kind = "github"
     // GitHub's API URL is the default base; no token_env means git credentials.
     assert_eq!(c.forges["other"].base_url, "https://api.github.com");
     assert_eq!(c.forges["other"].token_env, None);
+    // GitLab: gitlab.com unless a self-hosted instance is named; a group path owner.
+    let lab = &c.forges["on-gitlab"];
+    assert_eq!(
+        (
+            lab.kind.as_str(),
+            lab.base_url.as_str(),
+            lab.owner.as_deref()
+        ),
+        ("gitlab", "https://gitlab.com", Some("acme/tools"))
+    );
+    assert_eq!(lab.token_env.as_deref(), Some("GAFFER_GITLAB_TOKEN"));
+    assert_eq!(
+        c.forges["self-hosted"].base_url,
+        "https://git.example.com/gitlab"
+    );
     assert_eq!(
         c.trackers["my-app"],
         TrackerSettings {
@@ -251,9 +275,9 @@ kind = "github"
 fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
     let cases = [
         (
-            "[projects.a.forge]\nkind = \"gitlab\"\nbase_url = \"https://x\"\n",
+            "[projects.a.forge]\nkind = \"bitbucket\"\nbase_url = \"https://x\"\n",
             "projects.a.forge.kind",
-            "gitea",
+            "\"github\" or \"gitlab\"",
         ),
         (
             "[projects.a.forge]\nkind = \"gitea\"\n",

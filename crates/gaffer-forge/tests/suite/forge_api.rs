@@ -863,9 +863,10 @@ fn clients_never_print_their_tokens() {
 fn config_helpers_parse_kinds_remotes_and_read_tokens_from_the_environment() {
     assert_eq!("Forgejo".parse::<ForgeKind>().unwrap(), ForgeKind::Gitea);
     assert_eq!("github".parse::<ForgeKind>().unwrap(), ForgeKind::GitHub);
-    let err = "gitlab".parse::<ForgeKind>().unwrap_err();
+    assert_eq!("gitlab".parse::<ForgeKind>().unwrap(), ForgeKind::GitLab);
+    let err = "bitbucket".parse::<ForgeKind>().unwrap_err();
     assert!(
-        err.to_string().contains("unknown forge kind `gitlab`"),
+        err.to_string().contains("unknown forge kind `bitbucket`"),
         "{err}"
     );
     for (url, host, owner, repo) in [

@@ -1,4 +1,5 @@
 mod forge_api;
+mod gitlab;
 mod intake;
 mod mergeable;
 mod push;

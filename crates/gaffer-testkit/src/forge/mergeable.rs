@@ -34,7 +34,7 @@ impl FakeForge {
 }
 
 /// What merging head into base gives on the remote.
-enum Merge {
+pub(super) enum Merge {
     Clean { behind: bool },
     Conflict,
 }
@@ -53,7 +53,7 @@ fn git_ok(remote: &Path, args: &[&str]) -> Option<bool> {
     }
 }
 
-fn merge_of(remote: &Path, base: &str, head: &str) -> Option<Merge> {
+pub(super) fn merge_of(remote: &Path, base: &str, head: &str) -> Option<Merge> {
     let base = rev_parse(remote, &format!("refs/heads/{base}"))?;
     let head = rev_parse(remote, &format!("refs/heads/{head}"))?;
     let clean = git_ok(

@@ -44,12 +44,14 @@ use axum::http::Uri;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+mod gitlab;
 mod issues;
 mod mergeable;
 mod remote;
 mod routes;
 mod vikunja;
 
+pub use gitlab::{FakeGitLab, FakeMr};
 pub use issues::HookDelivery;
 pub use remote::BareRemote;
 use routes::handle;
@@ -405,6 +407,23 @@ impl FakeForge {
             .filter(|r| r.ends_with(" -> 401"))
             .count()
     }
+}
+
+/// A `201 Created` whose body never arrives: the connection is cut after the status
+/// line, as a proxy or a network that gives up does.
+fn lost_answer() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let cut = futures::stream::once(async {
+        Err::<axum::body::Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "the answer was lost",
+        ))
+    });
+    (
+        axum::http::StatusCode::CREATED,
+        axum::body::Body::from_stream(cut),
+    )
+        .into_response()
 }
 
 fn next(counter: &Mutex<u64>) -> u64 {

@@ -566,13 +566,7 @@ async fn create_pr(st: &ForgeState, body: &Value) -> Response {
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
     if std::mem::take(&mut *st.cut_next_create.lock().unwrap()) {
-        let cut = futures::stream::once(async {
-            Err::<Bytes, _>(std::io::Error::new(
-                std::io::ErrorKind::ConnectionReset,
-                "the answer was lost",
-            ))
-        });
-        return (StatusCode::CREATED, axum::body::Body::from_stream(cut)).into_response();
+        return lost_answer();
     }
     (StatusCode::CREATED, Json(pr_json(st, &pr))).into_response()
 }

@@ -379,6 +379,17 @@ fn sandbox_checks(
     checks
 }
 
+/// What a forge's token must be allowed to do.
+fn token_scopes(kind: &str) -> &'static str {
+    match kind {
+        "github" => "GitHub: contents, pull requests, issues write",
+        "gitlab" => {
+            "GitLab: a project or personal access token with the api scope, Developer role or above"
+        }
+        _ => "Gitea/Forgejo: write:repository, write:issue",
+    }
+}
+
 /// Each project's forge and tracker: where it ships and whether its token is there
 /// (only presence is shown; nothing is sent to the forge).
 fn shipping_checks(config: &gaffer_config::Config) -> Vec<Check> {
@@ -388,12 +399,17 @@ fn shipping_checks(config: &gaffer_config::Config) -> Vec<Check> {
         let name = format!("forge {name}");
         let at = format!("{} at {}, pushing to `{}`", f.kind, f.base_url, f.remote);
         checks.push(match &f.token_env {
-            Some(var) if present(var) => check(&name, Status::Ok, format!("{at}; token in {var}"), None),
+            Some(var) if present(var) => {
+                check(&name, Status::Ok, format!("{at}; token in {var}"), None)
+            }
             Some(var) => Check {
                 name,
                 status: Status::Warn,
                 detail: format!("{at}; {var} is not set"),
-                hint: Some(format!("put an API token in {var} before shipping (Gitea: write:repository, write:issue; GitHub: contents, pull requests, issues write)")),
+                hint: Some(format!(
+                    "put an API token in {var} before shipping ({})",
+                    token_scopes(&f.kind)
+                )),
             },
             None => check(
                 &name,

@@ -425,7 +425,7 @@ fn serve_cleans_up_at_start_the_worktrees_of_done_tasks_past_the_retention() {
 fn doctor_shows_each_forge_and_tracker_and_whether_its_token_is_there() {
     let b = Bench::new();
     b.home.write_config(
-        "[projects.demo.forge]\nkind = \"github\"\ntoken_env = \"DEMO_GH_TOKEN\"\n\n[projects.web.forge]\nkind = \"gitea\"\nbase_url = \"https://git.example.com\"\n\n[projects.demo.tracker]\nkind = \"vikunja\"\nbase_url = \"https://tasks.example.com\"\nproject_id = 7\ntoken_env = \"DEMO_VIKUNJA_TOKEN\"\n",
+        "[projects.demo.forge]\nkind = \"github\"\ntoken_env = \"DEMO_GH_TOKEN\"\n\n[projects.web.forge]\nkind = \"gitea\"\nbase_url = \"https://git.example.com\"\n\n[projects.lab.forge]\nkind = \"gitlab\"\nowner = \"acme/tools\"\ntoken_env = \"LAB_TOKEN\"\n\n[projects.demo.tracker]\nkind = \"vikunja\"\nbase_url = \"https://tasks.example.com\"\nproject_id = 7\ntoken_env = \"DEMO_VIKUNJA_TOKEN\"\n",
     );
     let out = b
         .gaffer_std()
@@ -453,6 +453,17 @@ fn doctor_shows_each_forge_and_tracker_and_whether_its_token_is_there() {
         .as_str()
         .unwrap()
         .contains("git credential helper"));
+    let lab = by_name("forge lab");
+    assert_eq!(lab["status"], "warn");
+    assert!(lab["detail"]
+        .as_str()
+        .unwrap()
+        .contains("gitlab at https://gitlab.com, pushing to `origin`; LAB_TOKEN is not set"));
+    let hint = lab["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("LAB_TOKEN") && hint.contains("api scope"),
+        "{hint}"
+    );
     let tracker = by_name("tracker demo");
     assert_eq!(tracker["status"], "ok");
     assert!(tracker["detail"].as_str().unwrap().contains("project 7"));
