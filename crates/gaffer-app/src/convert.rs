@@ -110,6 +110,7 @@ pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::T
     api::Task {
         id: r.id.clone(),
         agent: options.agent,
+        key: r.origin_key.clone(),
         project_id: r.project_id.clone(),
         project: project_name.to_owned(),
         request: r.request.clone(),

@@ -105,7 +105,7 @@ pub use audit::AuditEntry;
 pub use error::{AppError, Result};
 pub use policy::{Policy, Subject, TEMPLATE as POLICY_TEMPLATE};
 pub use projects::{detect_check_command, AddProject};
-pub use tasks::{IssueReader, IssueRequest, NewTask, TaskQuery};
+pub use tasks::{CreatedTask, IssueReader, IssueRequest, NewTask, TaskQuery, MAX_KEY_BYTES};
 
 use gaffer_store::Journal;
 use std::collections::HashMap;

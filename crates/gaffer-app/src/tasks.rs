@@ -26,7 +26,21 @@ pub struct NewTask {
     pub auto_approve: bool,
     /// The forge issue the request came from; shipping comments on it with the PR link.
     pub issue: Option<String>,
+    /// Create the task once for this origin key (see [`App::create_task_once`]).
+    pub key: Option<String>,
 }
+
+/// What [`App::create_task_once`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatedTask {
+    /// The task: the new one, or the one its key created before.
+    pub task: api::Task,
+    /// The key had created it before; nothing was stored now.
+    pub existing: bool,
+}
+
+/// Longest origin key accepted, in bytes.
+pub const MAX_KEY_BYTES: usize = 200;
 
 /// Reads forge issues into task requests (`POST /api/tasks {"issue"}`, `gaffer run
 /// --issue`); gaffer-engine implements it with each project's configured forge.
@@ -91,9 +105,20 @@ impl App {
     }
 
     /// Queue a request in a project (name or id). An empty request, an unknown
-    /// project or agent is refused and nothing is stored.
-    ///
+    /// project or agent is refused and nothing is stored. With `req.key`, see
+    /// [`App::create_task_once`].
     pub async fn create_task(&self, req: NewTask, by: Actor) -> Result<api::Task> {
+        self.create_task_once(req, by).await.map(|c| c.task)
+    }
+
+    /// [`App::create_task`], telling whether `req.key` had created the task before.
+    /// A key names one task across the journal, whoever creates it and however
+    /// many do so at once (the store keeps keys unique in the append's own
+    /// transaction): a repeat answers the task as first created, with no second
+    /// task and no event, even if its request differs. A key is printable ASCII
+    /// without spaces, at most [`MAX_KEY_BYTES`]; one already used in another
+    /// project is refused (409 `key_taken`).
+    pub async fn create_task_once(&self, req: NewTask, by: Actor) -> Result<CreatedTask> {
         if req.project.trim().is_empty() {
             return Err(AppError::invalid("project", "`project` must not be empty"));
         }
@@ -110,7 +135,13 @@ impl App {
         if let Some(agent) = &req.agent {
             self.check_agent(agent)?;
         }
+        if let Some(key) = &req.key {
+            self.check_key(key)?;
+        }
         let project = self.requested_project(&req.project).await?;
+        if let Some(found) = self.keyed_task(req.key.as_deref(), &project).await? {
+            return Ok(found);
+        }
         let id = TaskId(new_id("t"));
         let event = Event::TaskCreated {
             task_id: id.clone(),
@@ -123,24 +154,90 @@ impl App {
                 base: req.base.clone(),
                 auto_approve: req.auto_approve,
                 issue: req.issue.clone(),
+                key: req.key.clone(),
             },
         };
-        self.journal()
+        let appended = self
+            .journal()
             .append(&StreamId::from(&id), 0, vec![NewEvent::now(event)])
-            .await?;
-        self.task(id.as_str()).await.map(|d| d.task)
+            .await;
+        match appended {
+            Ok(_) => {}
+            // Another creator took the key between the look-up and this append.
+            Err(StoreError::Constraint(m)) => {
+                return match self.keyed_task(req.key.as_deref(), &project).await? {
+                    Some(found) => Ok(found),
+                    None => Err(StoreError::Constraint(m).into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(CreatedTask {
+            task: self.task(id.as_str()).await?.task,
+            existing: false,
+        })
+    }
+
+    /// An origin key as [`App::create_task_once`] accepts it, or why not.
+    fn check_key(&self, key: &str) -> Result<()> {
+        if key.is_empty() || key.len() > MAX_KEY_BYTES {
+            return Err(AppError::invalid(
+                "key",
+                format!("`key` must be 1 to {MAX_KEY_BYTES} bytes long"),
+            ));
+        }
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(AppError::invalid(
+                "key",
+                "`key` must be printable ASCII without spaces (like `schedule:nightly:2026-01-01T00:00:00Z`)",
+            ));
+        }
+        if self.redacted(key) != key {
+            return Err(AppError::invalid(
+                "key",
+                "`key` looks like it holds a secret; use an id that does not",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The task `key` created before, if any; refused (409 `key_taken`) when that
+    /// task is in another project than `project`.
+    async fn keyed_task(
+        &self,
+        key: Option<&str>,
+        project: &ProjectRow,
+    ) -> Result<Option<CreatedTask>> {
+        let Some(key) = key else { return Ok(None) };
+        let Some(row) = self.journal().task_by_key(key).await? else {
+            return Ok(None);
+        };
+        if row.project_id != project.id {
+            return Err(AppError::conflict(
+                "key_taken",
+                format!(
+                    "`key` `{key}` already created task `{}` in another project; use another key",
+                    row.id
+                ),
+            ));
+        }
+        Ok(Some(CreatedTask {
+            task: self.task(&row.id).await?.task,
+            existing: true,
+        }))
     }
 
     /// Queue the forge issue `reference` of `req.project` as a task: its title and
     /// body become the request (`req.request` is ignored), and shipping comments the
-    /// pull request link on it. Read before anything is stored.
+    /// pull request link on it. Read before anything is stored; `req.key` as in
+    /// [`App::create_task_once`].
     pub async fn create_task_from_issue(
         &self,
         reader: &dyn IssueReader,
         reference: &str,
         req: NewTask,
         by: Actor,
-    ) -> Result<api::Task> {
+    ) -> Result<CreatedTask> {
         if reference.trim().is_empty() {
             return Err(AppError::invalid(
                 "issue",
@@ -151,7 +248,7 @@ impl App {
         let issue = reader
             .read_issue(&project.name, Path::new(&project.path), reference.trim())
             .await?;
-        self.create_task(
+        self.create_task_once(
             NewTask {
                 request: issue.request,
                 issue: Some(issue.url),
@@ -354,6 +451,8 @@ impl App {
                 base: options.base,
                 auto_approve: options.auto_approve,
                 issue: options.issue,
+                // The retry is a new task: the key stays with the one it created.
+                key: None,
             },
             by,
         )

@@ -72,6 +72,12 @@ pub struct TaskOptions {
     /// comments on it with the pull request's link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issue: Option<String>,
+    /// The origin key that makes creating this task happen once: a second creation
+    /// with the same key returns this task instead (`schedule:<name>:<slot>`,
+    /// `intake:<forge>/<repo>#<n>`, or a client's `Idempotency-Key`). Unique across
+    /// the journal (the `tasks` projection's `origin_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// Everything that can happen, as recorded in the journal. The first event of a

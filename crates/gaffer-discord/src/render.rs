@@ -616,6 +616,7 @@ mod tests {
             stage: "queued".into(),
             created_by: "ana via discord".into(),
             agent: None,
+            key: None,
             outcome: None,
             tokens: 0,
             cost_usd: Some(0.0),

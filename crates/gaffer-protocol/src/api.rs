@@ -103,6 +103,16 @@ pub struct CreateTaskParams {
         schema(pattern = "^(claude|codex|gemini|openai|anthropic|acp:[A-Za-z0-9._-]+)$")
     )]
     pub agent: Option<String>,
+    /// Create the task once for this key: a repeat with the same key answers the
+    /// task first created (200, header `Idempotent-Replayed: true`) instead of a
+    /// second one. Same as the `Idempotency-Key` header (if both are given they
+    /// must be equal). Printable ASCII without spaces, at most 200 bytes.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 200, pattern = "^[!-~]+$")
+    )]
+    pub key: Option<String>,
 }
 
 /// `POST /api/tasks/{id}/cancel`.
@@ -200,6 +210,10 @@ pub struct Task {
     /// The agent chosen for every role, if the request named one.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The origin key it was created once for (`key` / `Idempotency-Key` of its
+    /// creation, `schedule:<name>:<slot>` for a schedule's slot), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// Final summary or reason.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub outcome: Option<serde_json::Value>,

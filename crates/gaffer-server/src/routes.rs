@@ -292,23 +292,34 @@ pub async fn list_tasks(
 /// Queue a request, or a forge issue of the project (approver). Answers the task
 /// with its `id`. For an issue: 404 when the forge has no such issue, 409
 /// (`no_forge`, `forge_config`) when the project has no usable forge configured,
-/// 502 when the forge cannot be read.
+/// 502 when the forge cannot be read. With a `key` (or the `Idempotency-Key`
+/// header) the task is created once: a repeat answers 200 with the task the key
+/// created first and the header `Idempotent-Replayed: true`; a key used in another
+/// project is 409 `key_taken`.
 #[utoipa::path(post, path = "/api/tasks", request_body = api::CreateTaskParams,
-    responses((status = 201, body = api::Task), (status = 400, body = api::ErrorResponse),
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "Create the task once for this key (same as the body's `key`)")),
+    responses((status = 201, body = api::Task),
+        (status = 200, body = api::Task, description = "The key had created this task before; nothing was stored",
+            headers(("Idempotent-Replayed" = String, description = "`true`"))),
+        (status = 400, body = api::ErrorResponse),
         (status = 404, body = api::ErrorResponse), (status = 409, body = api::ErrorResponse),
         (status = 502, body = api::ErrorResponse)))]
 pub async fn create_task(
     State(s): State<ServerState>,
     Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
     ApiJson(p): ApiJson<api::CreateTaskParams>,
-) -> ApiResult<(StatusCode, Json<api::Task>)> {
+) -> ApiResult<Response> {
+    let key = creation_key(&headers, p.key)?;
     let new = NewTask {
         project: p.project,
         request: p.request.clone().unwrap_or_default(),
         agent: p.agent,
+        key,
         ..NewTask::default()
     };
-    let task = match (p.request, p.issue) {
+    let created = match (p.request, p.issue) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_field(
                 "issue",
@@ -326,9 +337,46 @@ pub async fn create_task(
                 .create_task_from_issue(&*source.0, &issue, new, caller.actor())
                 .await?
         }
-        (_, None) => s.app.create_task(new, caller.actor()).await?,
+        (_, None) => s.app.create_task_once(new, caller.actor()).await?,
     };
-    Ok((StatusCode::CREATED, Json(task)))
+    Ok(if created.existing {
+        (
+            StatusCode::OK,
+            [("idempotent-replayed", "true")],
+            Json(created.task),
+        )
+            .into_response()
+    } else {
+        (StatusCode::CREATED, Json(created.task)).into_response()
+    })
+}
+
+/// The creation key of `POST /api/tasks`: the body's `key` or the
+/// `Idempotency-Key` header; both given must agree.
+fn creation_key(
+    headers: &axum::http::HeaderMap,
+    body: Option<String>,
+) -> ApiResult<Option<String>> {
+    let header = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    ApiError::bad_field(
+                        "key",
+                        "the `Idempotency-Key` header must be printable ASCII",
+                    )
+                })?
+                .to_owned(),
+        ),
+    };
+    match (header, body) {
+        (Some(h), Some(b)) if h != b => Err(ApiError::bad_field(
+            "key",
+            "the `Idempotency-Key` header and the body's `key` differ; give one of them",
+        )),
+        (h, b) => Ok(h.or(b)),
+    }
 }
 
 /// One task with steps, approvals and sessions.

@@ -231,6 +231,11 @@ pub trait Journal: Send + Sync {
     /// One task with its steps, approvals and sessions.
     async fn task(&self, id: &str) -> Result<Option<TaskView>>;
 
+    /// The task created for origin key `key` (`TaskOptions::key`), if any. An
+    /// append of a second task with a key already taken fails with
+    /// [`crate::StoreError::Constraint`] and writes nothing.
+    async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>>;
+
     /// Tasks, newest first.
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
 

@@ -222,6 +222,9 @@ impl Journal for FencedJournal {
     async fn head(&self, stream: &StreamId) -> Result<i64> {
         self.inner.head(stream).await
     }
+    async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>> {
+        self.inner.task_by_key(key).await
+    }
     async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
         self.inner.state(stream).await
     }

@@ -45,6 +45,8 @@ pub struct TaskRow {
     pub created_at: i64,
     /// Last change (ms).
     pub updated_at: i64,
+    /// The key it was created once for (`TaskOptions::key`), unique (migration 0009).
+    pub origin_key: Option<String>,
 }
 
 /// One row of `steps`.
@@ -230,6 +232,7 @@ pub(crate) fn task_row(t: &TaskState) -> TaskRow {
         outcome: t.outcome.as_ref().map(json),
         created_at: t.created_at,
         updated_at: t.updated_at,
+        origin_key: t.options.key.clone(),
     }
 }
 

@@ -487,8 +487,9 @@ macro_rules! journal_backend {
 
         async fn upsert_task(tx: &mut $Conn, r: &TaskRow) -> Result<()> {
             sqlx::query(
-                "INSERT INTO tasks (id, project_id, request, stage, created_by, options, outcome, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                "INSERT INTO tasks (id, project_id, request, stage, created_by, options, outcome, created_at,
+                   updated_at, origin_key)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (id) DO UPDATE SET stage = excluded.stage, outcome = excluded.outcome,
                    updated_at = excluded.updated_at",
             )
@@ -501,9 +502,13 @@ macro_rules! journal_backend {
             .bind(&r.outcome)
             .bind(r.created_at)
             .bind(r.updated_at)
+            .bind(&r.origin_key)
             .execute(&mut *tx)
             .await
-            .map_err(|e| constraint(e, &format!("task `{}` (project `{}`)", r.id, r.project_id)))?;
+            .map_err(|e| match &r.origin_key {
+                Some(key) => constraint(e, &format!("task `{}` or a task for key `{key}`", r.id)),
+                None => constraint(e, &format!("task `{}` (project `{}`)", r.id, r.project_id)),
+            })?;
             Ok(())
         }
 
@@ -1566,6 +1571,13 @@ macro_rules! journal_backend {
                     head_seq,
                     lease,
                 }))
+            }
+
+            async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>> {
+                Ok(sqlx::query_as("SELECT * FROM tasks WHERE origin_key = $1")
+                    .bind(key)
+                    .fetch_optional(&self.pool)
+                    .await?)
             }
 
             async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {

@@ -2,6 +2,7 @@ mod approvals;
 mod audit;
 mod grants;
 mod live;
+mod once;
 mod projects;
 mod redaction;
 mod seed000;

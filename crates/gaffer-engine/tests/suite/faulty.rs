@@ -373,6 +373,10 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.task(id).await
     }
+    async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>> {
+        self.alive().await;
+        self.inner.task_by_key(key).await
+    }
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
         self.alive().await;
         self.inner.tasks(filter).await

@@ -1086,3 +1086,78 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
         )
     );
 }
+
+#[tokio::test]
+async fn an_idempotency_key_creates_the_task_once_and_a_repeat_says_so() {
+    let h = start(false).await;
+    h.project("alpha").await;
+    let post = |body: Value, key: Option<&str>| {
+        let mut r = h.http.post(h.url("/api/tasks")).json(&body);
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        r.send()
+    };
+    let first = post(
+        json!({"project": "alpha", "request": "add a flag"}),
+        Some("req-1"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(first.headers().get("idempotent-replayed"), None);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["key"], "req-1");
+    let events = h.event_count().await;
+
+    // The same key in the header or the body: the first task, 200, nothing stored.
+    for (body, header) in [
+        (
+            json!({"project": "alpha", "request": "add a flag"}),
+            Some("req-1"),
+        ),
+        (
+            json!({"project": "alpha", "request": "add a flag", "key": "req-1"}),
+            None,
+        ),
+        (
+            json!({"project": "alpha", "request": "add a flag", "key": "req-1"}),
+            Some("req-1"),
+        ),
+    ] {
+        let r = post(body, header).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["idempotent-replayed"], "true");
+        let again: Value = r.json().await.unwrap();
+        assert_eq!(again["id"], first["id"]);
+    }
+    assert_eq!(h.event_count().await, events);
+
+    // A header and a body that disagree, or a bad key: 400 naming `key`, nothing stored.
+    for (body, header) in [
+        (
+            json!({"project": "alpha", "request": "x", "key": "req-2"}),
+            Some("req-1"),
+        ),
+        (
+            json!({"project": "alpha", "request": "x"}),
+            Some("two words"),
+        ),
+        (json!({"project": "alpha", "request": "x", "key": ""}), None),
+    ] {
+        let (s, b) = error_of(post(body, header).await.unwrap()).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
+        assert_eq!(b["error"]["field"], "key", "{b}");
+    }
+    assert_eq!(h.event_count().await, events);
+
+    // Without a key every request is a new task.
+    let a: Value = post(json!({"project": "alpha", "request": "add a flag"}), None)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(a["id"], first["id"]);
+    assert_eq!(a.get("key"), None);
+}

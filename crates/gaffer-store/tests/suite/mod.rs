@@ -4,6 +4,7 @@ mod counters;
 mod crash;
 mod discord;
 mod journal;
+mod keys;
 mod leases;
 mod schema;
 mod support;

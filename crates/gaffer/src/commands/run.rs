@@ -299,6 +299,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 base: args.base.clone(),
                 auto_approve: args.yes,
                 issue,
+                key: None,
             },
             cli_actor(),
         )

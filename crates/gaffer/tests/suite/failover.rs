@@ -426,6 +426,7 @@ async fn a_worker_paused_past_its_lease_writes_nothing_more_for_its_task() {
                 base: None,
                 auto_approve: false,
                 issue: None,
+                key: None,
             },
             gaffer_core::Actor::user("tester", "test"),
         )
