@@ -10,6 +10,7 @@ mod runs;
 mod scan;
 mod sessions;
 mod ship;
+mod ship_gitlab;
 mod support;
 mod tester;
 mod watchdog;

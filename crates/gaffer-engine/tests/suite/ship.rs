@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::sync::broadcast::Receiver;
 
-const REQUEST: &str = "Add an installation section to README";
-const TOKEN: &str = "forge-token-5f1e2d";
+pub(super) const REQUEST: &str = "Add an installation section to README";
+pub(super) const TOKEN: &str = "forge-token-5f1e2d";
 const VIKUNJA_TOKEN: &str = "vikunja-token-77a1";
 const CI_LOG: &str = "running 3 tests\ntest install_section ... FAILED\nerror: README.md: the install command must use --locked\n";
 
 /// The next event of task `id` that `pick` accepts (waiting at most two minutes).
-async fn next_event<T>(
+pub(super) async fn next_event<T>(
     events: &mut Receiver<RecordedEvent>,
     id: &TaskId,
     mut pick: impl FnMut(&Event) -> Option<T>,
@@ -42,7 +42,11 @@ async fn next_event<T>(
 }
 
 /// The commit CI is now waiting for on step `step` (its first, pending, state).
-async fn ci_waits(events: &mut Receiver<RecordedEvent>, id: &TaskId, step: &str) -> String {
+pub(super) async fn ci_waits(
+    events: &mut Receiver<RecordedEvent>,
+    id: &TaskId,
+    step: &str,
+) -> String {
     next_event(events, id, |e| match e {
         Event::CiStatusChanged {
             step_id,
@@ -55,12 +59,12 @@ async fn ci_waits(events: &mut Receiver<RecordedEvent>, id: &TaskId, step: &str)
     .await
 }
 
-fn receipt(view: &gaffer_store::TaskView, step: &str) -> Value {
+pub(super) fn receipt(view: &gaffer_store::TaskView, step: &str) -> Value {
     let s = view.steps.iter().find(|s| s.step_id == step).unwrap();
     serde_json::from_str(s.receipt.as_deref().unwrap_or("null")).unwrap()
 }
 
-async fn issue_task(w: &World, issue: Option<String>) -> TaskId {
+pub(super) async fn issue_task(w: &World, issue: Option<String>) -> TaskId {
     let t = w
         .app
         .create_task(
@@ -79,7 +83,7 @@ async fn issue_task(w: &World, issue: Option<String>) -> TaskId {
     TaskId(t.id)
 }
 
-fn script_one_subtask(w: &World) {
+pub(super) fn script_one_subtask(w: &World) {
     w.script(
         "planner",
         vec![plan_answer(&["Add an installation section"])],
@@ -375,7 +379,7 @@ async fn a_crash_after_the_pr_create_was_sent_reconciles_to_exactly_one_pr() {
 
 /// Waits for the approval that asks what to do about a forge error; returns its id
 /// and summary.
-async fn trouble(events: &mut Receiver<RecordedEvent>, id: &TaskId) -> (String, String) {
+pub(super) async fn trouble(events: &mut Receiver<RecordedEvent>, id: &TaskId) -> (String, String) {
     next_event(events, id, |e| match e {
         Event::ApprovalRequested {
             approval_id,
