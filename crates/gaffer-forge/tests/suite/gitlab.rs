@@ -475,3 +475,75 @@ async fn open_issues_by_label_or_assignee_each_once() {
         .iter()
         .any(|r| r.contains("/issues?state=opened&assignee_username=gaffer-bot&")));
 }
+
+#[tokio::test]
+async fn the_fakes_webhook_deliveries_verify_by_token_and_parse() {
+    use gaffer_forge::hooks::{self, HookEvent, HookSender};
+    let (fake, _remote, _dir, _sha) = shipped().await;
+    let iid = fake.add_issue("Install docs", "How?");
+    fake.label_issue(iid, "gaffer");
+    fake.assign_issue(iid, "gaffer-bot");
+    let d = fake.issue_hook(iid, "update").unwrap();
+    let headers = d.signed("hook-secret");
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(header("x-gitlab-event").as_deref(), Some("Issue Hook"));
+    assert!(hooks::verify(
+        HookSender::GitLab,
+        &header,
+        &d.body,
+        b"hook-secret"
+    ));
+    assert!(!hooks::verify(
+        HookSender::GitLab,
+        &header,
+        &d.body,
+        b"other"
+    ));
+    match hooks::parse(HookSender::GitLab, &header, &d.body).unwrap() {
+        HookEvent::Issue { action, issue } => {
+            assert_eq!(action, "update");
+            assert_eq!(
+                (issue.owner.as_str(), issue.repo.as_str(), issue.number),
+                (GROUP, "app", iid)
+            );
+            assert_eq!(issue.labels, ["gaffer"]);
+            assert_eq!(issue.assignees, ["gaffer-bot"]);
+            assert_eq!(issue.state, "open");
+            assert_eq!(issue.url, format!("{}/-/issues/{iid}", fake.web_url()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(fake.issue_hook(99, "open").is_none());
+
+    let (mr, _) = client(&fake)
+        .ensure_pr(&new_mr("gaffer/t-1"))
+        .await
+        .unwrap();
+    let d = fake.mr_note_hook(mr.number, "Please mention --locked");
+    let headers = d.signed("hook-secret");
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    assert!(hooks::verify(
+        HookSender::GitLab,
+        &header,
+        &d.body,
+        b"hook-secret"
+    ));
+    assert_eq!(
+        hooks::parse(HookSender::GitLab, &header, &d.body).unwrap(),
+        HookEvent::PullRequestComment {
+            owner: GROUP.into(),
+            repo: "app".into(),
+            number: mr.number
+        }
+    );
+}

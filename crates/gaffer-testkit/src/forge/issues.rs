@@ -93,25 +93,50 @@ pub(super) fn list(st: &ForgeState, q: &HashMap<String, String>) -> Response {
 /// signature) and its raw body.
 #[derive(Debug, Clone)]
 pub struct HookDelivery {
-    flavor: Flavor,
+    signer: Signer,
     /// Header names and values (the event, the delivery id).
     pub headers: Vec<(String, String)>,
     /// The JSON body, byte for byte.
     pub body: Vec<u8>,
 }
 
+/// How a delivery is signed.
+#[derive(Debug, Clone, Copy)]
+enum Signer {
+    /// Gitea's or GitHub's HMAC of the body.
+    Hmac(Flavor),
+    /// GitLab's `X-Gitlab-Token`: the shared secret itself.
+    GitLabToken,
+}
+
 impl HookDelivery {
+    /// A GitLab delivery (signed with `X-Gitlab-Token`).
+    pub(super) fn gitlab(headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
+        Self {
+            signer: Signer::GitLabToken,
+            headers,
+            body,
+        }
+    }
+
     /// The headers with the signature the forge computes with `secret` over the body:
     /// Gitea's `X-Gitea-Signature` (hex HMAC-SHA256), GitHub's
-    /// `X-Hub-Signature-256: sha256=…`.
+    /// `X-Hub-Signature-256: sha256=…`; GitLab sends the secret as `X-Gitlab-Token`.
     pub fn signed(&self, secret: &str) -> Vec<(String, String)> {
         let mut headers = self.headers.clone();
+        let flavor = match self.signer {
+            Signer::Hmac(flavor) => flavor,
+            Signer::GitLabToken => {
+                headers.push(("X-Gitlab-Token".into(), secret.into()));
+                return headers;
+            }
+        };
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
             return headers;
         };
         mac.update(&self.body);
         let sig = hex::encode(mac.finalize().into_bytes());
-        headers.push(match self.flavor {
+        headers.push(match flavor {
             Flavor::Gitea => ("X-Gitea-Signature".into(), sig),
             Flavor::GitHub => ("X-Hub-Signature-256".into(), format!("sha256={sig}")),
         });
@@ -184,7 +209,7 @@ impl FakeForge {
             ],
         };
         HookDelivery {
-            flavor: self.state.flavor,
+            signer: Signer::Hmac(self.state.flavor),
             headers,
             body: payload.to_string().into_bytes(),
         }

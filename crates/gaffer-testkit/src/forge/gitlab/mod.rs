@@ -9,7 +9,9 @@
 //! and external statuses), `/pipelines?sha=`, `/pipelines/:id/jobs` and
 //! `/jobs/:id/trace` (plain text); issues (one, or the list by `state`, `labels`
 //! and `assignee_username`) and their notes. An open MR's `detailed_merge_status` and
-//! `has_conflicts` come from the attached remote (`git merge-tree`). The token is accepted in
+//! `has_conflicts` come from the attached remote (`git merge-tree`). Webhook
+//! deliveries: [`FakeGitLab::issue_hook`], [`FakeGitLab::mr_note_hook`] (signed
+//! with `X-Gitlab-Token`). The token is accepted in
 //! `PRIVATE-TOKEN` or `Authorization: Bearer`; a wrong one is 401 `{"message":"401
 //! Unauthorized"}`; an unknown project, MR, issue or job 404; a missing field 400
 //! `{"error":"title is missing"}`; rate limits 429 `Retry later` with `Retry-After`
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{next, serve, BareRemote, FakeComment};
 
+mod hooks;
 mod routes;
 
 /// A merge request the fake holds.
