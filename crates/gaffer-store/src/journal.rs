@@ -298,12 +298,23 @@ pub trait Journal: Send + Sync {
     /// (what happened before notifications were on is not sent).
     async fn notify_cursor(&self) -> Result<i64>;
 
-    /// Pending notifications due at `now` (ms), oldest first, at most `limit`.
-    async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>>;
+    /// Claim up to `limit` pending notifications due now (oldest first) for
+    /// `lease_ms`: each one's `next_at` becomes the end of the lease, so no other
+    /// deliverer (of this process or another) takes it before then, and anyone
+    /// may once it has passed (its claimer died). PostgreSQL skips rows another
+    /// claim holds this instant; SQLite claims in its one writer. The items
+    /// returned carry the new `next_at`: the claim [`Journal::notify_update`] needs.
+    async fn notify_claim(&self, lease_ms: i64, limit: i64) -> Result<Vec<NotifyItem>>;
 
     /// Record how delivering `item` went: its attempts, next time, state,
-    /// delivery time and last error (the id and payload do not change).
-    async fn notify_update(&self, item: &NotifyItem) -> Result<()>;
+    /// delivery time and last error (the id and payload do not change), if the
+    /// claim that ends at `claimed_until` still holds it. `false` when it does not
+    /// (the lease passed and another deliverer claimed it): nothing is changed.
+    async fn notify_update(&self, item: &NotifyItem, claimed_until: i64) -> Result<bool>;
+
+    /// When the next pending notification comes due (ms): a retry's time or the
+    /// end of a claim; `None` when nothing is pending.
+    async fn notify_next_at(&self) -> Result<Option<i64>>;
 
     /// The outbox, newest first, at most `limit`.
     async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>>;

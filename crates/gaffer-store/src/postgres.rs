@@ -412,6 +412,10 @@ const CLAIM_LOCK: &str = " FOR UPDATE OF t SKIP LOCKED";
 /// would call the task held by another worker when none holds it.
 const CLAIM_ONE_LOCK: &str = " FOR UPDATE OF t";
 
+/// A claim of notifications skips the rows another deliverer is claiming this
+/// instant: it takes the others, and no row is claimed twice.
+const NOTIFY_CLAIM_LOCK: &str = " FOR UPDATE SKIP LOCKED";
+
 /// Wake other processes' followers; PostgreSQL delivers it only if the append
 /// commits, and only after. Followers read from their cursor; the payload,
 /// `<stream> <kind>,<kind>…`, lets one that wants only some events skip the read.

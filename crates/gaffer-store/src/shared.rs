@@ -306,6 +306,8 @@ pub(crate) fn constraint(e: sqlx::Error, what: &str) -> StoreError {
 ///   task (PostgreSQL: `FOR UPDATE OF t SKIP LOCKED`), and `const CLAIM_ONE_LOCK:
 ///   &str` to that of a claim of one named task (PostgreSQL: `FOR UPDATE OF t`,
 ///   which waits for an append in flight instead of skipping the task);
+/// - `const NOTIFY_CLAIM_LOCK: &str`: appended to the candidate query of a claim of
+///   notifications (PostgreSQL: `FOR UPDATE SKIP LOCKED`);
 /// - `async fn follow(&self) -> Result<()>` and `async fn close_pool(&self)` on `$J`;
 /// - `fn announce_committed(&self)` on `$J`: called once an append has committed
 ///   (SQLite wakes other processes' file watchers only now, when they can read it).
@@ -1014,8 +1016,10 @@ macro_rules! journal_backend {
                 }
                 if let Some(pos) = cursor {
                     sqlx::query(
+                        // Forward only: two followers (two processes) never move it back.
                         "INSERT INTO notify_cursor (id, pos) VALUES (1, $1)
-                         ON CONFLICT (id) DO UPDATE SET pos = excluded.pos",
+                         ON CONFLICT (id) DO UPDATE SET pos = excluded.pos
+                         WHERE notify_cursor.pos < excluded.pos",
                     )
                     .bind(pos)
                     .execute(&mut *tx)
@@ -1048,18 +1052,43 @@ macro_rules! journal_backend {
                 Ok(pos)
             }
 
-            /// See [`Journal::notify_due`].
-            pub async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>> {
+            /// See [`Journal::notify_claim`].
+            pub async fn notify_claim(&self, lease_ms: i64, limit: i64) -> Result<Vec<NotifyItem>> {
+                let mut tx = $crate::shared::WriteTx::begin("notify_claim", std::time::Instant::now(), begin_write(&self.pool)).await?;
+                let now = db_now(&mut tx).await?;
+                let until = now.saturating_add(lease_ms);
                 let sql = format!(
                     "SELECT {NOTIFY_COLUMNS} FROM notify_outbox WHERE state = 'pending' AND next_at <= $1
-                     ORDER BY next_at, created_at, id LIMIT $2"
+                     ORDER BY next_at, created_at, id LIMIT $2{NOTIFY_CLAIM_LOCK}"
                 );
-                let rows = sqlx::query(&sql)
-                .bind(now)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter().map(notify_item).collect()
+                let rows = sqlx::query(&sql).bind(now).bind(limit).fetch_all(&mut *tx).await?;
+                let mut claimed = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let mut item = notify_item(row)?;
+                    // Conditional: a row another claim moved meanwhile is not taken.
+                    let taken = sqlx::query(
+                        "UPDATE notify_outbox SET next_at = $2
+                         WHERE id = $1 AND state = 'pending' AND next_at = $3",
+                    )
+                    .bind(&item.id)
+                    .bind(until)
+                    .bind(item.next_at)
+                    .execute(&mut *tx)
+                    .await?;
+                    if taken.rows_affected() == 1 {
+                        item.next_at = until;
+                        claimed.push(item);
+                    }
+                }
+                tx.commit().await?;
+                Ok(claimed)
+            }
+
+            /// See [`Journal::notify_next_at`].
+            pub async fn notify_next_at(&self) -> Result<Option<i64>> {
+                Ok(sqlx::query_scalar("SELECT MIN(next_at) FROM notify_outbox WHERE state = 'pending'")
+                    .fetch_one(&self.pool)
+                    .await?)
             }
 
             /// See [`Journal::notify_outbox`].
@@ -1075,15 +1104,16 @@ macro_rules! journal_backend {
             }
 
             /// See [`Journal::notify_update`].
-            pub async fn notify_update(&self, i: &NotifyItem) -> Result<()> {
+            pub async fn notify_update(&self, i: &NotifyItem, claimed_until: i64) -> Result<bool> {
                 let mut tx = $crate::shared::WriteTx::begin("notify_update", std::time::Instant::now(), begin_write(&self.pool)).await?;
                 let update = sqlx::query(
                     "UPDATE notify_outbox SET attempts = $2, next_at = $3, state = $4,
-                       delivered_at = $5, last_error = $6 WHERE id = $1",
+                       delivered_at = $5, last_error = $6
+                     WHERE id = $1 AND state = 'pending' AND next_at = $7",
                 );
-                bind_delivery(update, i).execute(&mut *tx).await?;
+                let done = bind_delivery(update, i).bind(claimed_until).execute(&mut *tx).await?;
                 tx.commit().await?;
-                Ok(())
+                Ok(done.rows_affected() == 1)
             }
 
             /// Append, fenced by `lease` when one is given (see [`Journal::append_fenced`]).
@@ -1727,12 +1757,16 @@ macro_rules! journal_backend {
                 <$J>::notify_cursor(self).await
             }
 
-            async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<NotifyItem>> {
-                <$J>::notify_due(self, now, limit).await
+            async fn notify_claim(&self, lease_ms: i64, limit: i64) -> Result<Vec<NotifyItem>> {
+                <$J>::notify_claim(self, lease_ms, limit).await
             }
 
-            async fn notify_update(&self, item: &NotifyItem) -> Result<()> {
-                <$J>::notify_update(self, item).await
+            async fn notify_next_at(&self) -> Result<Option<i64>> {
+                <$J>::notify_next_at(self).await
+            }
+
+            async fn notify_update(&self, item: &NotifyItem, claimed_until: i64) -> Result<bool> {
+                <$J>::notify_update(self, item, claimed_until).await
             }
 
             async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>> {

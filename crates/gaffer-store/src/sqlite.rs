@@ -434,6 +434,7 @@ async fn db_now(_conn: &mut SqliteConnection) -> Result<i64> {
 /// every append in flight.
 const CLAIM_LOCK: &str = "";
 const CLAIM_ONE_LOCK: &str = "";
+const NOTIFY_CLAIM_LOCK: &str = "";
 
 /// Nothing to announce: other processes on this file follow it by file-system notifications.
 async fn announce(_tx: &mut SqliteConnection, _stream: &StreamId, _kinds: &str) -> Result<()> {

@@ -427,11 +427,18 @@ impl Journal for Faulty {
     async fn notify_cursor(&self) -> Result<i64> {
         self.inner.notify_cursor().await
     }
-    async fn notify_due(&self, now: i64, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
-        self.inner.notify_due(now, limit).await
+    async fn notify_claim(&self, lease_ms: i64, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
+        self.inner.notify_claim(lease_ms, limit).await
     }
-    async fn notify_update(&self, item: &gaffer_store::NotifyItem) -> Result<()> {
-        self.inner.notify_update(item).await
+    async fn notify_update(
+        &self,
+        item: &gaffer_store::NotifyItem,
+        claimed_until: i64,
+    ) -> Result<bool> {
+        self.inner.notify_update(item, claimed_until).await
+    }
+    async fn notify_next_at(&self) -> Result<Option<i64>> {
+        self.inner.notify_next_at().await
     }
     async fn notify_outbox(&self, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
         self.inner.notify_outbox(limit).await

@@ -6,6 +6,7 @@ mod discord;
 mod journal;
 mod keys;
 mod leases;
+mod notify;
 mod schema;
 mod support;
 mod upgrade;
