@@ -23,23 +23,40 @@
 //! - **Secrets**: signing secrets and tokens come from the environment
 //!   (`gaffer-config`), never reach the outbox, the journal or a log; a failed
 //!   delivery's recorded error names the status or the kind of failure, not the URL.
-//! - One `gaffer serve` per journal should run notifications: two would each
-//!   deliver (still at least once, but twice).
+//! - **Any number of notifiers per journal** (`gaffer serve`, `gaffer run`,
+//!   `gaffer worker`, on one machine or many): a deliverer *claims* a row for a
+//!   lease ([`Retry::lease`]; PostgreSQL `FOR UPDATE SKIP LOCKED`, SQLite its one
+//!   writer) before it sends, so each notification is sent by one of them; a
+//!   deliverer that dies holding a claim leaves the row to the others once the
+//!   lease has passed. Every follower enqueues the same ids, so rows are not
+//!   doubled either.
+//! - **Links only to a server that is there**: [`ServerUrl`] is asked before each
+//!   delivery; when it finds no server, the notification carries no link (no task
+//!   page, no one-tap link) and an approval carries the commands that decide it
+//!   (`gaffer approve ap-…`), as every approval does.
+//! - **Woken, not polling**: the follower wakes on the journal's events (this
+//!   process's appends, and other processes' once `follow_others` is on); the
+//!   deliverer on new rows and at the next row's due time (a retry, a claim's
+//!   end); the follower's cursor is written with the rows it adds, else at most
+//!   every [`CURSOR_EVERY`] and when it stops (re-reading adds nothing twice).
 
 #![deny(missing_docs)]
 
+mod deliver;
 pub mod link;
 pub mod news;
+mod reach;
 pub mod sign;
 
 use gaffer_app::{App, AppError};
-use gaffer_config::{NotifyEvent, NotifyKind, NotifyTarget};
+use gaffer_config::{NotifyEvent, NotifyTarget};
 use gaffer_core::Event;
 use gaffer_store::{now_ms, NotifyItem, RecordedEvent};
 pub use link::{Link, LinkError, LinkKey, Links};
+pub use reach::{Reach, ServerUrl};
 use news::{ApprovalNews, News};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -69,17 +86,21 @@ pub struct Retry {
     pub attempts: u32,
     /// How long one attempt may take.
     pub timeout: Duration,
+    /// How long a deliverer holds a claimed row before another may take it over
+    /// (its claimer died); kept longer than `timeout`.
+    pub lease: Duration,
 }
 
 impl Default for Retry {
     /// 2 s, 4 s, … up to 10 min between tries, 10 tries (about 37 minutes in all),
-    /// 10 s per try.
+    /// 10 s per try, claims of 60 s.
     fn default() -> Self {
         Self {
             first: Duration::from_secs(2),
             max: Duration::from_secs(600),
             attempts: 10,
             timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(60),
         }
     }
 }
@@ -92,7 +113,17 @@ impl Retry {
             .unwrap_or(u32::MAX);
         self.first.saturating_mul(factor).min(self.max)
     }
+
+    /// The claim's length: `lease`, but always past an attempt's `timeout`, so a
+    /// live deliverer's claim never lapses while it sends.
+    fn lease_ms(&self) -> i64 {
+        let lease = self.lease.max(self.timeout.saturating_mul(2));
+        i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2)
+    }
 }
+
+/// How often the follower writes its cursor when it enqueued nothing.
+pub const CURSOR_EVERY: Duration = Duration::from_secs(10);
 
 /// The notifier: follower and deliverer over one app.
 #[derive(Clone)]
@@ -103,34 +134,15 @@ pub struct Notifier {
 struct Inner {
     app: App,
     targets: Vec<NotifyTarget>,
-    links: Option<LinkKey>,
-    base_url: String,
+    reach: Reach,
     retry: Retry,
     client: reqwest::Client,
     wake: Notify,
 }
 
-/// How an attempt went.
-enum Attempt {
-    Delivered,
-    /// Worth trying again (5xx, 429, timeout, connection error).
-    Again(String),
-    /// Not worth trying again (another 4xx, a target gone).
-    GiveUp(String),
-    /// Nothing to send any more (the approval was decided first).
-    Skip(String),
-}
-
 impl Notifier {
-    /// A notifier for `targets`; links (for targets with a person) point at
-    /// `base_url` (the server's public URL) and are signed with `links`.
-    pub fn new(
-        app: App,
-        targets: Vec<NotifyTarget>,
-        links: Option<LinkKey>,
-        base_url: &str,
-        retry: Retry,
-    ) -> Result<Self> {
+    /// A notifier for `targets`; `reach` says where people act on what it sends.
+    pub fn new(app: App, targets: Vec<NotifyTarget>, reach: Reach, retry: Retry) -> Result<Self> {
         let client = reqwest::Client::builder()
             .timeout(retry.timeout)
             .user_agent(concat!("gaffer/", env!("CARGO_PKG_VERSION")))
@@ -140,8 +152,7 @@ impl Notifier {
             inner: Arc::new(Inner {
                 app,
                 targets,
-                links,
-                base_url: base_url.trim_end_matches('/').to_owned(),
+                reach,
                 retry,
                 client,
                 wake: Notify::new(),
@@ -155,12 +166,17 @@ impl Notifier {
         // Subscribed before the first read: nothing appended meanwhile is missed.
         let mut events = journal.subscribe();
         let mut cursor = journal.notify_cursor().await.map_err(AppError::Store)?;
+        let (mut stored, mut stored_at) = (cursor, Instant::now());
         self.enqueue_pending().await?;
         let deliverer = tokio::spawn(self.clone().deliver_loop(stop.clone()));
         loop {
-            match self.follow_once(cursor).await {
-                Ok(Some(pos)) => {
-                    cursor = pos;
+            let store = stored_at.elapsed() >= CURSOR_EVERY;
+            match self.follow_once(cursor, store).await {
+                Ok(Some(followed)) => {
+                    cursor = followed.pos;
+                    if followed.stored {
+                        (stored, stored_at) = (cursor, Instant::now());
+                    }
                     continue;
                 }
                 Ok(None) => {}
@@ -168,20 +184,26 @@ impl Notifier {
                     tracing::warn!(error = %e, "notify: cannot read the journal; trying again")
                 }
             }
-            // Woken by this process's appends; other processes' are seen within 2 s.
+            // Woken by this process's appends and, once the journal follows other
+            // processes, theirs; the sleep only bounds a missed wake.
             tokio::select! {
                 () = stop.cancelled() => break,
                 _ = events.recv() => {}
                 () = tokio::time::sleep(Duration::from_secs(2)) => {}
             }
         }
+        if cursor != stored {
+            if let Err(e) = journal.notify_enqueue(&[], Some(cursor)).await {
+                tracing::warn!(error = %e, "notify: cannot record how far the journal was read");
+            }
+        }
         let _ = deliverer.await;
         Ok(())
     }
 
-    /// Enqueue what the events after `cursor` tell (one page); the new cursor, or
-    /// `None` when there was nothing new.
-    async fn follow_once(&self, cursor: i64) -> Result<Option<i64>> {
+    /// Enqueue what the events after `cursor` tell (one page), writing the new
+    /// cursor with the rows, or alone when `store`; `None` when there was nothing new.
+    pub(crate) async fn follow_once(&self, cursor: i64, store: bool) -> Result<Option<Followed>> {
         let journal = self.inner.app.journal();
         let page = journal
             .events_after(cursor, 200)
@@ -196,14 +218,25 @@ impl Notifier {
                 items.extend(self.items(&news));
             }
         }
-        let added = journal
+        if items.is_empty() && !store {
+            return Ok(Some(Followed {
+                pos: last,
+                stored: false,
+            }));
+        }
+        journal
             .notify_enqueue(&items, Some(last))
             .await
             .map_err(AppError::Store)?;
-        if added > 0 {
+        // Woken even when another process's follower added the rows first: the
+        // deliverers race for them by claim, and one sends each.
+        if !items.is_empty() {
             self.inner.wake.notify_one();
         }
-        Ok(Some(last))
+        Ok(Some(Followed {
+            pos: last,
+            stored: true,
+        }))
     }
 
     /// Approvals pending now (those asked while notifications were off included).
@@ -289,182 +322,14 @@ impl Notifier {
             })
             .collect()
     }
+}
 
-    async fn deliver_loop(self, stop: CancellationToken) {
-        loop {
-            let due = match self.inner.app.journal().notify_due(now_ms(), 16).await {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(error = %e, "notify: cannot read the outbox");
-                    Vec::new()
-                }
-            };
-            let idle = due.is_empty();
-            for item in due {
-                if stop.is_cancelled() {
-                    return;
-                }
-                self.deliver(item).await;
-            }
-            if idle {
-                // Woken by new rows; retries come due within a second.
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = self.inner.wake.notified() => {}
-                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        }
-    }
-
-    /// Try `item` once and record how it went.
-    async fn deliver(&self, mut item: NotifyItem) {
-        let outcome = self.attempt(&item).await;
-        let now = now_ms();
-        item.attempts += 1;
-        match outcome {
-            Attempt::Delivered => {
-                item.state = "delivered".into();
-                item.delivered_at = Some(now);
-                item.last_error.clear();
-            }
-            Attempt::Skip(why) => {
-                item.state = "skipped".into();
-                item.last_error = why;
-            }
-            Attempt::GiveUp(why) => {
-                tracing::warn!(delivery = %item.id, error = %why, "notify: delivery failed; not retried");
-                item.state = "failed".into();
-                item.last_error = why;
-            }
-            Attempt::Again(why) => {
-                let tried = u32::try_from(item.attempts).unwrap_or(u32::MAX);
-                if tried >= self.inner.retry.attempts {
-                    tracing::warn!(delivery = %item.id, error = %why, attempts = tried, "notify: delivery failed; giving up");
-                    item.state = "failed".into();
-                } else {
-                    let wait = self.inner.retry.backoff(tried);
-                    tracing::info!(delivery = %item.id, error = %why, retry_in_ms = wait.as_millis() as u64, "notify: delivery failed; will retry");
-                    item.next_at = now + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2);
-                }
-                item.last_error = why;
-            }
-        }
-        if let Err(e) = self.inner.app.journal().notify_update(&item).await {
-            tracing::warn!(delivery = %item.id, error = %e, "notify: cannot record a delivery");
-        }
-    }
-
-    async fn attempt(&self, item: &NotifyItem) -> Attempt {
-        let Some(target) = self.inner.targets.iter().find(|t| t.name == item.target) else {
-            return Attempt::GiveUp(format!("target `{}` is no longer configured", item.target));
-        };
-        let news: News = match serde_json::from_str(&item.payload) {
-            Ok(n) => n,
-            Err(e) => return Attempt::GiveUp(format!("unreadable outbox row: {e}")),
-        };
-        let links = match &news.approval {
-            Some(a) => match self.inner.app.approval(&a.id).await {
-                Ok(found) if found.state != "pending" => {
-                    return Attempt::Skip(format!(
-                        "the approval was {} before it could be delivered",
-                        found.state
-                    ))
-                }
-                Ok(found) => self.links(target, &news, found.expires_at),
-                Err(e) => return Attempt::Again(format!("cannot read the approval: {e}")),
-            },
-            None => None,
-        };
-        let task_url = format!("{}/tasks/{}", self.inner.base_url, news.task_id);
-        let request = match &target.kind {
-            NotifyKind::Webhook { url, secret } => {
-                let body = news::webhook_body(
-                    &item.id,
-                    &news,
-                    &task_url,
-                    target.person.as_deref(),
-                    links.as_ref(),
-                );
-                let body = serde_json::to_vec(&body).unwrap_or_default();
-                let timestamp = now_ms() / 1000;
-                self.inner
-                    .client
-                    .post(url)
-                    .header("content-type", "application/json")
-                    .header(sign::DELIVERY_HEADER, &item.id)
-                    .header(sign::EVENT_HEADER, &news.event)
-                    .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
-                    .header(
-                        sign::SIGNATURE_HEADER,
-                        sign::signature(secret.expose(), timestamp, &body),
-                    )
-                    .body(body)
-            }
-            NotifyKind::Ntfy { url, topic, token } => {
-                let body = news::ntfy_publish(topic, &news, &task_url, links.as_ref());
-                let mut r = self.inner.client.post(format!("{url}/")).json(&body);
-                if let Some(t) = token {
-                    r = r.bearer_auth(t.expose());
-                }
-                r
-            }
-        };
-        match request.send().await {
-            Ok(r) if r.status().is_success() => Attempt::Delivered,
-            Ok(r) => {
-                let status = r.status();
-                let said = r.text().await.unwrap_or_default();
-                let why = format!("HTTP {status}: {}", news::clip(said.trim(), 200));
-                if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
-                    Attempt::Again(why)
-                } else {
-                    Attempt::GiveUp(why)
-                }
-            }
-            // Without the URL: it may carry a token.
-            Err(e) if e.is_timeout() => Attempt::Again("timed out".into()),
-            Err(e) if e.is_connect() => {
-                Attempt::Again(format!("cannot connect: {}", e.without_url()))
-            }
-            Err(e) => Attempt::Again(e.without_url().to_string()),
-        }
-    }
-
-    /// Approve / deny links for `target`'s person, expiring with the approval.
-    fn links(
-        &self,
-        target: &NotifyTarget,
-        news: &News,
-        expires: Option<i64>,
-    ) -> Option<news::Links> {
-        let (key, person, approval) = (
-            self.inner.links.as_ref()?,
-            target.person.as_ref()?,
-            news.approval.as_ref()?,
-        );
-        let now = now_ms();
-        let max = now + link::MAX_AGE_MS;
-        let expires_at = expires.map_or(max, |e| e.min(max));
-        let link = |approve: bool| {
-            Link {
-                approval_id: approval.id.clone(),
-                task_id: news.task_id.clone(),
-                approve,
-                target: target.name.clone(),
-                channel: target.channel().to_owned(),
-                person: person.clone(),
-                issued_at: now,
-                expires_at,
-            }
-            .url(&self.inner.base_url, key)
-        };
-        Some(news::Links {
-            approve: link(true),
-            deny: link(false),
-            expires_at,
-        })
-    }
+/// Where a page of the follower got to.
+pub(crate) struct Followed {
+    /// The last event read.
+    pub(crate) pos: i64,
+    /// Whether the cursor was written there.
+    stored: bool,
 }
 
 fn approval_news(a: &gaffer_protocol::api::Approval, request: String) -> News {
@@ -494,9 +359,12 @@ mod tests {
             max: Duration::from_secs(60),
             attempts: 10,
             timeout: Duration::from_secs(1),
+            lease: Duration::from_secs(1),
         };
         let waits: Vec<u64> = (1..=7).map(|n| r.backoff(n).as_secs()).collect();
         assert_eq!(waits, [2, 4, 8, 16, 32, 60, 60]);
         assert_eq!(r.backoff(200), Duration::from_secs(60));
+        // A claim outlives an attempt, whatever the lease asked for.
+        assert_eq!(r.lease_ms(), 2_000);
     }
 }

@@ -101,55 +101,97 @@ pub struct Links {
     pub expires_at: i64,
 }
 
+/// The commands that decide an approval in a terminal on this journal: what a
+/// person can do when no server is there to open a link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Commands {
+    /// `gaffer approve ap-…`.
+    pub approve: String,
+    /// `gaffer deny ap-…`.
+    pub deny: String,
+}
+
+impl Commands {
+    /// The commands for `approval`, run as `gaffer` (the program, with the flags
+    /// that reach this journal).
+    pub fn new(gaffer: &str, approval: &str) -> Self {
+        Self {
+            approve: format!("{gaffer} approve {approval}"),
+            deny: format!("{gaffer} deny {approval}"),
+        }
+    }
+}
+
+/// Where a person acts on one delivery: each `None` is left out, never a link to
+/// a server that is not there.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shown<'a> {
+    /// The task's page.
+    pub task_url: Option<&'a str>,
+    /// The one-tap links.
+    pub links: Option<&'a Links>,
+    /// The commands that decide the approval.
+    pub commands: Option<&'a Commands>,
+}
+
 /// The webhook's JSON body.
-pub fn webhook_body(
-    id: &str,
-    news: &News,
-    task_url: &str,
-    person: Option<&str>,
-    links: Option<&Links>,
-) -> Value {
+pub fn webhook_body(id: &str, news: &News, person: Option<&str>, shown: &Shown<'_>) -> Value {
     json!({
         "id": id,
         "event": news.event,
         "at": news.at,
         "project": news.project,
-        "task": { "id": news.task_id, "request": news.request, "url": task_url },
+        "task": { "id": news.task_id, "request": news.request, "url": shown.task_url },
         "approval": news.approval.as_ref().map(|a| json!({
             "id": a.id, "kind": a.kind, "summary": a.summary,
         })),
         "reason": news.reason,
         "title": news.title(),
         "person": person,
-        "links": links.map(|l| json!({
+        "links": shown.links.map(|l| json!({
             "approve": l.approve, "deny": l.deny, "expires_at": l.expires_at,
         })),
+        "commands": shown.commands.map(|c| json!({ "approve": c.approve, "deny": c.deny })),
     })
 }
 
 /// ntfy's JSON publish: title, message, a click to the task and, for an
 /// approval with links, Approve / Deny buttons (`view` actions that open the
-/// confirm page: a tap never decides on its own) and Open.
-pub fn ntfy_publish(topic: &str, news: &News, task_url: &str, links: Option<&Links>) -> Value {
+/// confirm page: a tap never decides on its own) and Open. Without a server to
+/// open them there is no button and no click; an approval's message then ends
+/// with the commands that decide it.
+pub fn ntfy_publish(topic: &str, news: &News, shown: &Shown<'_>) -> Value {
     let mut actions = Vec::new();
-    if let Some(l) = links {
+    if let Some(l) = shown.links {
         actions
             .push(json!({ "action": "view", "label": "Approve", "url": l.approve, "clear": true }));
         actions.push(json!({ "action": "view", "label": "Deny", "url": l.deny, "clear": true }));
     }
-    actions.push(json!({ "action": "view", "label": "Open task", "url": task_url }));
+    if let Some(url) = shown.task_url {
+        actions.push(json!({ "action": "view", "label": "Open task", "url": url }));
+    }
+    let mut message = news.text();
+    if let (None, Some(c)) = (shown.links, shown.commands) {
+        message.push_str(&format!(
+            "\n\nTo decide, run:\n{}\nor:\n{}",
+            c.approve, c.deny
+        ));
+    }
     let (tags, priority) = match news.event.as_str() {
         "approval" => (vec!["raising_hand"], 4),
         "done" => (vec!["white_check_mark"], 3),
         _ => (vec!["warning"], 4),
     };
-    json!({
+    let mut publish = json!({
         "topic": topic,
         "title": news.title(),
-        "message": news.text(),
+        "message": message,
         "tags": tags,
         "priority": priority,
-        "click": task_url,
         "actions": actions,
-    })
+    });
+    if let Some(url) = shown.task_url {
+        publish["click"] = json!(url);
+    }
+    publish
 }

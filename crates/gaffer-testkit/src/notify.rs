@@ -19,6 +19,28 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// HMAC-SHA256 (hex) written out from RFC 2104 over plain SHA-256, so a test
+/// does not trust the code under test's HMAC.
+pub fn rfc2104_hmac_sha256(key: &[u8], message: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    outer.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// One request a fake received.
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -37,6 +59,19 @@ impl Received {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The `X-Gaffer-Signature-256` a webhook signed with `secret` carries for
+    /// this request's timestamp and body.
+    pub fn expected_signature(&self, secret: &str) -> String {
+        let mut signed = self
+            .header("x-gaffer-timestamp")
+            .unwrap_or_default()
+            .as_bytes()
+            .to_vec();
+        signed.push(b'.');
+        signed.extend_from_slice(&self.body);
+        format!("sha256={}", rfc2104_hmac_sha256(secret.as_bytes(), &signed))
     }
 
     /// The body as JSON.

@@ -1,31 +1,9 @@
 //! Deliveries: signed webhooks, retries, ntfy publishes, and the outbox across a restart.
 
 use super::support::{ntfy, quick, webhook, Gaffer, SECRET};
-use gaffer_testkit::notify::{FakeNtfy, FakeWebhook};
+use gaffer_testkit::notify::{rfc2104_hmac_sha256, FakeNtfy, FakeWebhook};
 use pretty_assertions::assert_eq;
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
-
-/// HMAC-SHA256 written out from RFC 2104 over plain SHA-256, so the test does not
-/// trust the code under test's HMAC.
-fn rfc2104_hmac_sha256(key: &[u8], message: &[u8]) -> String {
-    let mut block = [0u8; 64];
-    if key.len() > 64 {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    let outer = Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize();
-    outer.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[tokio::test]
 async fn a_webhook_receives_a_signed_payload_for_each_approval_with_one_tap_links() {

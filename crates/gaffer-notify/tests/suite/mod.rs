@@ -1,3 +1,5 @@
+mod claims;
 mod deliver;
 mod links;
+mod reach;
 mod support;

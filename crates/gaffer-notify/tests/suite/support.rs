@@ -3,7 +3,7 @@
 use gaffer_app::{App, ApprovalRequest, NewTask, Policy, Subject};
 use gaffer_config::{NotifyEvent, NotifyKind, NotifyTarget, Secret};
 use gaffer_core::{Actor, ApprovalKind, Event, Intent, StepId, StreamId, TaskId};
-use gaffer_notify::{LinkKey, Links, Notifier, Retry};
+use gaffer_notify::{LinkKey, Links, Notifier, Reach, Retry, ServerUrl};
 use gaffer_protocol::api;
 use gaffer_server::{LocalSecret, Server, ServerConfig};
 use gaffer_store::{Durability, NewEvent, NotifyItem, SqliteJournal};
@@ -11,10 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
 pub const SECRET: &str = "whsec-0123456789abcdef";
 
 pub struct Gaffer {
     pub dir: tempfile::TempDir,
+    /// The journal's URL (empty: the SQLite file in `dir`).
+    url: String,
     pub app: App,
     pub base: String,
     pub key: LinkKey,
@@ -39,6 +47,7 @@ pub fn quick() -> Retry {
         max: Duration::from_millis(200),
         attempts: 5,
         timeout: Duration::from_secs(2),
+        lease: Duration::from_secs(4),
     }
 }
 
@@ -80,7 +89,46 @@ impl Gaffer {
         let journal = SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
             .await
             .unwrap();
-        let app = App::new(Arc::new(journal), Policy::parse(policy).unwrap());
+        Self::over(dir, Arc::new(journal), targets, policy).await
+    }
+
+    /// The same on `backend`'s journal (a fresh PostgreSQL database, or a file).
+    pub async fn start_on(backend: Backend, targets: Vec<NotifyTarget>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = match backend {
+            Backend::Sqlite => dir.path().join("gaffer.db").display().to_string(),
+            Backend::Postgres => gaffer_testkit::postgres::fresh_database().await,
+        };
+        let journal = gaffer_store::open(&url, Durability::Normal).await.unwrap();
+        let mut g = Self::over(dir, journal, targets, "").await;
+        g.url = url;
+        g
+    }
+
+    /// The journal's path or URL.
+    pub fn journal_url(&self) -> String {
+        if self.url.is_empty() {
+            self.dir.path().join("gaffer.db").display().to_string()
+        } else {
+            self.url.clone()
+        }
+    }
+
+    /// Another process's app on this journal: its own connections and writer.
+    pub async fn another_process(&self) -> App {
+        let journal = gaffer_store::open(&self.journal_url(), Durability::Normal)
+            .await
+            .unwrap();
+        App::new(journal, Policy::parse("").unwrap())
+    }
+
+    async fn over(
+        dir: tempfile::TempDir,
+        journal: Arc<dyn gaffer_store::Journal>,
+        targets: Vec<NotifyTarget>,
+        policy: &str,
+    ) -> Self {
+        let app = App::new(journal, Policy::parse(policy).unwrap());
         let local = LocalSecret::load_or_create(dir.path(), "owner").unwrap();
         let key = LinkKey::new(local.derived_key("notify-link"));
         let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), local);
@@ -93,6 +141,7 @@ impl Gaffer {
         }));
         Self {
             dir,
+            url: String::new(),
             app,
             base,
             key,
@@ -104,14 +153,33 @@ impl Gaffer {
 
     /// Start a notifier over this gaffer; it stops with `stop` or the gaffer.
     pub fn notifier(&self, retry: Retry, stop: &CancellationToken) -> tokio::task::JoinHandle<()> {
-        let n = Notifier::new(
-            self.app.clone(),
-            self.targets.clone(),
-            Some(self.key.clone()),
-            &self.base,
-            retry,
-        )
-        .unwrap();
+        self.notifier_reaching(ServerUrl::fixed(&self.base), retry, stop)
+    }
+
+    /// Start a notifier whose links lead to what `server` finds.
+    pub fn notifier_reaching(
+        &self,
+        server: ServerUrl,
+        retry: Retry,
+        stop: &CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        self.notifier_of(self.app.clone(), server, retry, stop)
+    }
+
+    /// Start a notifier over `app` (this gaffer's, or another process's).
+    pub fn notifier_of(
+        &self,
+        app: App,
+        server: ServerUrl,
+        retry: Retry,
+        stop: &CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let reach = Reach {
+            links: Some(self.key.clone()),
+            server,
+            gaffer: "gaffer --config /srv/gaffer.toml".into(),
+        };
+        let n = Notifier::new(app, self.targets.clone(), reach, retry).unwrap();
         let stop = stop.clone();
         let ours = self.stop.clone();
         tokio::spawn(async move {
