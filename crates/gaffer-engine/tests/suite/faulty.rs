@@ -427,7 +427,11 @@ impl Journal for Faulty {
     async fn notify_cursor(&self) -> Result<i64> {
         self.inner.notify_cursor().await
     }
-    async fn notify_claim(&self, lease_ms: i64, limit: i64) -> Result<Vec<gaffer_store::NotifyItem>> {
+    async fn notify_claim(
+        &self,
+        lease_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<gaffer_store::NotifyItem>> {
         self.inner.notify_claim(lease_ms, limit).await
     }
     async fn notify_update(

@@ -37,7 +37,9 @@ async fn two_notifiers_deliver_each_approval_once(backend: Backend) {
     let _second = g.notifier_of(other, ServerUrl::fixed(&g.base), retry(), &stop);
     let mut asked = BTreeSet::new();
     for n in 0..6 {
-        let a = g.ask_in(&task, &format!("s{n}"), &format!("make step-{n}")).await;
+        let a = g
+            .ask_in(&task, &format!("s{n}"), &format!("make step-{n}"))
+            .await;
         asked.insert(format!("ops/approval/{}", a.id));
     }
     g.until("all delivered", |o| {
@@ -116,14 +118,20 @@ async fn a_notifier_killed_holding_a_claim_leaves_the_row_to_another_after_the_l
     let (kill, thread) = doomed_process(url, &g, retry());
     // Claimed: its due time moved to the end of the claim's lease.
     let claimed = g
-        .until("claimed", |o| o.iter().any(|i| i.next_at > i.created_at + 2_000))
+        .until("claimed", |o| {
+            o.iter().any(|i| i.next_at > i.created_at + 2_000)
+        })
         .await;
     let lease_end = claimed[0].next_at;
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(kill);
     thread.join().unwrap();
     hook.hang_next(0);
-    assert_eq!(g.outbox().await[0].attempts, 0, "the dead notifier recorded nothing");
+    assert_eq!(
+        g.outbox().await[0].attempts,
+        0,
+        "the dead notifier recorded nothing"
+    );
 
     let stop = CancellationToken::new();
     let _survivor = g.notifier(retry(), &stop);
@@ -131,7 +139,10 @@ async fn a_notifier_killed_holding_a_claim_leaves_the_row_to_another_after_the_l
     let early = lease_end - gaffer_store::now_ms() - 300;
     if early > 0 {
         tokio::time::sleep(Duration::from_millis(early as u64)).await;
-        assert!(hook.received().is_empty(), "delivered while another held the claim");
+        assert!(
+            hook.received().is_empty(),
+            "delivered while another held the claim"
+        );
     }
     // …then once, by the survivor, under the same delivery id.
     let items = g

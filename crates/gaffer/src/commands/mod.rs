@@ -12,6 +12,7 @@ mod journal;
 mod live;
 mod manual;
 mod memory;
+mod notifications;
 mod project;
 mod run;
 mod serve;

@@ -317,7 +317,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
         ));
     }
     let shown = Options::for_terminal(args.json, global.quiet);
-    drive(&app, &engine, &config, &TaskId(task.id), 0, shown).await
+    drive(global, &app, &engine, &config, &TaskId(task.id), 0, shown).await
 }
 
 pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
@@ -362,7 +362,7 @@ pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
         .map_err(CliError::config)?;
     // Taking the lease marks what a crashed run left running as interrupted.
     let shown = Options::for_terminal(args.json, global.quiet);
-    drive(&app, &engine, &config, &id, view.head_seq, shown).await
+    drive(global, &app, &engine, &config, &id, view.head_seq, shown).await
 }
 
 pub async fn cancel(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
@@ -409,6 +409,7 @@ pub async fn retry(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
 /// Run the task here until it ends, showing it live from after its event
 /// `after_seq`. Ctrl-C cancels it cleanly (exit 130); a second Ctrl-C quits at once.
 async fn drive(
+    global: &Global,
     app: &App,
     engine: &Engine,
     config: &Config,
@@ -419,6 +420,13 @@ async fn drive(
     // Decisions and cancellations made elsewhere reach the run.
     crate::setup::follow_others(app.journal().as_ref()).await?;
     let cancel = CancellationToken::new();
+    // A person who walks away hears about the approvals (and the end) on their phone.
+    let notifier = crate::commands::notifications::start_beside(
+        global,
+        config,
+        app,
+        &CancellationToken::new(),
+    )?;
     let interrupted = Arc::new(AtomicBool::new(false));
     let ctrl_c = tokio::spawn(stop_on_ctrl_c(cancel.clone(), interrupted.clone()));
     let redactor = engine.redactor().clone();
@@ -452,10 +460,16 @@ async fn drive(
         Ok(Some(stage)) => stage,
         Ok(None) => {
             ctrl_c.abort();
+            if let Some(n) = notifier {
+                n.stop().await;
+            }
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
         Err(e) => {
             ctrl_c.abort();
+            if let Some(n) = notifier {
+                n.stop().await;
+            }
             return Err(CliError::failed(e.to_string()));
         }
     };
@@ -472,6 +486,10 @@ async fn drive(
     } else {
         print_summary(&view, &summary)
     };
+    // After the summary: the task's end is sent before the process goes.
+    if let Some(n) = notifier {
+        n.finish().await;
+    }
     ctrl_c.abort();
     Ok(if interrupted.load(Ordering::SeqCst) {
         ExitCode::from(EXIT_INTERRUPTED)

@@ -1,8 +1,9 @@
 //! `gaffer serve`: workers, the HTTP API, SSE and the web page on one port.
 //!
 //! Notifications: `[[notify]]` targets are told about approvals and finished tasks
-//! (see `gaffer-notify`); their one-tap links point at `[server] public_url`, else
-//! at this server, and are signed with a key derived from the local secret.
+//! (see `gaffer-notify` and `notifications`); their one-tap links point at
+//! `[server] public_url`, else at this server, and are signed with a key derived
+//! from the local secret.
 //!
 //! Discord: when the environment variable `discord.token_env` names holds a bot
 //! token, the Discord adapter runs beside the server (see `gaffer-discord`); a
@@ -26,6 +27,7 @@
 
 use crate::cli::{Global, LoginLinkArgs, ServeArgs};
 use crate::commands::approvals::open_app;
+use crate::commands::notifications;
 use crate::commands::worker;
 use crate::error::{CliError, Result};
 use gaffer_server::{IssueSource, LocalSecret, Server, ServerConfig, ServerError};
@@ -72,7 +74,18 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         })?;
     let bound = server.local_addr()?;
     let _recorded = RecordedAddress::write(&config.data_dir, bound);
-    let notifier = start_notify(&config, &app, link_key, &page_base(bound), &stop)?;
+    let base = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| page_base(bound));
+    let notifier = notifications::start(
+        global,
+        &config,
+        &app,
+        link_key,
+        gaffer_notify::ServerUrl::fixed(&base),
+        &stop,
+    )?;
     let limits = worker::limits(&config, args.workers, None);
     let cleaner = {
         let (stop, engine, app, config) =
@@ -115,12 +128,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         );
     }
     if notifier.is_some() {
-        let names: Vec<String> = config
-            .notify
-            .iter()
-            .map(|t| format!("{} ({})", t.name, t.channel()))
-            .collect();
-        outln!("Notifications: on, to {}", names.join(", "));
+        outln!("Notifications: on, to {}", notifications::targets(&config));
     }
     // Printed once: whoever can read this terminal is the person the page acts as.
     // A reader that stopped reading (closed the pipe) does not stop the server.
@@ -141,7 +149,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         let _ = d.await;
     }
     if let Some(n) = notifier {
-        let _ = n.await;
+        n.stop().await;
     }
     result?;
     Ok(ExitCode::SUCCESS)
@@ -161,7 +169,7 @@ fn listen_address(flag: Option<&str>, config: &gaffer_config::Config) -> Result<
 
 /// The local secret in the data dir (made on first use), standing for the person
 /// running this command.
-fn local_secret(config: &gaffer_config::Config) -> Result<LocalSecret> {
+pub(super) fn local_secret(config: &gaffer_config::Config) -> Result<LocalSecret> {
     LocalSecret::load_or_create(&config.data_dir, &crate::setup::cli_actor().name)
         .map_err(|e| CliError::config(format!("the local secret: {e}")))
 }
@@ -177,7 +185,7 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, addr.port())
 }
 
-fn page_base(addr: SocketAddr) -> String {
+pub(super) fn page_base(addr: SocketAddr) -> String {
     format!("http://{}", reachable(addr))
 }
 
@@ -222,7 +230,7 @@ impl Drop for RecordedAddress {
 
 /// The address a `gaffer serve` of this data dir recorded, if a server still
 /// answers there (one killed outright leaves its file behind).
-fn served_address(data_dir: &Path) -> Option<SocketAddr> {
+pub(super) fn served_address(data_dir: &Path) -> Option<SocketAddr> {
     let text = std::fs::read_to_string(data_dir.join(ADDRESS_FILE)).ok()?;
     let recorded: serde_json::Value = serde_json::from_str(&text).ok()?;
     let addr: SocketAddr = recorded["listen"].as_str()?.parse().ok()?;
@@ -260,35 +268,6 @@ pub fn login_link(global: &Global, args: &LoginLinkArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Start the notifier when `[[notify]]` names targets; its links point at
-/// `[server] public_url`, else at this server's own address.
-fn start_notify(
-    config: &gaffer_config::Config,
-    app: &gaffer_app::App,
-    key: gaffer_notify::LinkKey,
-    own_base: &str,
-    stop: &CancellationToken,
-) -> Result<Option<tokio::task::JoinHandle<()>>> {
-    if config.notify.is_empty() {
-        return Ok(None);
-    }
-    let base = config.public_url.as_deref().unwrap_or(own_base);
-    let notifier = gaffer_notify::Notifier::new(
-        app.clone(),
-        config.notify.clone(),
-        Some(key),
-        base,
-        gaffer_notify::Retry::default(),
-    )
-    .map_err(|e| CliError::config(e.to_string()))?;
-    let stop = stop.clone();
-    Ok(Some(tokio::spawn(async move {
-        if let Err(e) = notifier.run(stop).await {
-            errln!("gaffer: notifications stopped: {e}");
-        }
-    })))
 }
 
 /// Start the Discord adapter if a bot token is in the environment.

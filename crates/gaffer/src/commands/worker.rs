@@ -85,6 +85,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
         config.lease_secs
     );
     let stop = CancellationToken::new();
+    let notifier = crate::commands::notifications::start_beside(global, &config, &app, &stop)?;
     let work = engine.work(&me, limits, stop.clone());
     tokio::pin!(work);
     let result = tokio::select! {
@@ -95,6 +96,10 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
             work.await
         }
     };
+    stop.cancel();
+    if let Some(n) = notifier {
+        n.stop().await;
+    }
     result.map_err(|e| CliError::failed(format!("worker {} stopped: {e}", me.id)))?;
     Ok(ExitCode::SUCCESS)
 }

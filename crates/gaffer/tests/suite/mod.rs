@@ -9,6 +9,7 @@ mod listing;
 mod live;
 mod memory;
 mod nodes;
+mod notify;
 mod observe;
 mod ops;
 mod page;

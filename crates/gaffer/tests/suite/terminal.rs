@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 const REQUEST: &str = "Add an installation section to README";
 /// The end of the question's last line, where the answer is typed (the words
 /// before it are styled).
-const PROMPT: &str = "[y/n] ";
+pub(super) const PROMPT: &str = "[y/n] ";
 
 /// The terminal: what the program wrote so far, byte for byte.
-struct Screen {
-    session: PtySession,
+pub(super) struct Screen {
+    pub(super) session: PtySession,
     seen: Vec<u8>,
 }
 
 impl Screen {
-    fn spawn(mut cmd: Command) -> Self {
+    pub(super) fn spawn(mut cmd: Command) -> Self {
         cmd.env("TERM", "xterm-256color");
         let session = rexpect::session::spawn_command(cmd, Some(90_000)).unwrap();
         // A terminal of a usual size (a new pty has none).
@@ -45,7 +45,7 @@ impl Screen {
     }
 
     /// Wait until `needle` (ASCII) is on the screen.
-    fn expect(&mut self, needle: &str) {
+    pub(super) fn expect(&mut self, needle: &str) {
         match self.session.exp_string(needle) {
             Ok(before) => {
                 self.keep(&before);
@@ -59,7 +59,7 @@ impl Screen {
     }
 
     /// Everything until the program exits; its exit code.
-    fn finish(&mut self) -> i32 {
+    pub(super) fn finish(&mut self) -> i32 {
         let rest = self.session.exp_eof().unwrap_or_default();
         self.keep(&rest);
         match self.session.process().wait().unwrap() {
@@ -68,14 +68,14 @@ impl Screen {
         }
     }
 
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         String::from_utf8_lossy(&self.seen).into_owned()
     }
 }
 
 /// A planner whose plan has two subtasks, and an owner asking to run a command
 /// before writing the README.
-fn script(b: &Bench, first_title: &str, command: &str) {
+pub(super) fn script(b: &Bench, first_title: &str, command: &str) {
     let plan = json!({ "subtasks": [
         { "title": first_title, "description": "write it", "files": ["README.md"], "acceptance": "README has ## Installation" },
         { "title": "Mention the licence", "description": "one line", "files": ["README.md"], "acceptance": "it is there" },
