@@ -241,3 +241,43 @@ async fn a_cut_off_answer_to_the_merge_request_create_finds_it_without_asking_an
         (Some(mrs[0].iid), Some(true))
     );
 }
+
+#[tokio::test]
+async fn a_crash_right_after_the_issue_note_was_sent_finds_it_instead_of_noting_twice() {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeGitLab::start(GROUP, "demo", TOKEN).await.unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success", "ok\n");
+    let issue = fake.add_issue(REQUEST, "The README does not say how to install.");
+    let w = gitlab_world(&fake, &remote, "true").await;
+    script_one_subtask(&w);
+    let issue_url = format!("{}/-/issues/{issue}", fake.web_url());
+    let id = issue_task(&w, Some(issue_url)).await;
+    // GitLab records the note; its answer never comes.
+    fake.hang_next_note();
+    let run = w.spawn(&id);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while fake.notes().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the note never reached GitLab"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // gaffer dies here.
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+
+    assert!(w.engine.recover_task(&id).await.unwrap());
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let notes = fake.notes();
+    assert_eq!(notes.len(), 1, "one note: {notes:#?}");
+    let mr_url = format!("{}/-/merge_requests/{}", fake.web_url(), fake.mrs()[0].iid);
+    assert!(notes[0].body.contains(&mr_url), "{}", notes[0].body);
+    let report = receipt(&w.view(&id).await, "report");
+    assert_eq!(report["issue_comment"]["id"], notes[0].id);
+    assert_eq!(
+        report["issue_comment"]["posted"], false,
+        "found, not posted again"
+    );
+}

@@ -112,6 +112,7 @@ struct LabState {
     requests: Mutex<Vec<String>>,
     rate_limit: Mutex<Option<RateLimit>>,
     hang_next_create: Mutex<bool>,
+    hang_next_note: Mutex<bool>,
     cut_next_create: Mutex<bool>,
     refuse_mrs: Mutex<Option<(u16, String)>>,
     ci_for_every_commit: Mutex<Option<(String, String)>>,
@@ -150,6 +151,7 @@ impl FakeGitLab {
             requests: Mutex::default(),
             rate_limit: Mutex::new(None),
             hang_next_create: Mutex::new(false),
+            hang_next_note: Mutex::new(false),
             cut_next_create: Mutex::new(false),
             refuse_mrs: Mutex::new(None),
             ci_for_every_commit: Mutex::new(None),
@@ -306,6 +308,11 @@ impl FakeGitLab {
     /// crashed before reading it).
     pub fn hang_next_mr_create(&self) {
         *self.state.hang_next_create.lock().unwrap() = true;
+    }
+
+    /// The next note on an issue is recorded, and then the answer never comes.
+    pub fn hang_next_note(&self) {
+        *self.state.hang_next_note.lock().unwrap() = true;
     }
 
     /// The next MR create is recorded, and then its answer is lost: the connection is

@@ -484,6 +484,9 @@ async fn route(
                 body: text.into(),
             };
             st.notes.lock().unwrap().push(note.clone());
+            if std::mem::take(&mut *st.hang_next_note.lock().unwrap()) {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
             (StatusCode::CREATED, Json(note_json(&note))).into_response()
         }
         _ => err(404, json!("404 Not Found")),
