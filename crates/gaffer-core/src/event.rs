@@ -78,6 +78,11 @@ pub struct TaskOptions {
     /// the journal (the `tasks` projection's `origin_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Tasks of the same project this one runs after (`gaffer run --after ID`): it
+    /// waits until every one is done, and is blocked when one fails, is cancelled
+    /// or is blocked. See [`crate::dependency`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<TaskId>,
 }
 
 /// Everything that can happen, as recorded in the journal. The first event of a
@@ -157,6 +162,22 @@ pub enum Event {
     TaskBlocked {
         /// Why.
         reason: String,
+    },
+    /// A task this waiting task runs after is done; the last one queues it.
+    TaskDependencyDone {
+        /// The task it ran after.
+        dependency: TaskId,
+    },
+    /// A task this waiting task runs after ended without being done: the waiting
+    /// task is blocked, naming it and how it ended.
+    TaskDependencyFailed {
+        /// The task it ran after.
+        dependency: TaskId,
+        /// How that task ended: `failed`, `cancelled` or `blocked`.
+        stage: Stage,
+        /// That task's own reason, if it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
 
     /// A step's intent, recorded before its effect runs.
@@ -461,6 +482,8 @@ event_kinds! {
     TaskCancelled => "task_cancelled",
     TaskBlocked => "task_blocked",
     TaskLeased => "task_leased",
+    TaskDependencyDone => "task_dependency_done",
+    TaskDependencyFailed => "task_dependency_failed",
     StepIntentRecorded => "step_intent_recorded",
     StepStarted => "step_started",
     AgentActivity => "agent_activity",
@@ -506,6 +529,7 @@ impl Event {
             Event::TaskCreated { .. }
             | Event::TaskStageEntered { .. }
             | Event::TaskLeased { .. }
+            | Event::TaskDependencyDone { .. }
             | Event::AgentActivity { .. }
             | Event::CiStatusChanged { .. }
             | Event::PanelOpinion { .. }
@@ -515,7 +539,8 @@ impl Event {
             Event::TaskDone { .. }
             | Event::TaskFailed { .. }
             | Event::TaskCancelled { .. }
-            | Event::TaskBlocked { .. } => Touched::TaskAndApprovals,
+            | Event::TaskBlocked { .. }
+            | Event::TaskDependencyFailed { .. } => Touched::TaskAndApprovals,
             Event::StepIntentRecorded { step_id, .. }
             | Event::StepStarted { step_id }
             | Event::StepCompleted { step_id, .. }

@@ -9,6 +9,7 @@
 //! never stored.
 
 mod approval;
+pub mod dependency;
 mod event;
 mod frontier;
 mod ids;

@@ -1,4 +1,4 @@
-use crate::{ApprovalId, ApprovalState, SessionId, Stage, StepId, StepState};
+use crate::{ApprovalId, ApprovalState, SessionId, Stage, StepId, StepState, TaskId};
 
 /// Why the reducer refused an event. The state it was offered is unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -171,6 +171,22 @@ pub enum Rejected {
         /// What is wrong.
         reason: String,
     },
+    /// A task waiting for the tasks it runs after cannot be leased or worked on.
+    #[error("the task waits for the tasks it runs after; `{got}` is refused")]
+    Waiting {
+        /// The event offered.
+        got: &'static str,
+    },
+    /// A dependency event for a task that is not waiting, or for a task it does not
+    /// (or no longer) wait for.
+    #[error("the task does not wait for `{dependency}`")]
+    NotAwaited {
+        /// The task named.
+        dependency: TaskId,
+    },
+    /// A `task_created` whose `after` list cannot be waited for.
+    #[error("`after`: {0}")]
+    BadAfter(String),
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

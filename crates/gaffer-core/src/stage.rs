@@ -4,6 +4,8 @@ use std::fmt;
 /// Where a task is in its lifecycle.
 ///
 /// ```text
+/// waiting → queued                              (every task it runs after is done)
+/// waiting → blocked                             (one of them failed, was cancelled or blocked)
 /// queued → planning → awaiting_plan_approval → coding ⇄ reviewing → arbitrating
 ///        → testing → shipping → done            (any non-final → failed | cancelled | blocked)
 ///                    shipping ⇄ coding          (the owner fixes what CI found, then it is pushed again)
@@ -11,6 +13,9 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// Accepted, waiting for the tasks it runs after (`after`) to be done; no worker
+    /// takes it until then.
+    Waiting,
     /// Accepted, waiting for a worker.
     Queued,
     /// The planner is breaking the request down.
@@ -39,7 +44,8 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in lifecycle order.
-    pub const ALL: [Stage; 12] = [
+    pub const ALL: [Stage; 13] = [
+        Stage::Waiting,
         Stage::Queued,
         Stage::Planning,
         Stage::AwaitingPlanApproval,
@@ -63,7 +69,8 @@ impl Stage {
     }
 
     /// The working stages a task may move to from `self` by `task_stage_entered`.
-    /// Final stages are reached by their own events, never by this table.
+    /// Final stages are reached by their own events, never by this table; a waiting
+    /// task leaves `waiting` only by `task_dependency_done` / `task_dependency_failed`.
     pub fn may_enter(self, to: Stage) -> bool {
         use Stage::*;
         matches!(
@@ -87,6 +94,7 @@ impl Stage {
     /// The snake_case name used on the wire and in the database.
     pub fn as_str(self) -> &'static str {
         match self {
+            Stage::Waiting => "waiting",
             Stage::Queued => "queued",
             Stage::Planning => "planning",
             Stage::AwaitingPlanApproval => "awaiting_plan_approval",

@@ -4,7 +4,7 @@ use crate::{
     Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A task, as its events describe it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,6 +47,9 @@ pub struct TaskState {
     /// Every switch of a role to its next agent, in order.
     #[serde(default)]
     pub switches: Vec<AgentSwitch>,
+    /// The tasks of `options.after` it still waits for (none once queued).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub waiting_for: BTreeSet<TaskId>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -73,13 +76,18 @@ impl TaskState {
                 if request.trim().is_empty() {
                     return Err(Rejected::Empty("request"));
                 }
+                let waiting_for = crate::dependency::awaited(task_id, &options.after)?;
                 Ok(Self {
                     id: task_id.clone(),
                     project_id: project_id.clone(),
                     request: request.clone(),
                     created_by: by.clone(),
                     options: options.clone(),
-                    stage: Stage::Queued,
+                    stage: if waiting_for.is_empty() {
+                        Stage::Queued
+                    } else {
+                        Stage::Waiting
+                    },
                     outcome: None,
                     steps: BTreeMap::new(),
                     approvals: BTreeMap::new(),
@@ -89,6 +97,7 @@ impl TaskState {
                     messages: Vec::new(),
                     interrupted: None,
                     switches: Vec::new(),
+                    waiting_for,
                     created_at: at,
                     updated_at: at,
                 })
@@ -115,6 +124,9 @@ impl TaskState {
                 stream: "task",
                 got: event.kind(),
             });
+        }
+        if self.stage == Stage::Waiting && !crate::dependency::may_happen_while_waiting(event) {
+            return Err(Rejected::Waiting { got: event.kind() });
         }
         match event {
             Event::TaskCreated { .. } => {
@@ -155,6 +167,17 @@ impl TaskState {
             }
             Event::TaskBlocked { reason } => {
                 self.finish(at, Stage::Blocked, serde_json::json!({ "reason": reason }));
+            }
+            Event::TaskDependencyDone { dependency } => {
+                self.dependency_done(dependency)?;
+            }
+            Event::TaskDependencyFailed {
+                dependency,
+                stage,
+                reason,
+            } => {
+                let outcome = self.dependency_failed(dependency, *stage, reason.as_deref())?;
+                self.finish(at, Stage::Blocked, outcome);
             }
             Event::TaskCancelled { by, reason } => {
                 let outcome = serde_json::json!({ "reason": reason, "by": by });
@@ -623,7 +646,7 @@ impl TaskState {
         }
     }
 
-    fn finish(&mut self, at: Timestamp, stage: Stage, outcome: serde_json::Value) {
+    pub(crate) fn finish(&mut self, at: Timestamp, stage: Stage, outcome: serde_json::Value) {
         // A final task waits for nothing: withdraw what is still pending, so no
         // approval can stay open forever.
         for approval in self.approvals.values_mut() {
@@ -635,6 +658,7 @@ impl TaskState {
         }
         self.stage = stage;
         self.outcome = Some(outcome);
+        self.waiting_for.clear();
     }
 
     fn step_in(

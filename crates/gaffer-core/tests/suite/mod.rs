@@ -1,3 +1,4 @@
+mod dependencies;
 mod messages;
 mod reducer;
 mod reducer_props;
