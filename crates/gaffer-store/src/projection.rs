@@ -49,6 +49,28 @@ pub struct TaskRow {
     pub origin_key: Option<String>,
 }
 
+impl TaskRow {
+    /// The task as another task's dependency sees it: its project, stage, what it
+    /// runs after and its final reason. `None` when a column does not parse (a
+    /// stage from a newer gaffer): such a task is neither done nor ended here.
+    pub fn dependency(&self) -> Option<gaffer_core::dependency::Dependency> {
+        let stage = serde_json::from_value(serde_json::Value::String(self.stage.clone())).ok()?;
+        let options: gaffer_core::TaskOptions = serde_json::from_str(&self.options).ok()?;
+        let reason = self
+            .outcome
+            .as_deref()
+            .and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+            .and_then(|o| o.get("reason").and_then(|r| r.as_str()).map(str::to_owned));
+        Some(gaffer_core::dependency::Dependency {
+            id: gaffer_core::TaskId(self.id.clone()),
+            project_id: gaffer_core::ProjectId(self.project_id.clone()),
+            stage,
+            after: options.after,
+            reason,
+        })
+    }
+}
+
 /// One row of `steps`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct StepRow {

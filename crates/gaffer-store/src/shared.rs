@@ -1324,7 +1324,7 @@ macro_rules! journal_backend {
                 let mut q = sqlx::QueryBuilder::<$DB>::new(
                     "SELECT t.id, t.project_id, COALESCE(l.generation, 0) FROM tasks t
                      LEFT JOIN task_leases l ON l.task_id = t.id
-                     WHERE t.stage NOT IN ('done', 'failed', 'cancelled', 'blocked')
+                     WHERE t.stage NOT IN ('waiting', 'done', 'failed', 'cancelled', 'blocked')
                      AND (l.task_id IS NULL OR l.expires_at < ",
                 );
                 q.push_bind(now).push(")");

@@ -156,6 +156,28 @@ async fn claims_skip_finished_tasks_and_busy_projects_and_take_the_oldest_first(
     assert_eq!((again.task_id.as_str(), again.generation), ("t-a", 2));
 }
 
+async fn a_waiting_task_is_never_claimed_until_its_last_dependency_is_done(b: Backend) {
+    let t = temp_journal(b).await;
+    let j = &t.journal;
+    seeded(j, "p-1", "t-a").await;
+    let mut waiting = task("t-b", "p-1");
+    if let Event::TaskCreated { options, .. } = &mut waiting {
+        options.after = vec!["t-a".into()];
+    }
+    // Older than t-a, so the claim would take it first if it could.
+    let mut ev = at(waiting);
+    ev.at -= 1_000;
+    j.append(&"t-b".into(), 0, vec![ev]).await.unwrap();
+    let w = registered(j, "w-a").await;
+    assert_eq!(j.claim_task(&w, &[], Some("t-b")).await.unwrap(), None, "a waiting task is not claimed by id");
+    let got = j.claim_task(&w, &[], None).await.unwrap().unwrap();
+    assert_eq!(got.task_id, "t-a", "the waiting task is passed over");
+    assert_eq!(j.claim_task(&w, &[], None).await.unwrap(), None);
+    j.append(&"t-b".into(), 1, vec![at(Event::TaskDependencyDone { dependency: "t-a".into() })]).await.unwrap();
+    let got = j.claim_task(&w, &[], None).await.unwrap().unwrap();
+    assert_eq!(got.task_id, "t-b", "queued once its dependency is done");
+}
+
 /// A holder appending at full speed while another process takes its task over:
 /// every append of the old holder commits before the takeover or is refused, so
 /// once the new holder has its lease the head moves only for it.
