@@ -139,7 +139,8 @@ fn settles(e: &RecordedEvent, task: &str, id: &str) -> bool {
         Event::TaskDone { .. }
         | Event::TaskFailed { .. }
         | Event::TaskCancelled { .. }
-        | Event::TaskBlocked { .. } => true,
+        | Event::TaskBlocked { .. }
+        | Event::TaskDependencyFailed { .. } => true,
         _ => false,
     }
 }

@@ -101,14 +101,26 @@ pub(crate) fn worker(l: &TaskLease) -> api::TaskWorker {
     }
 }
 
-pub(crate) fn task(r: &TaskRow, project_name: &str, steps: &[StepRow]) -> api::Task {
+/// The task's options (defaults if the column does not parse).
+pub(crate) fn options(r: &TaskRow) -> gaffer_core::TaskOptions {
+    serde_json::from_str(&r.options).unwrap_or_default()
+}
+
+/// The task's wire form; `after`: the tasks it runs after, with their stages now.
+pub(crate) fn task(
+    r: &TaskRow,
+    project_name: &str,
+    steps: &[StepRow],
+    after: Vec<api::TaskDependency>,
+) -> api::Task {
     let spend: Spend = steps.iter().map(step_spend).sum();
     let created_by = serde_json::from_str::<gaffer_core::Actor>(&r.created_by)
         .map(|a| format!("{} via {}", a.name, a.via))
         .unwrap_or_else(|_| r.created_by.clone());
-    let options: gaffer_core::TaskOptions = serde_json::from_str(&r.options).unwrap_or_default();
+    let options = options(r);
     api::Task {
         id: r.id.clone(),
+        after,
         agent: options.agent,
         key: r.origin_key.clone(),
         project_id: r.project_id.clone(),

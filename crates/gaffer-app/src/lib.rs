@@ -76,7 +76,9 @@
 //! # Projects and tasks
 //!
 //! [`App::add_project`] registers a git work tree by its physical path;
-//! [`App::create_task`] queues a request (the engine picks queued tasks up);
+//! [`App::create_task`] queues a request (the engine picks queued tasks up), or
+//! records it `waiting` for the tasks it runs after (`after`; the engine queues it
+//! when the last is done, and blocks it when one fails);
 //! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
 //!
 //! # Live control
@@ -92,6 +94,7 @@
 mod approvals;
 pub mod audit;
 mod convert;
+mod dependencies;
 mod error;
 mod live;
 pub mod memory;

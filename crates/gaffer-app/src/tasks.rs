@@ -28,6 +28,8 @@ pub struct NewTask {
     pub issue: Option<String>,
     /// Create the task once for this origin key (see [`App::create_task_once`]).
     pub key: Option<String>,
+    /// Ids of tasks of the same project it runs after: it waits until each is done.
+    pub after: Vec<String>,
 }
 
 /// What [`App::create_task_once`] did.
@@ -143,6 +145,14 @@ impl App {
             return Ok(found);
         }
         let id = TaskId(new_id("t"));
+        let after: Vec<TaskId> = req
+            .after
+            .iter()
+            .map(|a| TaskId(a.trim().to_owned()))
+            .collect();
+        let deps = self
+            .checked_after(&id, &ProjectId(project.id.clone()), &after)
+            .await?;
         let event = Event::TaskCreated {
             task_id: id.clone(),
             project_id: ProjectId(project.id.clone()),
@@ -155,11 +165,17 @@ impl App {
                 auto_approve: req.auto_approve,
                 issue: req.issue.clone(),
                 key: req.key.clone(),
+                after,
             },
         };
+        let events = Self::creation_events(event, &deps)?;
         let appended = self
             .journal()
-            .append(&StreamId::from(&id), 0, vec![NewEvent::now(event)])
+            .append(
+                &StreamId::from(&id),
+                0,
+                events.into_iter().map(NewEvent::now).collect(),
+            )
             .await;
         match appended {
             Ok(_) => {}
@@ -332,7 +348,8 @@ impl App {
                 .get(&r.project_id)
                 .map(String::as_str)
                 .unwrap_or("");
-            out.push(convert::task(r, name, &steps));
+            let after = self.dependency_stages(&convert::options(r)).await?;
+            out.push(convert::task(r, name, &steps, after));
         }
         Ok(out)
     }
@@ -349,7 +366,13 @@ impl App {
             .map(|p| p.name)
             .unwrap_or_default();
         Ok(api::TaskDetail {
-            task: convert::task(&view.task, &name, &view.steps),
+            task: convert::task(
+                &view.task,
+                &name,
+                &view.steps,
+                self.dependency_stages(&convert::options(&view.task))
+                    .await?,
+            ),
             steps: view.steps.iter().map(convert::step).collect(),
             approvals: view
                 .approvals
@@ -431,6 +454,9 @@ impl App {
 
     /// Ask again: a new queued task with the same project and request as a
     /// failed, cancelled or blocked one. Refused for a task still running or done.
+    /// It still waits for the tasks the old one ran after that have not ended;
+    /// one that failed, was cancelled or was blocked is left out (a blocked task
+    /// retried runs without the dependency that blocked it).
     pub async fn retry_task(&self, id: &str, by: Actor) -> Result<api::Task> {
         let view = self.task_view(id).await?;
         if !matches!(view.task.stage.as_str(), "failed" | "cancelled" | "blocked") {
@@ -442,7 +468,8 @@ impl App {
                 ),
             ));
         }
-        let options = serde_json::from_str::<TaskOptions>(&view.task.options).unwrap_or_default();
+        let options = convert::options(&view.task);
+        let after = self.after_for_retry(&options).await?;
         self.create_task(
             NewTask {
                 project: view.task.project_id.clone(),
@@ -453,6 +480,7 @@ impl App {
                 issue: options.issue,
                 // The retry is a new task: the key stays with the one it created.
                 key: None,
+                after,
             },
             by,
         )

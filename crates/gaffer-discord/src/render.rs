@@ -614,6 +614,7 @@ mod tests {
             project: "demo".into(),
             request: format!("@everyone {}", "y".repeat(5000)),
             stage: "queued".into(),
+            after: Vec::new(),
             created_by: "ana via discord".into(),
             agent: None,
             key: None,

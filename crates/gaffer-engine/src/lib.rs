@@ -16,11 +16,13 @@
 //! role may not do; `live` carries people's messages and
 //! interrupts into the running turn; `recovery` handles steps a crash
 //! interrupted; `context` picks repository files for prompts; `privacy` decides
-//! what each role's model may see (secure mode); `workers` leases tasks.
+//! what each role's model may see (secure mode); `workers` leases tasks;
+//! `dependencies` queues or blocks the tasks that run after others.
 
 pub mod agents;
 mod budget;
 mod context;
+mod dependencies;
 mod driver;
 mod error;
 mod failure;

@@ -9,7 +9,9 @@
 //! append is refused in the store; the heartbeat notices the loss too and drops the
 //! task's run at once, which kills its agent processes. New tasks wake the workers
 //! through the journal's events; expired leases of dead workers are found at each
-//! heartbeat (a third of the lease length).
+//! heartbeat (a third of the lease length). A task that runs after others is not
+//! claimed while it waits: a worker that hears a task end settles the waiting
+//! ones (`dependencies`), and the one its last dependency queues is claimed at once.
 //!
 //! A task runs in its project's repository and its worktree, which are files on
 //! one machine. A worker claims only tasks of projects whose repository is on its
@@ -218,7 +220,8 @@ impl Engine {
     pub fn events_work_needs(&self) -> gaffer_store::WantedEvents {
         let held = self.held.clone();
         Arc::new(move |stream: &str, kind: &str| {
-            kind == "task_created"
+            crate::dependencies::may_settle(kind)
+                || kind == "task_dependency_done"
                 || kind == "approval_requested"
                 || held
                     .lock()
@@ -248,6 +251,9 @@ impl Engine {
         let mut set: JoinSet<Result<Stage>> = JoinSet::new();
         let mut beat = tokio::time::interval(heartbeat_every(me));
         let mut look = true;
+        // Settle the waiting tasks first: their dependencies may have ended while
+        // no worker ran.
+        let mut settle = true;
         // Tasks whose worktree is on another machine, and projects already reported
         // as not on this one (each said once in the log).
         let mut tasks_elsewhere: HashSet<String> = HashSet::new();
@@ -257,6 +263,14 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .retain(|t| running.values().any(|(l, _)| l.task_id == *t));
+            if settle {
+                settle = false;
+                match self.settle_waiting().await {
+                    Ok(moved) => look |= !moved.is_empty(),
+                    // Tried again at the next beat or event.
+                    Err(e) => tracing::warn!("settling waiting tasks: {e}"),
+                }
+            }
             let mut elsewhere = if look {
                 self.projects_elsewhere().await.unwrap_or_else(|e| {
                     tracing::warn!("reading the projects: {e}");
@@ -367,16 +381,26 @@ impl Engine {
                         // Counted as a failure of this worker; the new holder's lease stays.
                         release(&*journal, &lease, LeaseEnd::Failed).await;
                     }
-                    // Leases of dead workers expire without an event: look at each beat.
+                    // Leases of dead workers expire without an event: look at each beat;
+                    // an end this process missed is settled too.
                     look = true;
+                    settle = true;
                 }
                 got = events.recv() => match got {
                     Ok(e) => {
-                        if matches!(e.event, Event::TaskCreated { .. }) {
+                        let kind = e.event.kind();
+                        if crate::dependencies::may_settle(kind) {
+                            settle = true;
+                        }
+                        // A new task, or one its last dependency queued (in another process).
+                        if matches!(e.event, Event::TaskCreated { .. } | Event::TaskDependencyDone { .. }) {
                             look = true;
                         }
                     }
-                    Err(RecvError::Lagged(_)) => look = true,
+                    Err(RecvError::Lagged(_)) => {
+                        look = true;
+                        settle = true;
+                    }
                     Err(RecvError::Closed) => return Ok(()),
                 },
             }

@@ -280,6 +280,18 @@ impl Notifier {
             Event::TaskDone { .. } => (NotifyEvent::Done, None),
             Event::TaskFailed { reason } => (NotifyEvent::Failed, Some(reason.clone())),
             Event::TaskBlocked { reason } => (NotifyEvent::Blocked, Some(reason.clone())),
+            Event::TaskDependencyFailed {
+                dependency,
+                stage,
+                reason,
+            } => (
+                NotifyEvent::Blocked,
+                Some(gaffer_core::dependency::blocked_reason(
+                    dependency,
+                    *stage,
+                    reason.as_deref(),
+                )),
+            ),
             _ => return Ok(None),
         };
         let task = match app.task(&e.stream_id).await {

@@ -113,6 +113,14 @@ pub struct CreateTaskParams {
         schema(min_length = 1, max_length = 200, pattern = "^[!-~]+$")
     )]
     pub key: Option<String>,
+    /// Ids of tasks of the same project this one runs after (at most 32): it waits
+    /// (stage `waiting`, no worker takes it) until every one is done, and is
+    /// blocked, naming the one, when one fails, is cancelled or is blocked. An
+    /// unknown id, the same id twice, a task of another project or one already
+    /// failed, cancelled or blocked is refused (400, field `after`) and nothing is
+    /// stored.
+    #[serde(default)]
+    pub after: Vec<String>,
 }
 
 /// `POST /api/tasks/{id}/cancel`.
@@ -203,8 +211,13 @@ pub struct Task {
     pub project: String,
     /// What was asked.
     pub request: String,
-    /// Lifecycle stage: `queued`, `planning`, …, `done`, `failed`, `cancelled`, `blocked`.
+    /// Lifecycle stage: `waiting` (for the tasks of `after`), `queued`, `planning`, …,
+    /// `done`, `failed`, `cancelled`, `blocked`.
     pub stage: String,
+    /// The tasks it runs after, each with its stage now; while `stage` is
+    /// `waiting` it waits for those not `done`.
+    #[serde(default)]
+    pub after: Vec<TaskDependency>,
     /// Who asked (`name via`).
     pub created_by: String,
     /// The agent chosen for every role, if the request named one.
@@ -228,6 +241,16 @@ pub struct Task {
     pub created_at: i64,
     /// Last change.
     pub updated_at: i64,
+}
+
+/// A task another task runs after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskDependency {
+    /// `t-…`.
+    pub id: String,
+    /// Its stage now (`unknown` if it cannot be read).
+    pub stage: String,
 }
 
 /// A step of a task.

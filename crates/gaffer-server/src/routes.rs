@@ -317,6 +317,7 @@ pub async fn create_task(
         request: p.request.clone().unwrap_or_default(),
         agent: p.agent,
         key,
+        after: p.after,
         ..NewTask::default()
     };
     let created = match (p.request, p.issue) {

@@ -1,6 +1,7 @@
 mod budget;
 mod challenge;
 mod crash_points;
+mod dependencies;
 mod fallback;
 mod faulty;
 mod panel;

@@ -1,3 +1,4 @@
+mod after;
 mod api;
 mod browser;
 mod browser_switch;
