@@ -364,6 +364,7 @@ async fn measure(backend: Backend, workers: usize, tasks: usize, agent_ms: u64) 
                     Event::TaskDone { .. }
                         | Event::TaskFailed { .. }
                         | Event::TaskBlocked { .. }
+                        | Event::TaskDependencyFailed { .. }
                         | Event::TaskCancelled { .. }
                 );
                 if end && queued_at.contains_key(&e.stream_id) {

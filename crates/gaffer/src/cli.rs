@@ -456,6 +456,11 @@ pub struct RunArgs {
     /// in the journal as approved by policy).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Start only after this task of the same project is done (its id or a unique
+    /// start of it; repeat for several). Until then the task waits, shown as
+    /// `waiting`; if one fails, is cancelled or is blocked, this one is blocked.
+    #[arg(long, value_name = "ID")]
+    pub after: Vec<String>,
     /// Stream JSON Lines on stdout: one object per journal event as it is recorded
     /// ({"pos","stream_id","seq","at","type","event"}, the shape of the API's event
     /// stream), then a last line {"type":"summary","task_id","state","branch",

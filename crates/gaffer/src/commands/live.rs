@@ -83,6 +83,7 @@ pub async fn attach(global: &crate::cli::Global, args: &AttachArgs) -> Result<Ex
                 | Event::TaskFailed { .. }
                 | Event::TaskCancelled { .. }
                 | Event::TaskBlocked { .. }
+                | Event::TaskDependencyFailed { .. }
         )
     }) {
         return Err(CliError::config(format!(

@@ -1,5 +1,6 @@
 //! One module per command; each takes its parsed arguments and returns an exit code.
 
+mod after;
 mod approvals;
 mod audit;
 mod backup;

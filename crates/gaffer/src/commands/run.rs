@@ -2,6 +2,7 @@
 //! with live progress and approvals asked on the terminal.
 
 use crate::cli::{Global, RunArgs, TaskIdArgs};
+use crate::commands::after;
 use crate::commands::approvals::{app_error, open_app};
 use crate::commands::project::repo_root;
 use crate::error::{CliError, Result, EXIT_FAILED, EXIT_INTERRUPTED};
@@ -260,6 +261,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 "{e}; or pick an agent that is installed with --agent (`gaffer doctor` lists them)"
             )),
         })?;
+    let after = after::checked(&app, known.as_ref(), &args.after).await?;
     let (request, issue) = match &args.issue {
         None => (given, None),
         Some(reference) => {
@@ -300,11 +302,15 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 auto_approve: args.yes,
                 issue,
                 key: None,
+                after,
             },
             cli_actor(),
         )
         .await
         .map_err(|e| match e {
+            gaffer_app::AppError::Invalid { ref field, .. } if field == "after" => {
+                CliError::usage(format!("--after: {e}"))
+            }
             gaffer_app::AppError::Invalid { .. } => CliError::config(e.to_string()),
             other => app_error(other),
         })?;
@@ -438,6 +444,16 @@ async fn drive(
         cancel.clone(),
         redactor.clone(),
     );
+    // A task that runs after others waits here (settling it as they end) until
+    // the last is done, or one ends otherwise and blocks it.
+    if after::wait_to_start(app, engine, id, &cancel)
+        .await?
+        .is_none()
+    {
+        view.finish().await;
+        ctrl_c.abort();
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
     // This process is a worker for this one task: it holds the task's lease while
     // it runs, so no other worker runs it at the same time.
     let mut outcome = engine

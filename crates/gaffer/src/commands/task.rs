@@ -10,6 +10,7 @@ use gaffer_core::Stage;
 use gaffer_store::{now_ms, TaskFilter, TaskRow};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -26,6 +27,20 @@ fn row_json<T: Serialize>(row: &T, json_columns: &[&str]) -> Value {
         }
     }
     value
+}
+
+/// The STAGE column: a waiting task names what it still waits for.
+fn stage_cell(t: &gaffer_protocol::api::Task, short: &HashMap<String, String>) -> String {
+    if t.stage != Stage::Waiting.as_str() {
+        return t.stage.clone();
+    }
+    let open: Vec<&str> = t
+        .after
+        .iter()
+        .filter(|d| d.stage != Stage::Done.as_str())
+        .map(|d| short.get(&d.id).map_or(d.id.as_str(), String::as_str))
+        .collect();
+    format!("waiting for {}", open.join(", "))
 }
 
 fn task_json(task: &TaskRow) -> Value {
@@ -66,15 +81,19 @@ pub async fn list(global: &Global, args: &TaskListArgs) -> Result<ExitCode> {
                 offset: None,
             })
             .await?;
-        let listed: Vec<Value> = rows
-            .iter()
-            .map(|t| {
-                let mut v = task_json(t);
-                let name = projects.iter().find(|p| p.id == t.project_id);
-                v["project"] = name.map_or(Value::Null, |p| Value::String(p.name.clone()));
-                v
-            })
-            .collect();
+        let mut listed: Vec<Value> = Vec::with_capacity(rows.len());
+        for t in &rows {
+            let mut v = task_json(t);
+            let name = projects.iter().find(|p| p.id == t.project_id);
+            v["project"] = name.map_or(Value::Null, |p| Value::String(p.name.clone()));
+            // What it runs after, with each one's stage now (as the API's `after`).
+            let options = serde_json::from_str::<gaffer_core::TaskOptions>(&t.options);
+            if options.is_ok_and(|o| !o.after.is_empty()) {
+                let detail = app.task(&t.id).await.map_err(app_error)?;
+                v["after"] = serde_json::to_value(&detail.task.after).unwrap_or_default();
+            }
+            listed.push(v);
+        }
         output::json(&listed)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -109,7 +128,7 @@ pub async fn list(global: &Global, args: &TaskListArgs) -> Result<ExitCode> {
         .map(|t| {
             vec![
                 short.get(&t.id).cloned().unwrap_or_else(|| t.id.clone()),
-                t.stage.clone(),
+                stage_cell(t, &short),
                 one_line(&t.project, 24),
                 output::age(t.created_at, now),
                 one_line(&t.request, 400),

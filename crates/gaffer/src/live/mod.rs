@@ -148,6 +148,7 @@ async fn follow(
                     | Event::TaskFailed { .. }
                     | Event::TaskCancelled { .. }
                     | Event::TaskBlocked { .. }
+                    | Event::TaskDependencyFailed { .. }
             );
             if let Event::ApprovalRequested {
                 approval_id,
@@ -608,6 +609,22 @@ impl View {
             }
             Event::TaskBlocked { reason } => {
                 self.say(at, "✗", &format!("blocked: {}", one_line(reason, 300)));
+            }
+            Event::TaskDependencyFailed {
+                dependency,
+                stage,
+                reason,
+            } => {
+                let why =
+                    gaffer_core::dependency::blocked_reason(dependency, *stage, reason.as_deref());
+                self.say(at, "✗", &format!("blocked: {}", one_line(&why, 300)));
+            }
+            Event::TaskDependencyDone { dependency } => {
+                self.say(
+                    at,
+                    "✓",
+                    &format!("{dependency}, which it runs after, is done"),
+                );
             }
             Event::TaskCancelled { by, .. } => self.say(
                 at,

@@ -427,6 +427,7 @@ async fn a_worker_paused_past_its_lease_writes_nothing_more_for_its_task() {
                 auto_approve: false,
                 issue: None,
                 key: None,
+                after: Vec::new(),
             },
             gaffer_core::Actor::user("tester", "test"),
         )
