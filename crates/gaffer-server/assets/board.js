@@ -4,7 +4,7 @@ import { html, api, errorText, ago, badge, clip, firstLine, money, stageName, us
 import { onEvent, useApprovals } from "./live.js";
 
 const COLUMNS = [
-  { id: "queued", title: "Queued", stages: ["queued"] },
+  { id: "queued", title: "Queued", stages: ["waiting", "queued"] },
   { id: "planning", title: "Planning", stages: ["planning"] },
   { id: "approval", title: "Awaiting approval", stages: ["awaiting_plan_approval"] },
   { id: "coding", title: "Coding", stages: ["coding"] },
@@ -25,9 +25,10 @@ function Card({ t, asks, now }) {
     </a>
     ${asks ? html`<a class="needs" href=${"/tasks/" + encodeURIComponent(t.id) + "#waiting-h"}>${asks} approval${asks === 1 ? "" : "s"} waiting</a>` : null}
     ${reason ? html`<p class="reason small">${clip(firstLine(reason), 120)}</p>` : null}
+    ${t.stage === "waiting" ? html`<p class="waits small">Waits for ${t.after.filter((d) => d.stage !== "done").map((d, i) => html`${i ? ", " : ""}<a href=${"/tasks/" + encodeURIComponent(d.id)}><code>${d.id.slice(0, 10)}</code></a>`)}</p>` : null}
     <div class="card-meta">
       <span class="chip">${t.project}</span>
-      ${["cancelled", "blocked"].includes(t.stage) ? badge(t.stage) : null}
+      ${["waiting", "cancelled", "blocked"].includes(t.stage) ? badge(t.stage) : null}
       <span class="muted">${ago(t.updated_at, now)}</span>
       <span class="spacer"></span>
       <span class="muted cost">${money(t.cost_usd)}</span>
@@ -35,9 +36,12 @@ function Card({ t, asks, now }) {
   </li>`;
 }
 
-function NewTask({ projects, onClose }) {
+function NewTask({ projects, tasks, onClose }) {
   const ref = useRef(null);
   const [msg, setMsg] = useState("");
+  const [project, setProject] = useState(projects[0]?.name || "");
+  // Tasks it may start after: the chosen project's that have not failed, been cancelled or blocked.
+  const before = (tasks || []).filter((t) => t.project === project && !["failed", "cancelled", "blocked"].includes(t.stage));
   const [busy, setBusy] = useState(false);
   useEffect(() => { ref.current?.showModal(); }, []);
   const submit = async (ev) => {
@@ -46,6 +50,8 @@ function NewTask({ projects, onClose }) {
     setBusy(true);
     const body = { project: f.project.value, request: f.request.value };
     if (f.agent.value) body.agent = f.agent.value;
+    const after = [...f.after.selectedOptions].map((o) => o.value);
+    if (after.length) body.after = after;
     const r = await api("POST", "/api/tasks", body);
     setBusy(false);
     if (r.status === 201) location.href = "/tasks/" + encodeURIComponent(r.data.id);
@@ -55,11 +61,16 @@ function NewTask({ projects, onClose }) {
     <form id="new-task-form" class="form" onSubmit=${submit}>
       <h2 id="new-task-title">New task</h2>
       <label for="project">Project</label>
-      <select id="project" name="project" required>${projects.map((p) => html`<option value=${p.name}>${p.name}</option>`)}</select>
+      <select id="project" name="project" required onChange=${(e) => setProject(e.currentTarget.value)}>${projects.map((p) => html`<option value=${p.name}>${p.name}</option>`)}</select>
       <label for="request">What should be done?</label>
       <textarea id="request" name="request" required rows="5" placeholder="Add a --json flag to the list command"></textarea>
       <label for="agent">Agent</label>
       <select id="agent" name="agent"><option value="">As configured</option>${AGENTS.map((a) => html`<option value=${a}>${a}</option>`)}</select>
+      <label for="after">Start after <span class="muted">(optional; it waits until these are done)</span></label>
+      <select id="after" name="after" multiple size=${Math.min(4, Math.max(2, before.length))} disabled=${!before.length} aria-describedby="after-hint">
+        ${before.map((t) => html`<option value=${t.id}>${clip(firstLine(t.request), 60)} · ${stageName(t.stage)}</option>`)}
+      </select>
+      <p class="muted small" id="after-hint">${before.length ? "Ctrl- or ⌘-click to pick several." : "No open task in this project to wait for."}</p>
       ${msg ? html`<p class="err" role="alert" id="form-msg">${msg}</p>` : null}
       <div class="actions end">
         <button type="button" class="secondary" onClick=${() => ref.current?.close()}>Cancel</button>
@@ -102,10 +113,11 @@ export function Board() {
       }
     }, 800);
     const off = onEvent((e) => {
-      const stage = { task_stage_entered: e.event.stage, task_done: "done", task_failed: "failed", task_cancelled: "cancelled", task_blocked: "blocked" }[e.type];
+      const stage = { task_stage_entered: e.event.stage, task_done: "done", task_failed: "failed", task_cancelled: "cancelled", task_blocked: "blocked", task_dependency_failed: "blocked" }[e.type];
       if (stage) setTasks((ts) => ts && ts.map((x) => (x.id === e.stream_id ? { ...x, stage, updated_at: e.at } : x)));
       const ended = stage && e.type !== "task_stage_entered"; // with its outcome to show
-      if (e.type === "task_created" || e.type === "step_completed" || ended) {
+      // A dependency done changes what a waiting task waits for (the last queues it).
+      if (e.type === "task_created" || e.type === "step_completed" || e.type === "task_dependency_done" || ended) {
         stale.add(e.stream_id);
         reread();
       }
@@ -142,6 +154,6 @@ export function Board() {
         <ul class="cards">${c.tasks.map((t) => html`<${Card} key=${t.id} t=${t} asks=${asks[t.id] || 0} now=${now} />`)}</ul>
       </section>`)}
     </div>`}
-    ${creating ? html`<${NewTask} projects=${projects} onClose=${() => setCreating(false)} />` : null}
+    ${creating ? html`<${NewTask} projects=${projects} tasks=${tasks} onClose=${() => setCreating(false)} />` : null}
   </main>`;
 }

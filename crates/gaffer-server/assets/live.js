@@ -129,7 +129,7 @@ function applyApprovalEvent(e) {
     if (e.approval.state !== "pending") closeNotification(e.approval.id);
   }
   // A final task withdraws its pending approvals without events of their own.
-  if (["task_done", "task_failed", "task_cancelled", "task_blocked"].includes(e.type)) {
+  if (["task_done", "task_failed", "task_cancelled", "task_blocked", "task_dependency_failed"].includes(e.type)) {
     for (const a of approvals.values()) {
       if (a.task_id === e.stream_id && a.state === "pending") {
         approvals.set(a.id, { ...a, state: "withdrawn", note: "the task ended" });

@@ -7,14 +7,16 @@ import { newModel, apply, Transcript, RawEvents } from "./transcript.js";
 
 const PROGRESS = ["queued", "planning", "awaiting_plan_approval", "coding", "reviewing", "testing", "shipping", "done"];
 
-/** The stages, with where the task is; a task that ended early shows where it stopped. */
-function Progress({ stage, reached }) {
+/** The stages, with where the task is; a task that ended early shows where it stopped.
+ * A task that runs after others starts with `waiting`. */
+function Progress({ stage, reached, waits }) {
+  const stages = waits ? ["waiting", ...PROGRESS] : PROGRESS;
   const ended = FINAL.has(stage) && stage !== "done";
   const where = ended ? reached : stage;
-  const at = where === "arbitrating" ? PROGRESS.indexOf("reviewing") : PROGRESS.indexOf(where);
+  const at = where === "arbitrating" ? stages.indexOf("reviewing") : stages.indexOf(where);
   const state = (i) => (i < at || stage === "done" ? "past" : i === at ? (ended ? "stopped" : "current") : ended ? "skipped" : "");
   return html`<ol class="progress" aria-label="Stages">
-    ${PROGRESS.map((s, i) => html`<li class=${state(i)} aria-current=${i === at ? "step" : null}>
+    ${stages.map((s, i) => html`<li class=${state(i)} aria-current=${i === at ? "step" : null}>
       <span class="dot" aria-hidden="true"></span><span class="name">${stageName(s)}${i === at && ended ? html` <span class="stopped-here">· ${stageName(stage)} here</span>` : null}</span></li>`)}
   </ol>`;
 }
@@ -38,9 +40,22 @@ function Outcome({ t }) {
   if (t.stage === "failed" || t.stage === "blocked") {
     return html`<div class="outcome bad" id="outcome" role="status"><strong>${t.stage === "failed" ? "Failed" : "Blocked"}</strong>
       <p>${o.reason || (typeof t.outcome === "string" ? t.outcome : "No reason was recorded.")}</p>
-      <p class="muted">Retry queues the same request as a new task.</p></div>`;
+      ${o.dependency ? html`<p><a href=${"/tasks/" + encodeURIComponent(o.dependency)} id="blocked-by">Open the task it ran after</a></p>` : null}
+      <p class="muted">${o.dependency ? "Retry queues the same request as a new task that does not wait for the one that blocked it (it still waits for the others it ran after)." : "Retry queues the same request as a new task."}</p></div>`;
   }
   return null;
+}
+
+/** The tasks it runs after, each with its stage; while it waits, which it waits for. */
+function After({ t }) {
+  if (!t.after?.length) return null;
+  const open = t.after.filter((d) => d.stage !== "done");
+  const link = (d) => html`<li key=${d.id}><a href=${"/tasks/" + encodeURIComponent(d.id)}><code>${d.id}</code></a> ${badge(d.stage)}</li>`;
+  return html`<section class=${"after" + (t.stage === "waiting" ? " waits" : "")} id="after" aria-labelledby="after-h">
+    <h2 id="after-h" class="side-h">${t.stage === "waiting" ? `Waiting for ${open.length} task${open.length === 1 ? "" : "s"}` : "Ran after"}</h2>
+    ${t.stage === "waiting" ? html`<p class="small">No worker takes this task until every task below is done; if one fails or is cancelled, this one is blocked.</p>` : null}
+    <ul class="after-list">${t.after.map(link)}</ul>
+  </section>`;
 }
 
 function Confirm({ open, title, children, confirm, cancel, onConfirm, onCancel }) {
@@ -212,6 +227,7 @@ export function TaskPage({ id }) {
       <${Actions} t=${t} reload=${() => null} />
     </header>
     <${Outcome} t=${t} />
+    <${After} t=${t} />
     <div class="task-layout">
       <div class="task-main">
         ${listed.length ? html`<section class="waiting" aria-labelledby="waiting-h">
@@ -224,7 +240,7 @@ export function TaskPage({ id }) {
         <${RawEvents} model=${model.current} />
       </div>
       <aside class="task-side" aria-label="Details">
-        <section><h2 class="side-h">Progress</h2><${Progress} stage=${t.stage} reached=${model.current.stage} /></section>
+        <section><h2 class="side-h">Progress</h2><${Progress} stage=${t.stage} reached=${model.current.stage} waits=${t.after?.length > 0} /></section>
         <section><h2 class="side-h">Spend</h2><${Spend} d=${t} /></section>
         <section><${Links} d=${t} /></section>
       </aside>

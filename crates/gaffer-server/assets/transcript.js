@@ -50,6 +50,12 @@ export function apply(m, e) {
     case "task_blocked":
       note(m, e, ["Task blocked: ", ev.reason], "failed");
       break;
+    case "task_dependency_done":
+      note(m, e, [`Task ${ev.dependency}, which this one runs after, is done`], "done");
+      break;
+    case "task_dependency_failed":
+      note(m, e, [`Task blocked: task ${ev.dependency}, which this one runs after, ${{ cancelled: "was cancelled", blocked: "was blocked" }[ev.stage] || "failed"}`, ev.reason ? `: ${ev.reason}` : ""], "failed");
+      break;
     case "task_cancelled":
       note(m, e, [`Cancelled by ${actor(ev.by)}`, ev.reason ? `: ${ev.reason}` : ""], "failed");
       break;
