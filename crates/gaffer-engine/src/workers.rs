@@ -312,7 +312,11 @@ impl Engine {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(lease.task_id.clone());
                 let engine = self.clone();
-                let token = shutdown.child_token();
+                // Not a child of `shutdown`: a shutdown drops the run (abort below), it
+                // does not cancel the task. A child token let the run see the shutdown
+                // first and record `task_cancelled` ("the run was stopped"), so a
+                // restart cancelled the tasks it should have handed over.
+                let token = CancellationToken::new();
                 let handle = set.spawn({
                     let lease = lease.clone();
                     async move { engine.run_leased(lease, token).await }
