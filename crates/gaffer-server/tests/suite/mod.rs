@@ -1,6 +1,7 @@
 mod after;
 mod api;
 mod browser;
+mod browser_after;
 mod browser_switch;
 mod control;
 mod limits;

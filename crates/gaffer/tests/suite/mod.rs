@@ -1,3 +1,4 @@
+mod after;
 mod approvals_cli;
 mod cli;
 mod conflicts;
