@@ -34,6 +34,7 @@ export function apply(m, e) {
   switch (e.type) {
     case "task_created":
       note(m, e, [html`<strong>${ev.by?.name || "someone"}</strong>`, ` asked${ev.by?.via ? " via " + channel(ev.by.via) : ""}`], "created");
+      if (ev.options?.after?.length) m.stage = "waiting"; // a task blocked by a dependency stopped there
       break;
     case "task_stage_entered":
       m.stage = ev.stage; // the last stage reached, for where a task that ended early stopped
