@@ -108,7 +108,9 @@ pub use audit::AuditEntry;
 pub use error::{AppError, Result};
 pub use policy::{Policy, Subject, TEMPLATE as POLICY_TEMPLATE};
 pub use projects::{detect_check_command, AddProject};
-pub use tasks::{CreatedTask, IssueReader, IssueRequest, NewTask, TaskQuery, MAX_KEY_BYTES};
+pub use tasks::{
+    CreatedTask, IssueReader, IssueRequest, NewTask, TaskAdmission, TaskQuery, MAX_KEY_BYTES,
+};
 
 use gaffer_store::Journal;
 use std::collections::HashMap;
@@ -130,6 +132,9 @@ struct Inner {
     redact: Option<Redact>,
     /// The ACP agents the config declares: a task may name `acp:<name>` only for these.
     acp_agents: Arc<std::collections::BTreeSet<String>>,
+    /// What decides whether a task may be stored at all (the engine: each project's
+    /// privacy); set once, shared by every copy of this service.
+    admission: Arc<std::sync::OnceLock<Arc<dyn TaskAdmission>>>,
     /// approval id → (task id, project id): facts that never change once recorded.
     homes: Mutex<HashMap<String, (String, String)>>,
     /// project id → name (a project is never renamed).
@@ -139,7 +144,7 @@ struct Inner {
 impl App {
     /// An app over `journal`, judging new approvals by `policy`.
     pub fn new(journal: Arc<dyn Journal>, policy: Policy) -> Self {
-        Self::build(journal, policy, None, Arc::default())
+        Self::build(journal, policy, None, Arc::default(), Arc::default())
     }
 
     fn build(
@@ -147,6 +152,7 @@ impl App {
         policy: Policy,
         redact: Option<Redact>,
         acp_agents: Arc<std::collections::BTreeSet<String>>,
+        admission: Arc<std::sync::OnceLock<Arc<dyn TaskAdmission>>>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -154,6 +160,7 @@ impl App {
                 policy,
                 redact,
                 acp_agents,
+                admission,
                 homes: Mutex::new(HashMap::new()),
                 names: Mutex::new(HashMap::new()),
             }),
@@ -173,6 +180,7 @@ impl App {
             self.inner.policy.clone(),
             Some(redact),
             self.inner.acp_agents.clone(),
+            self.inner.admission.clone(),
         )
     }
 
@@ -184,6 +192,7 @@ impl App {
             self.inner.policy.clone(),
             self.inner.redact.clone(),
             Arc::new(names.into_iter().collect()),
+            self.inner.admission.clone(),
         )
     }
 
@@ -196,7 +205,15 @@ impl App {
             self.inner.policy.clone(),
             self.inner.redact.clone(),
             self.inner.acp_agents.clone(),
+            self.inner.admission.clone(),
         )
+    }
+
+    /// From now on every task, from any copy of this service (the API's, Discord's,
+    /// the CLI's), is first put to `admission`; a refused one is not stored. Set once:
+    /// a second call is ignored.
+    pub fn admit_tasks_with(&self, admission: Arc<dyn TaskAdmission>) {
+        let _ = self.inner.admission.set(admission);
     }
 
     /// `text` with the configured secrets replaced (unchanged without a redaction).

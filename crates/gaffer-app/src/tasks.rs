@@ -44,6 +44,15 @@ pub struct CreatedTask {
 /// Longest origin key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 200;
 
+/// Whether a task may be stored at all; gaffer-engine implements it with each
+/// project's privacy (a `local-only` project whose roles, fallbacks or panel name a
+/// cloud agent is refused before anything is stored).
+pub trait TaskAdmission: Send + Sync {
+    /// `Err(why)`, naming what refuses it and what to change, when a task of project
+    /// `project` (by name), every role played by `agent` when given, may not run.
+    fn admit(&self, project: &str, agent: Option<&str>) -> std::result::Result<(), String>;
+}
+
 /// Reads forge issues into task requests (`POST /api/tasks {"issue"}`, `gaffer run
 /// --issue`); gaffer-engine implements it with each project's configured forge.
 #[async_trait::async_trait]
@@ -143,6 +152,11 @@ impl App {
         let project = self.requested_project(&req.project).await?;
         if let Some(found) = self.keyed_task(req.key.as_deref(), &project).await? {
             return Ok(found);
+        }
+        if let Some(admission) = self.inner.admission.get() {
+            admission
+                .admit(&project.name, req.agent.as_deref())
+                .map_err(|why| AppError::conflict("privacy_refused", why))?;
         }
         let id = TaskId(new_id("t"));
         let after: Vec<TaskId> = req

@@ -248,13 +248,16 @@ impl Engine {
         project: &str,
         agent: Option<&str>,
     ) -> std::result::Result<(), String> {
-        match self
-            .privacy_of(project, agent)
-            .into_iter()
-            .find_map(|r| r.refusal)
-        {
-            Some(refusal) => Err(refusal),
-            None => Ok(()),
+        gaffer_app::TaskAdmission::admit(&self.admission(), project, agent)
+    }
+
+    /// The same check, for the app service to put every new task to (it holds no
+    /// engine: the engine holds the app).
+    pub fn admission(&self) -> crate::privacy::Admission {
+        crate::privacy::Admission {
+            roles: self.settings.roles.clone(),
+            project_roles: self.settings.project_roles.clone(),
+            settings: self.settings.privacy.clone(),
         }
     }
 

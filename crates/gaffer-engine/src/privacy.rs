@@ -5,7 +5,10 @@
 //! that sees a masked pack and request (see `gaffer_index::mask`), every role that
 //! reads or writes source on a local one. Decided here, purely, from the roles, the
 //! config and gaffer's environment (where the agents' base URLs come from); checked
-//! before a task is stored, again before each turn, and recorded with each step.
+//! for every agent a task may start (each role's fallbacks and the arbiter's panel
+//! too) before a task is stored — by `gaffer run` and, through
+//! `gaffer_app::TaskAdmission`, by every other way a task is created — again before
+//! each turn, and recorded with each step.
 
 use gaffer_config::{Network, Privacy, Roles};
 use gaffer_core::Role;
@@ -251,7 +254,9 @@ pub fn role_privacy(
     }
 }
 
-/// Every role of `project` (with `agent` for all of them when given, as `--agent`).
+/// Every agent that may play a role of `project`: each role's whole chain (its agent
+/// and the fallbacks that take over when it is out) and each member of the arbiter's
+/// panel. `agent` (as `--agent`) plays every role alone; panel members keep their own.
 pub fn project_privacy(
     project: &str,
     roles: &Roles,
@@ -260,14 +265,53 @@ pub fn project_privacy(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<RolePrivacy> {
     let mode = settings.mode(project);
-    roles
+    let mut all: Vec<RolePrivacy> = roles
         .each()
         .into_iter()
-        .map(|(role, cfg)| {
-            let agent = agent.unwrap_or(&cfg.agent);
-            role_privacy(project, mode, role, agent, roles, settings, env)
+        .flat_map(|(role, cfg)| {
+            let chain = agent.map_or_else(|| cfg.chain(), |a| vec![a]);
+            chain
+                .into_iter()
+                .map(move |a| role_privacy(project, mode, role, a, roles, settings, env))
         })
-        .collect()
+        .collect();
+    if let Some(panel) = &roles.panel {
+        let panelist = Role::Panelist.as_str();
+        all.extend(
+            panel
+                .members
+                .iter()
+                .map(|m| role_privacy(project, mode, panelist, &m.agent, roles, settings, env)),
+        );
+    }
+    all
+}
+
+/// The privacy check of a new task, before anything is stored
+/// ([`gaffer_app::TaskAdmission`]): refused when any agent it may start (see
+/// [`project_privacy`]) breaks the project's privacy; the reason names the role, the
+/// agent, its endpoint and what to change.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// The configured roles.
+    pub roles: Roles,
+    /// Projects' own roles, by project name.
+    pub project_roles: BTreeMap<String, Roles>,
+    /// Each project's mode and what counts as local.
+    pub settings: PrivacySettings,
+}
+
+impl gaffer_app::TaskAdmission for Admission {
+    fn admit(&self, project: &str, agent: Option<&str>) -> Result<(), String> {
+        let roles = self.project_roles.get(project).unwrap_or(&self.roles);
+        match project_privacy(project, roles, agent, &self.settings, &process_env)
+            .into_iter()
+            .find_map(|r| r.refusal)
+        {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The process environment, where the agents' base URLs come from.
@@ -397,6 +441,44 @@ mod tests {
                 .iter()
                 .all(|r| r.refusal.is_none() && !r.masked)
         );
+    }
+
+    #[test]
+    fn local_only_refuses_a_cloud_fallback_or_panel_member_of_a_local_role() {
+        let s = PrivacySettings {
+            modes: [("vault".to_string(), Privacy::LocalOnly)].into(),
+            ..Default::default()
+        };
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let mut chained = roles("openai", "openai");
+        chained.owner.fallback = vec!["claude".into()];
+        let refused: Vec<(String, String)> = project_privacy("vault", &chained, None, &s, &e)
+            .into_iter()
+            .filter(|r| r.refusal.is_some())
+            .map(|r| (r.role, r.agent))
+            .collect();
+        assert_eq!(refused, [("owner".to_string(), "claude".to_string())]);
+        // --agent plays every role alone: its fallbacks do not run.
+        assert!(project_privacy("vault", &chained, Some("openai"), &s, &e)
+            .iter()
+            .all(|r| r.refusal.is_none()));
+        let mut paneled = roles("openai", "openai");
+        paneled.panel = Some(gaffer_config::Panel {
+            members: vec![
+                gaffer_config::PanelMember::parse("openai").unwrap(),
+                gaffer_config::PanelMember::parse("codex:gpt-5-codex").unwrap(),
+                gaffer_config::PanelMember::parse("gemini").unwrap(),
+            ],
+            timeout_secs: 60,
+        });
+        let refused: Vec<(String, String)> =
+            project_privacy("vault", &paneled, Some("openai"), &s, &e)
+                .into_iter()
+                .filter(|r| r.refusal.is_some())
+                .map(|r| (r.role, r.agent))
+                .collect();
+        // Codex reads OPENAI_BASE_URL (loopback here); Gemini CLI's endpoint is a cloud.
+        assert_eq!(refused, [("panelist".to_string(), "gemini".to_string())]);
     }
 
     #[test]

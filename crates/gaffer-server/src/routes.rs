@@ -290,7 +290,10 @@ pub async fn list_tasks(
 }
 
 /// Queue a request, or a forge issue of the project (approver). Answers the task
-/// with its `id`. For an issue: 404 when the forge has no such issue, 409
+/// with its `id`. 409 `privacy_refused`, nothing stored, when the project's privacy
+/// forbids an agent the task may start (a `local-only` project with a cloud agent in a
+/// role's chain or the arbiter's panel); the message names the role, the agent and
+/// what to change. For an issue: 404 when the forge has no such issue, 409
 /// (`no_forge`, `forge_config`) when the project has no usable forge configured,
 /// 502 when the forge cannot be read. With a `key` (or the `Idempotency-Key`
 /// header) the task is created once: a repeat answers 200 with the task the key

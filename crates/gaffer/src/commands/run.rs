@@ -66,7 +66,7 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
         app.journal().clone(),
         redactor.clone(),
     ));
-    Ok(Engine::new(
+    let engine = Engine::new(
         app.clone(),
         Arc::new(
             Backends::new(redactor)
@@ -82,7 +82,11 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
                 .with_prices(gaffer_engine::prices_from_config(config)),
         ),
         settings,
-    ))
+    );
+    // Every task this process stores, from any entry (the API, Discord, this command),
+    // is refused first when the project's privacy forbids an agent it may start.
+    app.admit_tasks_with(Arc::new(engine.admission()));
+    Ok(engine)
 }
 
 /// Each project's forge and tracker from the config into `settings`. Tokens are read

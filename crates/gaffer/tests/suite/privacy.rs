@@ -361,3 +361,96 @@ fn a_masked_cloud_planner_sees_no_name_or_string_and_its_plan_reaches_the_owner_
     let plan_receipt = shown.to_string();
     assert!(plan_receipt.contains("billing/ledger.py"), "{plan_receipt}");
 }
+
+/// Every event of every stream of the SQLite journal `db`, in order (kind and stream).
+async fn whole_journal(db: &std::path::Path) -> Vec<(String, String)> {
+    use gaffer_store::{Durability, Journal, SqliteJournal};
+    let j = SqliteJournal::open(db, Durability::Normal).await.unwrap();
+    j.events_after(0, 1_000_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.stream_id.clone(), e.event.kind().to_owned()))
+        .collect()
+}
+
+/// A `local-only` project whose roles run on loopback but whose owner falls back to
+/// Codex (its provider a cloud: `OPENAI_BASE_URL` is not set) is refused before
+/// anything is stored, by `gaffer run` (78) and by `POST /api/tasks` (409), with the
+/// same reason naming the role and the agent; the journal is left as it was.
+#[tokio::test]
+async fn local_only_refuses_a_cloud_fallback_up_front_from_the_cli_and_the_api() {
+    let b = Bench::new();
+    b.script_all();
+    b.home.write_config(
+        "[projects.demo]\nprivacy = \"local-only\"\n\n[roles.owner]\nagent = [\"claude\", \"codex\"]\n",
+    );
+    let gaffer = || {
+        let mut cmd = b.gaffer_std();
+        cmd.env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9");
+        cmd
+    };
+    let added = gaffer()
+        .args(["project", "add"])
+        .arg(&b.repo)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let before = whole_journal(&b.home.db()).await;
+    assert!(!before.is_empty());
+
+    let out = gaffer()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    for part in [
+        "role owner",
+        "agent codex",
+        "OPENAI_BASE_URL is not set",
+        "privacy = \"local-only\"",
+    ] {
+        assert!(err.contains(part), "`{part}` missing from: {err}");
+    }
+    assert_eq!(
+        whole_journal(&b.home.db()).await,
+        before,
+        "gaffer run stored something"
+    );
+
+    // The API, same config and environment: 409, the same reason, nothing stored.
+    let mut cmd = gaffer();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let (_served, base) = super::serve::serve(&mut cmd);
+    let r = b
+        .home
+        .http()
+        .post(format!("{base}/api/tasks"))
+        .json(&json!({"project": "demo", "request": REQUEST}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "privacy_refused", "{body}");
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    let cli_reason = err
+        .lines()
+        .find(|l| l.contains("role owner"))
+        .unwrap()
+        .trim();
+    assert!(
+        cli_reason.contains(said) && !said.is_empty(),
+        "the API's reason {said:?} is not the CLI's {cli_reason:?}"
+    );
+    assert_eq!(
+        whole_journal(&b.home.db()).await,
+        before,
+        "the API stored something"
+    );
+}
