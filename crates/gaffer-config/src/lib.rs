@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 
 mod notify;
 mod privacy;
+mod schedules;
 mod setup;
 mod supervision;
 pub use notify::{notify_env_var, NotifyEvent, NotifyKind, NotifyTarget, Secret};
 pub use privacy::{Network, Privacy};
+pub use schedules::{parse_cron, slot_text, Missed, Schedule, MAX_SCHEDULE_NAME};
 pub use setup::WorktreeSetup;
 pub use supervision::{parse_duration, Budget, Watchdog};
 
@@ -397,6 +399,8 @@ pub struct Config {
     pub private_networks: Vec<Network>,
     /// `[[notify]]`: webhooks and ntfy topics told about approvals and finished tasks.
     pub notify: Vec<NotifyTarget>,
+    /// `[[schedules]]`: requests queued on a cron schedule (read-only at run time).
+    pub schedules: Vec<Schedule>,
     /// `[server] public_url`: the server's address as people reach it (one-tap links
     /// point there); `None`: `http://<listen>`.
     pub public_url: Option<String>,
@@ -527,6 +531,7 @@ impl Config {
             privacy: Default::default(),
             private_networks: Vec::new(),
             notify: Vec::new(),
+            schedules: Vec::new(),
             public_url: None,
         }
     }
@@ -609,6 +614,8 @@ struct RawConfig {
     privacy: RawPrivacy,
     #[serde(default)]
     notify: Vec<notify::RawNotify>,
+    #[serde(default)]
+    schedules: Vec<schedules::RawSchedule>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1243,6 +1250,7 @@ fn resolve(
     config.discord = resolve_discord(origin, sources, raw.discord)?;
     let (targets, secret_vars) = notify::resolve(origin, sources, raw.notify)?;
     config.notify = targets;
+    config.schedules = schedules::resolve(origin, raw.schedules, &config.acp_agents)?;
     for var in secret_vars {
         if !config.secret_env.contains(&var) {
             config.secret_env.push(var);

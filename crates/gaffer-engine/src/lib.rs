@@ -36,6 +36,7 @@ pub mod privacy;
 pub mod prompts;
 mod read_only;
 mod recovery;
+pub mod schedules;
 mod stall;
 mod steps;
 mod text;
@@ -49,5 +50,6 @@ pub use agents::{
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
 pub use pipeline::{decide, recover, Limits, Next, StepKind};
+pub use schedules::{Clock, ManualClock, Scheduler, SystemClock};
 pub use steps::ship::{Credential, Shipping, Tracker};
 pub use workers::{this_process, Concurrency};

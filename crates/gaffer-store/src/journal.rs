@@ -236,6 +236,10 @@ pub trait Journal: Send + Sync {
     /// [`crate::StoreError::Constraint`] and writes nothing.
     async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>>;
 
+    /// Of the tasks whose origin key starts with `prefix`, the one with the greatest
+    /// key (a schedule's newest slot: `schedule:<name>:<RFC 3339 time>`), if any.
+    async fn newest_task_with_key_prefix(&self, prefix: &str) -> Result<Option<TaskRow>>;
+
     /// Tasks, newest first.
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
 

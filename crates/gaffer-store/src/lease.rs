@@ -225,6 +225,9 @@ impl Journal for FencedJournal {
     async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>> {
         self.inner.task_by_key(key).await
     }
+    async fn newest_task_with_key_prefix(&self, prefix: &str) -> Result<Option<TaskRow>> {
+        self.inner.newest_task_with_key_prefix(prefix).await
+    }
     async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
         self.inner.state(stream).await
     }

@@ -1610,6 +1610,18 @@ macro_rules! journal_backend {
                     .await?)
             }
 
+            async fn newest_task_with_key_prefix(&self, prefix: &str) -> Result<Option<TaskRow>> {
+                // Keys are printable ASCII, and the keys of one prefix differ only
+                // after it: any collation orders them alike.
+                Ok(sqlx::query_as(
+                    "SELECT * FROM tasks WHERE substr(origin_key, 1, length($1)) = $1
+                     ORDER BY origin_key DESC LIMIT 1",
+                )
+                .bind(prefix)
+                .fetch_optional(&self.pool)
+                .await?)
+            }
+
             async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
                 let mut q = sqlx::QueryBuilder::<$DB>::new("SELECT * FROM tasks WHERE 1 = 1");
                 if let Some(p) = &filter.project_id {

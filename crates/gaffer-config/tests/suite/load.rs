@@ -3,7 +3,7 @@ use pretty_assertions::assert_eq;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(super) fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.toml");
     std::fs::write(&path, text).unwrap();

@@ -377,6 +377,10 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.task_by_key(key).await
     }
+    async fn newest_task_with_key_prefix(&self, prefix: &str) -> Result<Option<TaskRow>> {
+        self.alive().await;
+        self.inner.newest_task_with_key_prefix(prefix).await
+    }
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
         self.alive().await;
         self.inner.tasks(filter).await

@@ -9,6 +9,7 @@ mod pipeline;
 mod rate_limits;
 mod runs;
 mod scan;
+mod schedules;
 mod sessions;
 mod ship;
 mod ship_gitlab;

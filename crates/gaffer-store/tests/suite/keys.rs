@@ -54,6 +54,16 @@ async fn a_second_task_for_a_taken_key_is_refused_and_writes_nothing(b: Backend)
     j.append(&"t-5".into(), 0, vec![at(task("t-5", "p-1"))]).await.unwrap();
     assert_eq!(j.task_by_key("schedule:n:2").await.unwrap().unwrap().id, "t-3");
     assert_eq!(j.task("t-4").await.unwrap().unwrap().task.origin_key, None);
+    // The newest of a prefix: by key, not by creation.
+    j.append(&"t-6".into(), 0, vec![at(keyed_task("t-6", "p-1", "schedule:n:0"))])
+        .await
+        .unwrap();
+    j.append(&"t-7".into(), 0, vec![at(keyed_task("t-7", "p-1", "schedule:nx:9"))])
+        .await
+        .unwrap();
+    let newest = j.newest_task_with_key_prefix("schedule:n:").await.unwrap();
+    assert_eq!(newest.map(|t| t.id).as_deref(), Some("t-3"));
+    assert_eq!(j.newest_task_with_key_prefix("schedule:none:").await.unwrap(), None);
 
     // The key is derived from the events alone: a rebuild gives the same rows.
     let live = j.projections().await.unwrap();

@@ -48,6 +48,11 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     let stop = CancellationToken::new();
     // Before anything runs: a room naming an unknown project is refused here.
     let discord = start_discord(&config, &app, &stop).await?;
+    // Schedules run where workers run; one naming an unknown project is refused here.
+    let scheduler = match args.workers {
+        Some(0) => None,
+        _ => worker::start_scheduler(&config, &app, &stop).await?,
+    };
     let addr = listen_address(args.listen.as_deref(), &config)?;
     // The port agents must not reach is the one served here.
     config.listen = addr;
@@ -127,6 +132,9 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             if rooms == 1 { "" } else { "s" }
         );
     }
+    if scheduler.is_some() {
+        outln!("Schedules: {}", worker::schedule_names(&config));
+    }
     if notifier.is_some() {
         outln!("Notifications: on, to {}", notifications::targets(&config));
     }
@@ -145,6 +153,9 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
         let _ = pool.await;
     }
     let _ = cleaner.await;
+    if let Some(s) = scheduler {
+        let _ = s.await;
+    }
     if let Some(d) = discord {
         let _ = d.await;
     }

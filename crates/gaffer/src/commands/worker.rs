@@ -45,6 +45,33 @@ pub fn spawn_workers(
     })
 }
 
+/// The scheduler of `[[schedules]]`, in the background until `stop`, where workers
+/// run; `None` when there is none. A schedule naming an unregistered project is
+/// refused first (exit 78 naming `schedules.<name>.project`).
+pub async fn start_scheduler(
+    config: &Config,
+    app: &gaffer_app::App,
+    stop: &CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>> {
+    if config.schedules.is_empty() {
+        return Ok(None);
+    }
+    gaffer_engine::schedules::check_projects(app, &config.schedules)
+        .await
+        .map_err(CliError::config)?;
+    let scheduler = gaffer_engine::Scheduler::new(
+        app.clone(),
+        config.schedules.clone(),
+        std::sync::Arc::new(gaffer_engine::SystemClock),
+    );
+    let stop = stop.clone();
+    Ok(Some(tokio::spawn(async move {
+        if let Err(e) = scheduler.run(stop).await {
+            tracing::error!(error = %e, "the scheduler stopped");
+        }
+    })))
+}
+
 /// Ctrl-C or SIGTERM (a service manager stopping us).
 pub async fn stop_signal() {
     #[cfg(unix)]
@@ -75,6 +102,8 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     // This process serves nothing else: it need not read every other worker's events.
     app.journal().follow_only(engine.events_work_needs());
     crate::setup::follow_others(app.journal().as_ref()).await?;
+    let stop = CancellationToken::new();
+    let scheduler = start_scheduler(&config, &app, &stop).await?;
     Engine::warm_up().await;
     outln!(
         "gaffer worker {} is running up to {} task{} on {} (leases of {}s; Ctrl-C stops it)",
@@ -84,8 +113,10 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
         app.journal().location(),
         config.lease_secs
     );
-    let stop = CancellationToken::new();
     let notifier = crate::commands::notifications::start_beside(global, &config, &app, &stop)?;
+    if scheduler.is_some() {
+        outln!("Schedules: {}", schedule_names(&config));
+    }
     let work = engine.work(&me, limits, stop.clone());
     tokio::pin!(work);
     let result = tokio::select! {
@@ -100,8 +131,21 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     if let Some(n) = notifier {
         n.stop().await;
     }
+    if let Some(s) = scheduler {
+        let _ = s.await;
+    }
     result.map_err(|e| CliError::failed(format!("worker {} stopped: {e}", me.id)))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nightly (0 3 * * * UTC), …`: the schedules this process runs.
+pub fn schedule_names(config: &Config) -> String {
+    config
+        .schedules
+        .iter()
+        .map(|s| format!("{} ({} {})", s.name, s.cron, s.tz))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub async fn workers(global: &Global, args: &WorkersArgs) -> Result<ExitCode> {
