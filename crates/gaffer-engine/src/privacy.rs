@@ -254,6 +254,30 @@ pub fn role_privacy(
     }
 }
 
+/// What `mode` makes of a turn of `role` whose prompt is built once for the whole
+/// `chain` (the first agent plays it, the next ones take it over when it is out, with
+/// the same prompt): the first agent's privacy, masked when any agent of the chain is a
+/// masked cloud role — else a cloud fallback of a local planner would be handed the
+/// prompt built unmasked for the local one.
+pub fn turn_privacy(
+    project: &str,
+    mode: Privacy,
+    role: &str,
+    chain: &[&str],
+    roles: &Roles,
+    settings: &PrivacySettings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> RolePrivacy {
+    let mut each = chain
+        .iter()
+        .map(|a| role_privacy(project, mode, role, a, roles, settings, env));
+    let Some(mut first) = each.next() else {
+        return role_privacy(project, mode, role, "", roles, settings, env);
+    };
+    first.masked |= each.any(|r| r.masked);
+    first
+}
+
 /// Every agent that may play a role of `project`: each role's whole chain (its agent
 /// and the fallbacks that take over when it is out) and each member of the arbiter's
 /// panel. `agent` (as `--agent`) plays every role alone; panel members keep their own.
@@ -479,6 +503,42 @@ mod tests {
                 .collect();
         // Codex reads OPENAI_BASE_URL (loopback here); Gemini CLI's endpoint is a cloud.
         assert_eq!(refused, [("panelist".to_string(), "gemini".to_string())]);
+    }
+
+    #[test]
+    fn a_local_planner_with_a_cloud_fallback_gets_the_masked_prompt_the_fallback_would_see() {
+        let s = PrivacySettings {
+            modes: [("vault".to_string(), Privacy::Masked)].into(),
+            ..Default::default()
+        };
+        // openai is on loopback (local), anthropic a cloud.
+        let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
+        let r = roles("openai", "openai");
+        let turn =
+            |chain: &[&str]| turn_privacy("vault", Privacy::Masked, "planner", chain, &r, &s, &e);
+        let local_then_cloud = turn(&["openai", "anthropic"]);
+        assert_eq!(local_then_cloud.agent, "openai");
+        assert!(local_then_cloud.endpoint.local);
+        assert!(
+            local_then_cloud.masked,
+            "the cloud fallback would read this prompt"
+        );
+        assert!(local_then_cloud.refusal.is_none());
+        assert!(
+            !turn(&["openai"]).masked,
+            "a local planner alone sees the source"
+        );
+        assert!(turn(&["anthropic", "openai"]).masked);
+        let standard = turn_privacy(
+            "other",
+            Privacy::Standard,
+            "planner",
+            &["openai", "anthropic"],
+            &r,
+            &s,
+            &e,
+        );
+        assert!(!standard.masked);
     }
 
     #[test]

@@ -62,20 +62,29 @@ impl Engine {
         }
     }
 
-    /// What the project's privacy makes of `role` in `task` played by its first agent
-    /// (`--agent`, else the first of the role's chain).
+    /// What the project's privacy makes of a turn of `role` in `task`: played by its
+    /// first agent (`--agent`, else the first of the role's chain), its prompt masked
+    /// when any agent of the chain that may take the turn over needs it masked.
     pub(crate) fn role_privacy(
         &self,
         task: &TaskState,
         project: &str,
         role: Role,
     ) -> crate::privacy::RolePrivacy {
-        let agent = task
-            .options
-            .agent
-            .clone()
-            .unwrap_or_else(|| self.role_config(project, role).agent.clone());
-        self.agent_privacy(project, role, &agent)
+        let cfg = self.role_config(project, role);
+        let chain = match &task.options.agent {
+            Some(agent) => vec![agent.as_str()],
+            None => cfg.chain(),
+        };
+        crate::privacy::turn_privacy(
+            project,
+            self.settings.privacy.mode(project),
+            role.as_str(),
+            &chain,
+            self.roles_of(project),
+            &self.settings.privacy,
+            &crate::privacy::process_env,
+        )
     }
 
     /// What the project's privacy makes of `role` played by `agent` (a fallback is
