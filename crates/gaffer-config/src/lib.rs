@@ -9,11 +9,13 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod intake;
 mod notify;
 mod privacy;
 mod schedules;
 mod setup;
 mod supervision;
+pub use intake::{IntakeSettings, DEFAULT_INTAKE_LABEL, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 pub use notify::{notify_env_var, NotifyEvent, NotifyKind, NotifyTarget, Secret};
 pub use privacy::{Network, Privacy};
 pub use schedules::{parse_cron, slot_text, Missed, Schedule, MAX_SCHEDULE_NAME};
@@ -362,6 +364,8 @@ pub struct Config {
     pub forges: std::collections::BTreeMap<String, ForgeSettings>,
     /// Each project's task tracker, by project name.
     pub trackers: std::collections::BTreeMap<String, TrackerSettings>,
+    /// Each project's issue intake (`[projects.<name>.intake]`), by project name.
+    pub intake: std::collections::BTreeMap<String, IntakeSettings>,
     /// Days a shipped or cancelled task's worktree is kept before `gaffer gc` removes it.
     pub worktree_retention_days: u64,
     /// How agent processes are confined.
@@ -516,6 +520,7 @@ impl Config {
             project_roles: Default::default(),
             forges: Default::default(),
             trackers: Default::default(),
+            intake: Default::default(),
             worktree_retention_days: 7,
             sandbox: SandboxConfig::default(),
             secret_env: Vec::new(),
@@ -710,6 +715,7 @@ struct RawProject {
     roles: RawRoles,
     forge: Option<RawForge>,
     tracker: Option<RawTracker>,
+    intake: Option<intake::RawIntake>,
     check_env: Option<Vec<String>>,
     setup: Option<Vec<String>>,
     copy: Option<Vec<String>>,
@@ -905,7 +911,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-fn invalid(origin: &str, field: &str, message: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(origin: &str, field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         origin: origin.to_owned(),
         field: field.to_owned(),
@@ -946,7 +952,7 @@ fn check_log_level(origin: &str, level: &str) -> Result<(), ConfigError> {
 }
 
 /// A value from the environment overrides the file; errors name the variable.
-fn overlay(
+pub(crate) fn overlay(
     sources: &Sources<'_>,
     var: &str,
     file_value: Option<String>,
@@ -1216,9 +1222,14 @@ fn resolve(
             p.roles,
             &config.acp_agents,
         )?;
+        let has_forge = p.forge.is_some();
         if let Some(forge) = p.forge {
             let forge = resolve_forge(origin, sources, &project, forge)?;
             config.forges.insert(project.clone(), forge);
+        }
+        if let Some(raw) = p.intake {
+            let intake = intake::resolve(origin, sources, &project, has_forge, raw)?;
+            config.intake.insert(project.clone(), intake);
         }
         if let Some(tracker) = p.tracker {
             let tracker = resolve_tracker(origin, &project, tracker)?;

@@ -1,2 +1,3 @@
+mod intake;
 mod load;
 mod schedules;
