@@ -96,6 +96,7 @@ pub mod audit;
 mod convert;
 mod dependencies;
 mod error;
+mod hooks;
 mod live;
 pub mod memory;
 pub mod policy;
@@ -106,6 +107,7 @@ mod tasks;
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
 pub use audit::AuditEntry;
 pub use error::{AppError, Result};
+pub use hooks::{HookError, HookReceiver};
 pub use policy::{Policy, Subject, TEMPLATE as POLICY_TEMPLATE};
 pub use projects::{detect_check_command, AddProject};
 pub use tasks::{

@@ -58,6 +58,8 @@ pub struct Settings {
     pub shipping: std::collections::BTreeMap<String, crate::Shipping>,
     /// Each project's task tracker, by project name.
     pub trackers: std::collections::BTreeMap<String, crate::Tracker>,
+    /// Each project's issue intake, by project name (see [`crate::Intake`]).
+    pub intake: std::collections::BTreeMap<String, crate::Intake>,
     /// How agent processes are confined (see `gaffer_agents::sandbox`).
     pub sandbox: gaffer_agents::sandbox::Sandbox,
     /// How each project's new worktrees are made ready, by project name
@@ -94,6 +96,7 @@ impl Settings {
             context_budget: 8000,
             shipping: Default::default(),
             trackers: Default::default(),
+            intake: Default::default(),
             sandbox: Default::default(),
             worktree_setup: Default::default(),
             watchdog: gaffer_config::Watchdog::OFF,

@@ -28,6 +28,7 @@ mod error;
 mod failure;
 mod fallback;
 mod gate;
+pub mod intake;
 mod keys;
 mod live;
 mod memory;
@@ -49,6 +50,7 @@ pub use agents::{
 };
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
+pub use intake::{origin_key, Intake};
 pub use pipeline::{decide, recover, Limits, Next, StepKind};
 pub use schedules::{Clock, ManualClock, Scheduler, SystemClock};
 pub use steps::ship::{Credential, Shipping, Tracker};

@@ -163,7 +163,7 @@ impl Engine {
         // beat that came while the run was inside an append (SQLite: holding the
         // write lock) waited for a lock the run could not release until the beat
         // ended: both stood still for the busy timeout (issue #16).
-        let mut beating = Beating(tokio::spawn(beat_until_lost(
+        let mut beating = AbortOnDrop(tokio::spawn(beat_until_lost(
             journal.clone(),
             me.clone(),
             lease.clone(),
@@ -230,7 +230,8 @@ impl Engine {
         })
     }
 
-    /// Run tasks as worker `me` until `shutdown`: claim what the limits allow, run
+    /// Run tasks as worker `me` until `shutdown` (and poll the forges for issue intake
+    /// meanwhile): claim what the limits allow, run
     /// each fenced by its lease, renew the leases by heartbeat, and drop at once a
     /// task whose lease was lost. On shutdown running tasks are dropped, not
     /// cancelled, and their leases released: another worker (or the next start)
@@ -244,6 +245,11 @@ impl Engine {
         let journal = self.app().journal().clone();
         let mut events = journal.subscribe();
         journal.register_worker(me).await?;
+        // Issue intake polls wherever tasks are worked on (see `crate::intake`).
+        let _polling = AbortOnDrop(tokio::spawn({
+            let (engine, stop) = (self.clone(), shutdown.clone());
+            async move { engine.poll_intake(stop).await }
+        }));
         let workers = limits.workers.max(1);
         let per_project = limits.per_project.max(1);
         // tokio task id → the lease it runs under, and how to drop the run.
@@ -428,10 +434,11 @@ async fn beat_until_lost(journal: Arc<dyn Journal>, me: WorkerInfo, lease: Lease
     }
 }
 
-/// The heartbeat task of one run, stopped when dropped (the run ended, or was dropped).
-struct Beating(tokio::task::JoinHandle<()>);
+/// A background task stopped when this is dropped: the heartbeat of one run (the run
+/// ended, or was dropped), the intake poller of a worker loop.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
-impl Drop for Beating {
+impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }

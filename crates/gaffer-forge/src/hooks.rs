@@ -48,7 +48,9 @@ impl HookSender {
     pub fn serves(self, kind: ForgeKind) -> bool {
         matches!(
             (self, kind),
-            (Self::Gitea, ForgeKind::Gitea) | (Self::GitHub, ForgeKind::GitHub)
+            (Self::Gitea, ForgeKind::Gitea)
+                | (Self::GitHub, ForgeKind::GitHub)
+                | (Self::GitLab, ForgeKind::GitLab)
         )
     }
 }

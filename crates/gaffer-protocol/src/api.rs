@@ -638,3 +638,30 @@ mod tests {
         assert!(r.unwrap_err().to_string().contains("agnet"));
     }
 }
+
+/// `POST /api/hooks/{forge}`: what a verified webhook delivery did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HookAnswer {
+    /// `taken` (an issue is a task: made now or before), `woken` (a pull request's
+    /// follower was woken) or `ignored` (nothing to do; `reason` says why).
+    pub outcome: String,
+    /// The tasks the delivery's issue is, one per project watching its repository.
+    #[serde(default)]
+    pub tasks: Vec<HookTask>,
+    /// Why nothing was done, for `ignored`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A task an issue delivery led to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HookTask {
+    /// The task.
+    pub task_id: String,
+    /// Its project's name.
+    pub project: String,
+    /// Made by this delivery (false: the issue had become this task before).
+    pub created: bool,
+}

@@ -1,7 +1,8 @@
 //! Who is calling, and may they.
 //!
 //! - Every route but `/login`, the static `/assets/*` (and `/favicon.ico`) and the
-//!   one-tap links `/link/*` (signed; see [`crate::link`]) needs a credential, on
+//!   one-tap links `/link/*` (signed; see [`crate::link`]) and forge webhooks
+//!   `/api/hooks/*` (signed by the forge; see [`crate::hooks`]) needs a credential, on
 //!   loopback too: being on this machine proves nothing (agents are here). It is
 //!   `Authorization: Bearer <secret>` — an API token from policy.toml, or the local
 //!   secret ([`crate::local`]) — or a cookie the login sets for the web page: the
@@ -276,8 +277,9 @@ pub async fn middleware(
             "this server answers only loopback clients until a token is configured",
         ));
     }
-    // A one-tap link is its own credential, for its one approval (see `crate::link`).
-    if path.starts_with("/link/") {
+    // A one-tap link is its own credential, for its one approval (see `crate::link`);
+    // a forge's webhook delivery is signed (see `crate::hooks`).
+    if path.starts_with("/link/") || path.starts_with("/api/hooks/") {
         return Ok(next.run(req).await);
     }
     let (caller, ambient) = match credential(&state, &req)? {

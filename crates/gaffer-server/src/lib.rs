@@ -14,6 +14,7 @@ pub mod auth;
 mod body;
 pub mod error;
 pub mod guard;
+pub mod hooks;
 pub mod link;
 pub mod local;
 pub mod metrics;
@@ -28,6 +29,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use gaffer_app::{App, Policy};
+pub use hooks::HookSink;
 pub use local::LocalSecret;
 pub use serve::Limits;
 use std::future::Future;
@@ -53,6 +55,9 @@ pub struct ServerConfig {
     /// Where `POST /api/tasks {"issue"}` reads issues from (the projects' forges);
     /// `None`: such requests are refused naming `issue`.
     pub issues: Option<IssueSource>,
+    /// Where `POST /api/hooks/{forge}` deliveries go (issue intake); `None`: every
+    /// delivery is refused (401).
+    pub hooks: Option<HookSink>,
     /// How long the server waits on a client (see [`serve`]).
     pub limits: Limits,
     /// The commit the binary was built from (`gaffer_build_info{commit}`);
@@ -99,6 +104,7 @@ impl ServerConfig {
             public_names: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
             issues: None,
+            hooks: None,
             limits: Limits::default(),
             commit: "unknown".into(),
             links: None,
@@ -169,6 +175,7 @@ pub struct ServerState {
     pub(crate) csrf: Arc<str>,
     pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) issues: Option<IssueSource>,
+    pub(crate) hooks: Option<HookSink>,
     pub(crate) links: Option<Arc<gaffer_notify::Links>>,
 }
 
@@ -183,6 +190,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         csrf: Arc::from(config.local.csrf()),
         metrics: Arc::new(metrics::Metrics::new(&config.commit)),
         issues: config.issues.clone(),
+        hooks: config.hooks.clone(),
         links: config.links.clone().map(Arc::new),
     };
     use routes as r;
@@ -211,6 +219,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/approvals/{id}", get(r::get_approval))
         .route("/api/approvals/{id}/decision", post(r::decide))
         .route("/api/usage", get(r::usage))
+        .route("/api/hooks/{forge}", post(hooks::receive))
         .route("/", get(web::page))
         .route("/approvals", get(web::page))
         .route("/tasks/{id}", get(web::page))

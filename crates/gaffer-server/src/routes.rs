@@ -27,6 +27,7 @@ use utoipa::OpenApi;
         usage,
         crate::sse::all_events, crate::sse::task_events,
         crate::link::confirm_page, crate::link::decide,
+        crate::hooks::receive,
     ),
     modifiers(&BearerAuth, &CommonAnswers),
     security(("bearer" = [])),

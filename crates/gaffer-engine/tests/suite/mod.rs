@@ -4,6 +4,7 @@ mod crash_points;
 mod dependencies;
 mod fallback;
 mod faulty;
+mod intake;
 mod panel;
 mod pipeline;
 mod rate_limits;

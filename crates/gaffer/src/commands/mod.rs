@@ -9,6 +9,7 @@ mod doctor;
 mod gc;
 mod index;
 mod init;
+mod intake;
 mod journal;
 mod live;
 mod manual;

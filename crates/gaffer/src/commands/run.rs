@@ -40,6 +40,7 @@ pub async fn engine(global: &Global, config: &Config, app: &App) -> Result<Engin
     settings.check_timeout = std::time::Duration::from_secs(config.check_timeout_secs);
     let mut tokens = crate::setup::configured_token_values(config);
     tokens.extend(shipping(config, &mut settings)?);
+    tokens.extend(crate::commands::intake::intake(config, &mut settings)?);
     settings.sandbox = agent_sandbox(global, config);
     settings.worktree_setup = config.worktree_setup.clone();
     settings.watchdog = config.watchdog;

@@ -69,6 +69,8 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     server_config.links = Some(gaffer_notify::Links::new(link_key.clone(), &config.notify));
     // `POST /api/tasks {"issue"}` reads issues through the projects' forges.
     server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
+    // `POST /api/hooks/{forge}` makes issues tasks (`[projects.<name>.intake]`).
+    server_config.hooks = Some(gaffer_server::HookSink(std::sync::Arc::new(engine.clone())));
     let server = Server::bind(app.clone(), server_config)
         .await
         .map_err(|e| match e {

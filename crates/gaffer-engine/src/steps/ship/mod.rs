@@ -20,7 +20,7 @@ use gaffer_app::{AppError, IssueReader, IssueRequest, Subject};
 use gaffer_core::{ApprovalKind, Intent, ProjectState, Step, TaskState};
 use gaffer_forge::{
     connect, token_from_git_credentials, ApiError, CiWait, ConflictStrategy, Forge, ForgeConfig,
-    ForgeKind, GitAuth, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret,
+    ForgeKind, GitAuth, IssueRef, NewPullRequest, PullRequest, RemoteRepo, Repo, Secret,
 };
 use gaffer_protocol::receipts::{short_sha, PullRequestReceipt};
 use serde_json::{json, Value};
@@ -318,8 +318,14 @@ impl Engine {
     }
 
     /// The pull request's title and body: the request, the plan, what changed, the
-    /// review verdicts, the check, the cost.
-    fn pull_request_text(&self, task: &TaskState) -> (String, String) {
+    /// review verdicts, the check, the cost; for a task from an issue, `Closes #n`
+    /// (`Closes owner/repo#n` for an issue of another repository than `repo`, the
+    /// project's), so the forge links the two and merging closes the issue.
+    fn pull_request_text(
+        &self,
+        task: &TaskState,
+        repo: Option<&(String, String)>,
+    ) -> (String, String) {
         let redact = |t: &str| self.settings.redactor.redact(t);
         // The first line that says something, redacted before it is measured.
         let first = task.request.lines().find(|l| !l.trim().is_empty());
@@ -406,6 +412,9 @@ impl Engine {
             gaffer_core::format_cost(ship.and_then(|r| r.get("cost_usd")).and_then(Value::as_f64))
         ));
         if let Some(issue) = &task.options.issue {
+            if let Some(closes) = closes(issue, repo) {
+                body.push_str(&format!("\nCloses {closes}\n"));
+            }
             body.push_str(&format!("\nFrom {issue}\n"));
         }
         body.push_str(&format!("\n_gaffer task {}_\n", task.id));
@@ -421,7 +430,8 @@ impl Engine {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?;
         let wt = self.worktree(task).await?;
-        let (title, body) = self.pull_request_text(task);
+        let repo = forge_repo(ship, &project.name, Path::new(&project.path)).ok();
+        let (title, body) = self.pull_request_text(task, repo.as_ref());
         let new = NewPullRequest {
             title,
             body,
@@ -447,29 +457,37 @@ impl Engine {
     }
 }
 
+/// The owner and repository project `name` ships to: from its forge settings, else
+/// read from the push remote's URL.
+pub(crate) fn forge_repo(
+    ship: &Shipping,
+    name: &str,
+    path: &Path,
+) -> std::result::Result<(String, String), String> {
+    if let (Some(o), Some(r)) = (&ship.owner, &ship.repo) {
+        return Ok((o.clone(), r.clone()));
+    }
+    let url = Repo::open(path)
+        .and_then(|repo| repo.remote_url(&ship.remote))
+        .map_err(|e| e.to_string())?;
+    let parsed = RemoteRepo::parse(&url).ok_or_else(|| {
+        format!(
+            "cannot tell the forge's owner and repository from the remote `{}` ({url}); set owner and repo in [projects.{name}.forge]",
+            ship.remote
+        )
+    })?;
+    Ok((
+        ship.owner.clone().unwrap_or(parsed.owner),
+        ship.repo.clone().unwrap_or(parsed.repo),
+    ))
+}
+
 fn connect_forge(
     ship: &Shipping,
     name: &str,
     path: &Path,
 ) -> std::result::Result<Box<dyn Forge>, String> {
-    let (owner, repo) = match (&ship.owner, &ship.repo) {
-        (Some(o), Some(r)) => (o.clone(), r.clone()),
-        (o, r) => {
-            let url = Repo::open(path)
-                .and_then(|repo| repo.remote_url(&ship.remote))
-                .map_err(|e| e.to_string())?;
-            let parsed = RemoteRepo::parse(&url).ok_or_else(|| {
-                format!(
-                    "cannot tell the forge's owner and repository from the remote `{}` ({url}); set owner and repo in [projects.{name}.forge]",
-                    ship.remote
-                )
-            })?;
-            (
-                o.clone().unwrap_or(parsed.owner),
-                r.clone().unwrap_or(parsed.repo),
-            )
-        }
-    };
+    let (owner, repo) = forge_repo(ship, name, path)?;
     let (token, source) = ship.token.resolve(&ship.base_url)?;
     connect(ForgeConfig::new(
         ship.kind,
@@ -530,16 +548,33 @@ impl IssueReader for Engine {
             },
             e => AppError::Upstream(format!("cannot read the issue {reference}: {e}")),
         })?;
+        let request = issue_request(&issue);
         let url = if issue.url.is_empty() {
             reference.to_owned()
         } else {
             issue.url
         };
-        Ok(IssueRequest {
-            request: format!("{}\n\n{}", issue.title.trim(), issue.body.trim())
-                .trim()
-                .to_owned(),
-            url,
-        })
+        Ok(IssueRequest { request, url })
     }
+}
+
+/// How a pull request of `repo` names `issue` for the forge to close it: `#n`, or
+/// `owner/repo#n` for another repository's; `None` for a reference naming no issue.
+fn closes(issue: &str, repo: Option<&(String, String)>) -> Option<String> {
+    let (owner, name) = repo
+        .map(|(o, r)| (o.as_str(), r.as_str()))
+        .unwrap_or(("", ""));
+    let r = IssueRef::parse(issue, owner, name).ok()?;
+    let same = r.owner.eq_ignore_ascii_case(owner) && r.repo.eq_ignore_ascii_case(name);
+    Some(match (same, r.owner.is_empty()) {
+        (true, _) | (false, true) => format!("#{}", r.number),
+        (false, false) => format!("{}/{}#{}", r.owner, r.repo, r.number),
+    })
+}
+
+/// A task's request from an issue: its title and body.
+pub(crate) fn issue_request(issue: &gaffer_forge::Issue) -> String {
+    format!("{}\n\n{}", issue.title.trim(), issue.body.trim())
+        .trim()
+        .to_owned()
 }
