@@ -772,6 +772,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /link/{token}",
         "GET /metrics",
         "POST /api/approvals/{id}/decision",
+        "POST /api/hooks/{forge}",
         "POST /api/projects",
         "POST /api/projects/{id}/auto",
         "POST /api/tasks",
@@ -876,6 +877,21 @@ async fn every_route_in_the_spec_enforces_its_role_before_reading_the_body() {
         // A one-tap link is its own credential (no role): gaffer-notify's
         // suite::links tests that only a genuine, unused, unexpired link decides.
         if path.starts_with("/link/") {
+            continue;
+        }
+        // A forge's webhook delivery is authenticated by its signature alone: no
+        // token, not even an admin's, stands in for it.
+        if path.starts_with("/api/hooks/") {
+            let r = h
+                .http
+                .post(h.url("/api/hooks/github"))
+                .bearer_auth(ADMIN)
+                .header("content-type", "application/json")
+                .body(r#"{"action":"opened"}"#)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
             continue;
         }
         for method in ops.as_object().unwrap().keys() {
@@ -1027,7 +1043,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 26);
+    assert_eq!(operations, 27);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()
