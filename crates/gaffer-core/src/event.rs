@@ -150,6 +150,29 @@ pub enum Event {
         /// Why, if they said.
         reason: Option<String>,
     },
+    /// Something happened on the shipped task's pull request that the task must
+    /// answer (review comments, a base that moved): the done task opens again. See
+    /// [`crate::FollowUp`]. Refused unless the task is done and still followed, and
+    /// when any of `keys` was recorded before, so two followers (or a follower
+    /// after a restart) cannot open the same follow-up twice.
+    FollowUpOpened {
+        /// Which follow-up: `review_comments`, `merge_conflict`, … (the pipeline
+        /// module that answers it).
+        kind: String,
+        /// What makes it this follow-up and no other (`review_comments`: the
+        /// comments' ids). Unique across the task's follow-ups.
+        keys: Vec<String>,
+        /// What the follow-up is about (the comments with their file and line),
+        /// already redacted.
+        #[serde(default)]
+        detail: serde_json::Value,
+    },
+    /// The done task's pull request is no longer followed (merged, closed, or a
+    /// person said stop): no follow-up opens any more.
+    FollowingEnded {
+        /// Why.
+        reason: String,
+    },
     /// A worker took the task: it alone may append to the task while its lease
     /// (this generation) holds. Recorded by the worker, fenced by that lease.
     TaskLeased {
@@ -484,6 +507,8 @@ event_kinds! {
     TaskLeased => "task_leased",
     TaskDependencyDone => "task_dependency_done",
     TaskDependencyFailed => "task_dependency_failed",
+    FollowUpOpened => "follow_up_opened",
+    FollowingEnded => "following_ended",
     StepIntentRecorded => "step_intent_recorded",
     StepStarted => "step_started",
     AgentActivity => "agent_activity",
@@ -530,6 +555,8 @@ impl Event {
             | Event::TaskStageEntered { .. }
             | Event::TaskLeased { .. }
             | Event::TaskDependencyDone { .. }
+            | Event::FollowUpOpened { .. }
+            | Event::FollowingEnded { .. }
             | Event::AgentActivity { .. }
             | Event::CiStatusChanged { .. }
             | Event::PanelOpinion { .. }

@@ -11,6 +11,7 @@
 mod approval;
 pub mod dependency;
 mod event;
+mod follow_up;
 mod frontier;
 mod ids;
 mod message;
@@ -28,6 +29,7 @@ pub use approval::{
     granted_command, same_tool_call, Approval, ApprovalKind, ApprovalState, Decision,
 };
 pub use event::{Actor, ActorKind, Event, TaskOptions, Touched};
+pub use follow_up::FollowUp;
 pub use frontier::Frontier;
 pub use ids::{ApprovalId, ProjectId, SessionId, StepId, StreamId, TaskId};
 pub use message::{Delivered, Delivery, Interrupt, Message, MAX_MESSAGE_BYTES};

@@ -187,6 +187,10 @@ pub enum Rejected {
     /// A `task_created` whose `after` list cannot be waited for.
     #[error("`after`: {0}")]
     BadAfter(String),
+    /// A follow-up (after the pull request) that cannot be opened: the task is not
+    /// done, it is no longer followed, or one of its keys was already answered.
+    #[error("follow-up refused: {0}")]
+    FollowUp(String),
     /// A field that must not be empty was empty.
     #[error("`{0}` must not be empty")]
     Empty(&'static str),

@@ -1,7 +1,7 @@
 use crate::{
     Actor, ActorKind, AgentSwitch, Approval, ApprovalId, ApprovalKind, ApprovalState, Decision,
-    Delivered, Event, Intent, Interrupt, Message, ProjectId, Rejected, Session, SessionId, Stage,
-    Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
+    Delivered, Event, FollowUp, Intent, Interrupt, Message, ProjectId, Rejected, Session,
+    SessionId, Stage, Step, StepId, StepState, TaskId, TaskOptions, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +50,12 @@ pub struct TaskState {
     /// The tasks of `options.after` it still waits for (none once queued).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub waiting_for: BTreeSet<TaskId>,
+    /// What its pull request asked after it shipped, in order (see [`FollowUp`]).
+    #[serde(default)]
+    pub follow_ups: Vec<FollowUp>,
+    /// Why its pull request is no longer followed, once it is not.
+    #[serde(default)]
+    pub following_ended: Option<String>,
     /// When it was created.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -98,6 +104,8 @@ impl TaskState {
                     interrupted: None,
                     switches: Vec::new(),
                     waiting_for,
+                    follow_ups: Vec::new(),
+                    following_ended: None,
                     created_at: at,
                     updated_at: at,
                 })
@@ -113,7 +121,7 @@ impl TaskState {
     /// The reducer for one later event. Every check happens before any field
     /// changes, so on `Err` the state is exactly as before.
     pub fn apply(&mut self, at: Timestamp, event: &Event) -> Result<(), Rejected> {
-        if self.stage.is_final() {
+        if self.stage.is_final() && !FollowUp::comes_after_the_end(event) {
             return Err(Rejected::TaskFinished {
                 stage: self.stage,
                 got: event.kind(),
@@ -140,6 +148,9 @@ impl TaskState {
                     });
                 }
                 self.stage = *stage;
+            }
+            Event::FollowUpOpened { .. } | Event::FollowingEnded { .. } => {
+                self.follow_up(at, event)?;
             }
             Event::TaskDone { summary } => {
                 if !self.stage.may_finish() {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mergeable::Mergeability;
 use crate::rest::labelled;
+use crate::review::PrComment;
 use crate::secret::Secret;
 
 /// Which forge.
@@ -522,6 +523,22 @@ pub trait Forge: Send + Sync {
         reference: &str,
         marker: &str,
     ) -> Result<Option<Comment>, ApiError>;
+
+    /// Every comment on pull request `number`, gaffer's own included: review
+    /// comments on lines of the diff, reviews with text, conversation comments
+    /// (read-only). The caller tells people from gaffer (a marker in gaffer's own
+    /// text, the bot user).
+    async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError>;
+
+    /// Answer `to` on pull request `number` with `text`: in its thread where the
+    /// forge has one, else by a conversation comment quoting it. Non-idempotent: put
+    /// a unique marker in `text` and look for it in [`Forge::pr_comments`] first.
+    async fn reply_to_comment(
+        &self,
+        number: u64,
+        to: &PrComment,
+        text: &str,
+    ) -> Result<Comment, ApiError>;
 
     /// The open PR for `pr.head`, or a new one: the find-before-create the engine's
     /// ship step (and its reconciliation after a crash) should use. Returns the PR and

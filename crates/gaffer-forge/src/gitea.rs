@@ -13,6 +13,7 @@ use crate::mergeable::Mergeability;
 use crate::rest::{
     comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, list_open_issues, pr_from,
 };
+use crate::review::{self, PrComment, PrCommentKind};
 
 /// A Gitea or Forgejo repository.
 #[derive(Debug, Clone)]
@@ -206,5 +207,56 @@ impl Forge for Gitea {
         let mut pr = pr_from(&self.http, &reply.body)?;
         pr.mergeable = Mergeability::from_gitea(&reply.body);
         Ok(pr)
+    }
+
+    async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError> {
+        let what = format!("the comments of {}/{}#{number}", self.owner, self.repo);
+        let reviews_path = format!("{}/pulls/{number}/reviews", self.repo_path());
+        let reviews = review::list(
+            &self.http,
+            &reviews_path,
+            "limit",
+            &what,
+            PrCommentKind::Review,
+        )
+        .await?;
+        // Gitea lists line comments per review.
+        let mut all = Vec::new();
+        for r in &reviews {
+            all.extend(
+                review::list(
+                    &self.http,
+                    &format!("{reviews_path}/{}/comments", r.id),
+                    "limit",
+                    &what,
+                    PrCommentKind::ReviewComment,
+                )
+                .await?,
+            );
+        }
+        all.extend(review::with_text(reviews));
+        all.extend(
+            review::list(
+                &self.http,
+                &format!("{}/issues/{number}/comments", self.repo_path()),
+                "limit",
+                &what,
+                PrCommentKind::Conversation,
+            )
+            .await?,
+        );
+        Ok(all)
+    }
+
+    async fn reply_to_comment(
+        &self,
+        number: u64,
+        to: &PrComment,
+        text: &str,
+    ) -> Result<Comment, ApiError> {
+        // Gitea's API has no reply inside a review thread: a quoting comment.
+        let what = format!("the pull request {}/{}#{number}", self.owner, self.repo);
+        let path = format!("{}/issues/{number}/comments", self.repo_path());
+        review::post(&self.http, &path, &to.quoting_reply(text), &what).await
     }
 }

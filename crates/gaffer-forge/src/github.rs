@@ -13,6 +13,7 @@ use crate::mergeable::Mergeability;
 use crate::rest::{
     comment_on_issue, find_issue_comment, get_issue, label_pr, labelled, list_open_issues, pr_from,
 };
+use crate::review::{self, PrComment, PrCommentKind};
 
 /// A GitHub repository.
 #[derive(Debug, Clone)]
@@ -260,5 +261,62 @@ impl Forge for GitHub {
         let mut pr = pr_from(&self.http, &reply.body)?;
         pr.mergeable = Mergeability::from_github(&reply.body);
         Ok(pr)
+    }
+
+    async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError> {
+        let what = format!("the comments of {}/{}#{number}", self.owner, self.repo);
+        let pulls = format!("{}/pulls/{number}", self.repo_path());
+        let mut all = review::list(
+            &self.http,
+            &format!("{pulls}/comments"),
+            "per_page",
+            &what,
+            PrCommentKind::ReviewComment,
+        )
+        .await?;
+        let reviews = review::list(
+            &self.http,
+            &format!("{pulls}/reviews"),
+            "per_page",
+            &what,
+            PrCommentKind::Review,
+        )
+        .await?;
+        all.extend(review::with_text(reviews));
+        all.extend(
+            review::list(
+                &self.http,
+                &format!("{}/issues/{number}/comments", self.repo_path()),
+                "per_page",
+                &what,
+                PrCommentKind::Conversation,
+            )
+            .await?,
+        );
+        Ok(all)
+    }
+
+    async fn reply_to_comment(
+        &self,
+        number: u64,
+        to: &PrComment,
+        text: &str,
+    ) -> Result<Comment, ApiError> {
+        let what = format!("the pull request {}/{}#{number}", self.owner, self.repo);
+        match to.kind {
+            // A reply goes to the thread's first comment (GitHub refuses replies to replies).
+            PrCommentKind::ReviewComment => {
+                let root = to.in_reply_to.unwrap_or(to.id);
+                let path = format!(
+                    "{}/pulls/{number}/comments/{root}/replies",
+                    self.repo_path()
+                );
+                review::post(&self.http, &path, text, &what).await
+            }
+            PrCommentKind::Review | PrCommentKind::Conversation => {
+                let path = format!("{}/issues/{number}/comments", self.repo_path());
+                review::post(&self.http, &path, &to.quoting_reply(text), &what).await
+            }
+        }
     }
 }

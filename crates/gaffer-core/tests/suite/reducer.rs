@@ -2,7 +2,7 @@ use gaffer_core::*;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-fn created() -> Event {
+pub(super) fn created() -> Event {
     Event::TaskCreated {
         task_id: "t-1".into(),
         project_id: "p-1".into(),
@@ -41,7 +41,7 @@ fn failed(id: &str) -> Event {
     }
 }
 
-fn stage(s: Stage) -> Event {
+pub(super) fn stage(s: Stage) -> Event {
     Event::TaskStageEntered { stage: s }
 }
 
@@ -68,7 +68,7 @@ fn decide(approval: &str, decision: Decision, who: &str) -> Event {
 }
 
 /// Given `events` (all must be accepted), return the task.
-fn given(events: &[Event]) -> TaskState {
+pub(super) fn given(events: &[Event]) -> TaskState {
     let mut state: Option<StreamState> = None;
     for (i, e) in events.iter().enumerate() {
         state = Some(
@@ -83,7 +83,7 @@ fn given(events: &[Event]) -> TaskState {
 }
 
 /// When `event` is offered to the task, expect a rejection, and the state unchanged.
-fn rejects(task: &TaskState, event: Event) -> Rejected {
+pub(super) fn rejects(task: &TaskState, event: Event) -> Rejected {
     let mut after = task.clone();
     let err = after
         .apply(999, &event)

@@ -8,8 +8,8 @@ use pretty_assertions::assert_eq;
 
 use super::push::repo_with_task_branch;
 
-const TOKEN: &str = "tok-0123456789-secret";
-const BOTH: [Flavor; 2] = [Flavor::Gitea, Flavor::GitHub];
+pub(super) const TOKEN: &str = "tok-0123456789-secret";
+pub(super) const BOTH: [Flavor; 2] = [Flavor::Gitea, Flavor::GitHub];
 
 fn config(base: &str, flavor: Flavor, token: &str) -> ForgeConfig {
     let kind = match flavor {
@@ -28,11 +28,11 @@ fn config(base: &str, flavor: Flavor, token: &str) -> ForgeConfig {
     c
 }
 
-fn client(fake: &FakeForge, flavor: Flavor) -> Box<dyn Forge> {
+pub(super) fn client(fake: &FakeForge, flavor: Flavor) -> Box<dyn Forge> {
     connect(config(&fake.base_url(), flavor, TOKEN)).unwrap()
 }
 
-fn new_pr(head: &str) -> NewPullRequest {
+pub(super) fn new_pr(head: &str) -> NewPullRequest {
     NewPullRequest {
         title: "Add an installation section".into(),
         body: "What changed: INSTALL.md\n\nReview: done".into(),
@@ -47,7 +47,7 @@ fn no_secret(text: &str) {
 }
 
 /// A fake with the task branch pushed to its bare remote.
-async fn shipped(flavor: Flavor) -> (FakeForge, BareRemote, tempfile::TempDir, String) {
+pub(super) async fn shipped(flavor: Flavor) -> (FakeForge, BareRemote, tempfile::TempDir, String) {
     let fake = FakeForge::start(flavor, "acme", "app", TOKEN)
         .await
         .unwrap();

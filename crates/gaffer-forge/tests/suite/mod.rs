@@ -3,5 +3,6 @@ mod gitlab;
 mod intake;
 mod mergeable;
 mod push;
+mod reviews;
 mod sync;
 mod worktree;

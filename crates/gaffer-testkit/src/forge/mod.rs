@@ -12,7 +12,8 @@
 //!   GitHub check runs (`GET …/commits/{ref}/check-runs`) and Actions job logs
 //!   (`GET …/actions/jobs/{id}/logs` → 302 to a plain-text log). A wrong token is 401;
 //!   an unknown repository, issue or branch 404; rate limits are 403/429 with
-//!   `Retry-After` / `X-RateLimit-*`. A create's answer can be made to hang
+//!   `Retry-After` / `X-RateLimit-*`. Pull request reviews, review comments on lines
+//!   of the diff and replies to them (see [`FakeForge::add_review_comment`]). A create's answer can be made to hang
 //!   ([`FakeForge::hang_next_pr_create`]) or be cut off
 //!   ([`FakeForge::cut_next_pr_create_answer`]) after the PR was made.
 //! * Issue intake: the open-issue list (`GET /repos/{o}/{r}/issues` with `state`,
@@ -48,12 +49,14 @@ mod gitlab;
 mod issues;
 mod mergeable;
 mod remote;
+mod reviews;
 mod routes;
 mod vikunja;
 
 pub use gitlab::{FakeGitLab, FakeMr};
 pub use issues::HookDelivery;
 pub use remote::BareRemote;
+pub use reviews::{FakeReview, FakeReviewComment};
 use routes::handle;
 pub use vikunja::{FakeTask, FakeVikunja};
 
@@ -99,6 +102,8 @@ pub struct FakeComment {
     pub issue: u64,
     /// Text.
     pub body: String,
+    /// Who wrote it: `gaffer` (the token's user) for comments posted through the API.
+    pub author: String,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +155,8 @@ struct ForgeState {
     prs: Mutex<Vec<FakePr>>,
     issues: Mutex<Vec<FakeIssue>>,
     comments: Mutex<Vec<FakeComment>>,
+    reviews: Mutex<Vec<FakeReview>>,
+    review_comments: Mutex<Vec<FakeReviewComment>>,
     statuses: Mutex<HashMap<String, Vec<FakeStatus>>>,
     runs: Mutex<HashMap<String, Vec<FakeRun>>>,
     requests: Mutex<Vec<String>>,
@@ -213,6 +220,8 @@ impl FakeForge {
             prs: Mutex::default(),
             issues: Mutex::default(),
             comments: Mutex::default(),
+            reviews: Mutex::default(),
+            review_comments: Mutex::default(),
             statuses: Mutex::default(),
             runs: Mutex::default(),
             requests: Mutex::default(),

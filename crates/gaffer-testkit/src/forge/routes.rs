@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-fn err(st: &ForgeState, status: u16, message: &str) -> Response {
+pub(super) fn err(st: &ForgeState, status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = match st.flavor {
         Flavor::GitHub => json!({
@@ -28,7 +28,7 @@ fn err(st: &ForgeState, status: u16, message: &str) -> Response {
     (code, Json(body)).into_response()
 }
 
-fn github_validation(errors: Value) -> Response {
+pub(super) fn github_validation(errors: Value) -> Response {
     (
         StatusCode::UNPROCESSABLE_ENTITY,
         Json(json!({
@@ -55,6 +55,27 @@ fn authorized(st: &ForgeState, headers: &HeaderMap) -> bool {
     };
     let (scheme, token) = v.split_once(' ').unwrap_or(("", ""));
     matches!(scheme.to_ascii_lowercase().as_str(), "token" | "bearer") && token == st.token
+}
+
+/// Which items of a list a request's `page` and page size (`limit` on Gitea,
+/// `per_page` on GitHub; 30 by default, at most 100) ask for: how many to skip, how
+/// many to give.
+pub(super) fn page_window(st: &ForgeState, q: &HashMap<String, String>) -> (usize, usize) {
+    let size_key = match st.flavor {
+        Flavor::Gitea => "limit",
+        Flavor::GitHub => "per_page",
+    };
+    let page = q
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1usize)
+        .max(1);
+    let size = q
+        .get(size_key)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(30usize)
+        .clamp(1, 100);
+    ((page - 1) * size, size)
 }
 
 pub(super) fn html_base(st: &ForgeState) -> String {
@@ -204,6 +225,9 @@ async fn route(
     let json_body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let q = query(uri);
     match (method.clone(), &segs[3..]) {
+        (_, ["pulls", n, rest @ ..]) if !rest.is_empty() => {
+            super::reviews::route(st, method, n, rest, &q, &json_body)
+        }
         (Method::GET, ["pulls"]) => list_prs(st, &q),
         (Method::POST, ["pulls"]) => create_pr(st, &json_body).await,
         (Method::GET, ["pulls", n]) => {
@@ -248,6 +272,7 @@ async fn route(
                 id,
                 issue: n,
                 body: text.into(),
+                author: "gaffer".into(),
             });
             (
                 StatusCode::CREATED,
@@ -266,33 +291,21 @@ async fn route(
             if !exists {
                 return err(st, 404, "Not Found");
             }
-            let size_key = match st.flavor {
-                Flavor::Gitea => "limit",
-                Flavor::GitHub => "per_page",
-            };
-            let page = q
-                .get("page")
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(1usize)
-                .max(1);
-            let size = q
-                .get(size_key)
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(30usize)
-                .clamp(1, 100);
+            let (skip, size) = page_window(st, &q);
             let list: Vec<Value> = st
                 .comments
                 .lock()
                 .unwrap()
                 .iter()
                 .filter(|c| c.issue == n)
-                .skip((page - 1) * size)
+                .skip(skip)
                 .take(size)
                 .map(|c| {
                     json!({
                         "id": c.id, "body": c.body,
                         "html_url": format!("{}/issues/{n}#issuecomment-{}", html_base(st), c.id),
-                        "user": {"login": "gaffer"},
+                        "user": {"login": c.author},
+                        "created_at": "2026-11-30T00:00:00Z",
                     })
                 })
                 .collect();

@@ -1,0 +1,110 @@
+//! Review comments and replies on the fake Gitea and GitHub.
+use gaffer_forge::*;
+use gaffer_testkit::forge::Flavor;
+use pretty_assertions::assert_eq;
+
+use super::forge_api::{client, new_pr, shipped, BOTH};
+
+const HUNK: &str = "@@ -1,3 +1,7 @@\n # app\n+\n+## Installation\n+    cargo install app";
+
+#[tokio::test]
+async fn review_comments_come_with_file_line_and_hunk_and_replies_land_once_per_comment() {
+    for flavor in BOTH {
+        let (fake, _remote, _dir, _sha) = shipped(flavor).await;
+        let forge = client(&fake, flavor);
+        let (pr, _) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+        let on_line =
+            fake.add_review_comment(pr.number, "ana", "README.md", 4, HUNK, "Use --locked here");
+        let talk = fake.add_pr_comment(pr.number, "bo", "Also mention the MSRV");
+
+        let comments = forge.pr_comments(pr.number).await.unwrap();
+        let line = comments.iter().find(|c| c.id == on_line).unwrap();
+        assert_eq!(line.kind, PrCommentKind::ReviewComment, "{flavor:?}");
+        assert_eq!(line.key, format!("review-comment:{on_line}"));
+        assert_eq!(line.author, "ana");
+        assert_eq!(line.path.as_deref(), Some("README.md"));
+        assert_eq!(line.line, Some(4), "{flavor:?}: the new-file line");
+        assert_eq!(line.diff_hunk.as_deref(), Some(HUNK));
+        assert_eq!(line.body, "Use --locked here");
+        let conv = comments.iter().find(|c| c.id == talk).unwrap();
+        assert_eq!(conv.kind, PrCommentKind::Conversation);
+        assert_eq!(
+            (conv.author.as_str(), conv.key.clone()),
+            ("bo", format!("comment:{talk}"))
+        );
+        // A review without text asks nothing: it is not listed.
+        assert!(
+            comments.iter().all(|c| c.kind != PrCommentKind::Review),
+            "{comments:#?}"
+        );
+
+        let reply = forge
+            .reply_to_comment(pr.number, line, "Done in abc123 <!-- m -->")
+            .await
+            .unwrap();
+        forge
+            .reply_to_comment(pr.number, conv, "Added <!-- m2 -->")
+            .await
+            .unwrap();
+        let after = forge.pr_comments(pr.number).await.unwrap();
+        let mine: Vec<&PrComment> = after.iter().filter(|c| c.author == "gaffer").collect();
+        assert_eq!(mine.len(), 2, "{flavor:?}: {after:#?}");
+        match flavor {
+            // GitHub: in the review thread, on the same line.
+            Flavor::GitHub => {
+                let threaded = mine.iter().find(|c| c.id == reply.id).unwrap();
+                assert_eq!(threaded.kind, PrCommentKind::ReviewComment);
+                assert_eq!(threaded.in_reply_to, Some(on_line));
+                assert_eq!(threaded.body, "Done in abc123 <!-- m -->");
+            }
+            // Gitea: a conversation comment quoting the review comment and its place.
+            Flavor::Gitea => {
+                let quoting = mine.iter().find(|c| c.id == reply.id).unwrap();
+                assert_eq!(quoting.kind, PrCommentKind::Conversation);
+                assert!(
+                    quoting
+                        .body
+                        .starts_with("@ana on `README.md` line 4:\n> Use --locked here"),
+                    "{}",
+                    quoting.body
+                );
+            }
+        }
+        // A reply to a conversation comment quotes it on both forges.
+        assert!(mine
+            .iter()
+            .any(|c| c.body.contains("> Also mention the MSRV") && c.body.contains("<!-- m2 -->")));
+    }
+}
+
+#[tokio::test]
+async fn github_refuses_a_reply_to_a_reply_so_gaffer_answers_the_thread_root() {
+    let (fake, _remote, _dir, _sha) = shipped(Flavor::GitHub).await;
+    let forge = client(&fake, Flavor::GitHub);
+    let (pr, _) = forge.ensure_pr(&new_pr("gaffer/t-1")).await.unwrap();
+    let root = fake.add_review_comment(pr.number, "ana", "README.md", 2, HUNK, "typo");
+    let first = forge
+        .reply_to_comment(
+            pr.number,
+            forge
+                .pr_comments(pr.number)
+                .await
+                .unwrap()
+                .iter()
+                .find(|c| c.id == root)
+                .unwrap(),
+            "fixed",
+        )
+        .await
+        .unwrap();
+    // Answering the reply goes to the thread's root, which GitHub accepts.
+    let comments = forge.pr_comments(pr.number).await.unwrap();
+    let reply = comments.iter().find(|c| c.id == first.id).unwrap();
+    let second = forge
+        .reply_to_comment(pr.number, reply, "and again")
+        .await
+        .unwrap();
+    let all = fake.review_comments();
+    let posted = all.iter().find(|c| c.id == second.id).unwrap();
+    assert_eq!(posted.in_reply_to, Some(root));
+}
