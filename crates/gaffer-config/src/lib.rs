@@ -483,6 +483,17 @@ pub struct ForgeSettings {
     /// `rebase` (the default: replayed on the new base, pushed with
     /// `--force-with-lease`) or `merge` (the base merged in, a plain push).
     pub conflict_strategy: String,
+    /// Follow the pull request after the task is done: people's review comments
+    /// open it again for a fix, a reply and a new push (default true).
+    pub follow: bool,
+    /// How often a followed pull request is read, in seconds (default 120; a webhook
+    /// wakes the follower sooner).
+    pub follow_interval_secs: u64,
+    /// Review rounds the owner answers by itself before a person is asked to allow
+    /// one more (default 3).
+    pub review_fix_attempts: u32,
+    /// The forge user gaffer's token posts as: its comments never ask for a fix.
+    pub bot_user: Option<String>,
 }
 
 /// One project's task tracker: `[projects.<name>.tracker]` (Vikunja).
@@ -741,6 +752,10 @@ struct RawForge {
     ci_fix_attempts: Option<u32>,
     wait_for_ci: Option<bool>,
     conflict_strategy: Option<String>,
+    follow: Option<bool>,
+    follow_interval_secs: Option<u64>,
+    review_fix_attempts: Option<u32>,
+    bot_user: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1468,6 +1483,22 @@ fn resolve_forge(
             ))
         }
     };
+    let follow_interval_secs = raw.follow_interval_secs.unwrap_or(120);
+    if follow_interval_secs == 0 {
+        return Err(invalid(
+            origin,
+            &field("follow_interval_secs"),
+            "must be at least 1 (seconds between reads of a followed pull request); to stop following, write follow = false",
+        ));
+    }
+    let bot_user = raw.bot_user.map(|b| b.trim().to_owned());
+    if bot_user.as_deref() == Some("") {
+        return Err(invalid(
+            origin,
+            &field("bot_user"),
+            "is empty; write the forge login gaffer's token posts as, or leave it out",
+        ));
+    }
     Ok(ForgeSettings {
         kind: kind.into(),
         base_url,
@@ -1484,6 +1515,10 @@ fn resolve_forge(
         ci_fix_attempts: raw.ci_fix_attempts.unwrap_or(2),
         wait_for_ci: raw.wait_for_ci.unwrap_or(true),
         conflict_strategy,
+        follow: raw.follow.unwrap_or(true),
+        follow_interval_secs,
+        review_fix_attempts: raw.review_fix_attempts.unwrap_or(3),
+        bot_user,
     })
 }
 

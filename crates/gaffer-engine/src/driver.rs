@@ -136,6 +136,8 @@ pub struct Engine {
     /// The repository indexes this process keeps in memory, shared by every clone, role
     /// and task.
     pub(crate) indexes: Arc<crate::context::Indexes>,
+    /// Wakes the pull-request follower early (see [`Engine::wake_follower`]).
+    pub(crate) follow_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Engine {
@@ -151,6 +153,7 @@ impl Engine {
             settings,
             held: Arc::default(),
             indexes: Arc::default(),
+            follow_wake: Arc::default(),
         }
     }
 
@@ -280,6 +283,7 @@ impl Engine {
             settings: self.settings.clone(),
             held: self.held.clone(),
             indexes: self.indexes.clone(),
+            follow_wake: self.follow_wake.clone(),
         }
     }
 
@@ -640,6 +644,9 @@ impl Engine {
             StepKind::PullRequest => self.pull_request(task, step).await,
             StepKind::Ci(n) => self.ci(task, step, n, cancel).await,
             StepKind::Report => self.report(task).await,
+            StepKind::FollowUpApproval(_) => self.follow_up_approval(task, step).await,
+            StepKind::PushApproval(_) => self.push_approval(task, step).await,
+            StepKind::Reply(_) => self.reply(task, step).await,
         }
     }
 }

@@ -27,6 +27,7 @@ mod driver;
 mod error;
 mod failure;
 mod fallback;
+mod follow;
 mod gate;
 pub mod intake;
 mod keys;
@@ -50,8 +51,9 @@ pub use agents::{
 };
 pub use driver::{Engine, Settings};
 pub use error::{EngineError, Result, StepFailure};
+pub use follow::FollowPass;
 pub use intake::{origin_key, Intake};
 pub use pipeline::{decide, recover, Limits, Next, StepKind};
 pub use schedules::{Clock, ManualClock, Scheduler, SystemClock};
-pub use steps::ship::{Credential, Shipping, Tracker};
+pub use steps::ship::{Credential, Following, Shipping, Tracker};
 pub use workers::{this_process, Concurrency};

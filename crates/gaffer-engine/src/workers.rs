@@ -213,7 +213,7 @@ impl Engine {
     }
 
     /// What a process that only runs tasks needs to hear of other processes' events,
-    /// for [`gaffer_store::Journal::follow_only`]: new tasks (to claim them), new
+    /// for [`gaffer_store::Journal::follow_only`]: new tasks and reopened ones (to claim them), new
     /// approvals (the expiry timer), and everything of the tasks [`Engine::work`]
     /// runs now (decisions, cancellations). A task is added before its run starts,
     /// so its run misses nothing: what it does not hear was in the state it read.
@@ -222,6 +222,7 @@ impl Engine {
         Arc::new(move |stream: &str, kind: &str| {
             crate::dependencies::may_settle(kind)
                 || kind == "task_dependency_done"
+                || kind == "follow_up_opened"
                 || kind == "approval_requested"
                 || held
                     .lock()
@@ -231,7 +232,8 @@ impl Engine {
     }
 
     /// Run tasks as worker `me` until `shutdown` (and poll the forges for issue intake
-    /// meanwhile): claim what the limits allow, run
+    /// and follow the done tasks' pull requests, [`Engine::follow`], meanwhile): claim
+    /// what the limits allow, run
     /// each fenced by its lease, renew the leases by heartbeat, and drop at once a
     /// task whose lease was lost. On shutdown running tasks are dropped, not
     /// cancelled, and their leases released: another worker (or the next start)
@@ -249,6 +251,12 @@ impl Engine {
         let _polling = AbortOnDrop(tokio::spawn({
             let (engine, stop) = (self.clone(), shutdown.clone());
             async move { engine.poll_intake(stop).await }
+        }));
+        // Every process that runs tasks also follows the done tasks' pull requests.
+        let _follower = AbortOnDrop(tokio::spawn({
+            let engine = self.clone();
+            let stop = shutdown.child_token();
+            async move { engine.follow(stop).await }
         }));
         let workers = limits.workers.max(1);
         let per_project = limits.per_project.max(1);
@@ -402,8 +410,9 @@ impl Engine {
                         if crate::dependencies::may_settle(kind) {
                             settle = true;
                         }
-                        // A new task, or one its last dependency queued (in another process).
-                        if matches!(e.event, Event::TaskCreated { .. } | Event::TaskDependencyDone { .. }) {
+                        // A new task, one its last dependency queued (in another
+                        // process), or a done one a follow-up opened again.
+                        if matches!(e.event, Event::TaskCreated { .. } | Event::TaskDependencyDone { .. } | Event::FollowUpOpened { .. }) {
                             look = true;
                         }
                     }
@@ -435,7 +444,7 @@ async fn beat_until_lost(journal: Arc<dyn Journal>, me: WorkerInfo, lease: Lease
 }
 
 /// A background task stopped when this is dropped: the heartbeat of one run (the run
-/// ended, or was dropped), the intake poller of a worker loop.
+/// ended, or was dropped), the intake poller and the follower of a worker loop.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {

@@ -238,6 +238,10 @@ base_url = "https://git.example.com/gitlab/"
             ci_fix_attempts: 2,
             wait_for_ci: true,
             conflict_strategy: "rebase".into(),
+            follow: true,
+            follow_interval_secs: 120,
+            review_fix_attempts: 3,
+            bot_user: None,
         }
     );
     // GitHub's API URL is the default base; no token_env means git credentials.
@@ -303,6 +307,16 @@ fn a_bad_forge_or_tracker_setting_names_the_key_and_what_to_write() {
             "[projects.a.forge]\nkind = \"github\"\nconflict_strategy = \"squash\"\n",
             "projects.a.forge.conflict_strategy",
             "\"rebase\"",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"github\"\nfollow_interval_secs = 0\n",
+            "projects.a.forge.follow_interval_secs",
+            "follow = false",
+        ),
+        (
+            "[projects.a.forge]\nkind = \"github\"\nbot_user = \" \"\n",
+            "projects.a.forge.bot_user",
+            "forge login",
         ),
         (
             "[projects.a.tracker]\nkind = \"vikunja\"\nbase_url = \"https://t\"\ntoken_env = \"T\"\n",

@@ -43,6 +43,8 @@ fn shipping_engine(w: &World, fake: &FakeForge, remote: &BareRemote) -> gaffer_e
                 ci_fix_attempts: 1,
                 conflict_strategy: gaffer_forge::ConflictStrategy::Rebase,
                 wait_for_ci: true,
+                review_fix_attempts: 3,
+                follow: None,
             },
         );
     });

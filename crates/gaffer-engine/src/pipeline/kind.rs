@@ -55,6 +55,13 @@ pub enum StepKind {
     Ci(u32),
     /// Mark tracker tasks done, comment on the issue.
     Report,
+    /// A person allows one more round of review fixes for follow-up n, past the
+    /// project's `review_fix_attempts` (denied: the pull request is no longer followed).
+    FollowUpApproval(u32),
+    /// A human (or policy) allows pushing the fix for follow-up n.
+    PushApproval(u32),
+    /// Answer each review comment of follow-up n with what was done.
+    Reply(u32),
 }
 
 impl StepKind {
@@ -63,7 +70,11 @@ impl StepKind {
     pub fn waits_for_a_person(self) -> bool {
         matches!(
             self,
-            StepKind::PlanApproval | StepKind::Escalation(_) | StepKind::ShipApproval
+            StepKind::PlanApproval
+                | StepKind::Escalation(_)
+                | StepKind::ShipApproval
+                | StepKind::FollowUpApproval(_)
+                | StepKind::PushApproval(_)
         )
     }
 
@@ -98,6 +109,9 @@ impl StepKind {
             ("arbiter", n) if n > 0 => Self::Arbiter(n),
             ("escalation", n) if n > 0 => Self::Escalation(n),
             ("check", n) if n > 0 => Self::Check(n),
+            ("follow-up-approval", n) if n > 0 => Self::FollowUpApproval(n),
+            ("push-approval", n) if n > 0 => Self::PushApproval(n),
+            ("reply", n) if n > 0 => Self::Reply(n),
             _ => return None,
         })
     }
@@ -129,6 +143,9 @@ impl StepKind {
             Self::Arbiter(n) => format!("arbiter/{n}"),
             Self::Escalation(n) => format!("escalation/{n}"),
             Self::Check(n) => format!("check/{n}"),
+            Self::FollowUpApproval(n) => format!("follow-up-approval/{n}"),
+            Self::PushApproval(n) => format!("push-approval/{n}"),
+            Self::Reply(n) => format!("reply/{n}"),
         })
     }
 
@@ -138,7 +155,11 @@ impl StepKind {
     pub fn asks_again_under_the_same_key(self) -> bool {
         matches!(
             self,
-            Self::PlanApproval | Self::Escalation(_) | Self::ShipApproval
+            Self::PlanApproval
+                | Self::Escalation(_)
+                | Self::ShipApproval
+                | Self::FollowUpApproval(_)
+                | Self::PushApproval(_)
         )
     }
 
@@ -154,6 +175,8 @@ impl StepKind {
             | Self::Arbiter(_)
             | Self::Escalation(_)
             | Self::ShipApproval
+            | Self::FollowUpApproval(_)
+            | Self::PushApproval(_)
             | Self::Ci(_) => Intent::ReadOnly,
             // Setup commands install and generate; run again after a crash, they
             // find their own work done (`npm ci`, `make`), as after a manual rerun.
@@ -167,7 +190,8 @@ impl StepKind {
             | Self::Ship => Intent::Idempotent,
             // Tracker tasks and the issue comment carry a unique marker and are looked
             // up before they are created, so running them again never makes a second.
-            Self::TrackerOpen | Self::Report => Intent::Idempotent,
+            // Replies too: each carries a marker looked up before it is posted.
+            Self::TrackerOpen | Self::Report | Self::Reply(_) => Intent::Idempotent,
             // An agent turn that edits the worktree and runs commands; a push and a
             // pull request create change the forge: after a crash, a probe decides.
             Self::Code(_) | Self::Fix(_) | Self::Test(_) | Self::Push(_) | Self::PullRequest => {
@@ -203,6 +227,9 @@ impl StepKind {
             Self::PullRequest => "pull request".into(),
             Self::Ci(n) => format!("CI run {n}"),
             Self::Report => "tracker and issue report".into(),
+            Self::FollowUpApproval(n) => format!("allow review round {n}"),
+            Self::PushApproval(n) => format!("approve pushing the fix for follow-up {n}"),
+            Self::Reply(n) => format!("reply to the comments of follow-up {n}"),
         }
     }
 }

@@ -14,8 +14,12 @@
 //! goes to the owner (`fix/n` with the failing log) → `commit-fix/n` → `push/2` →
 //! `ci/2`, bounded by the project's `ci_fix_attempts`; on success `report` marks the
 //! tracker tasks done and comments on the issue, and the task is done.
+//!
+//! After the pull request: a done task whose pull request gets review comments (or
+//! another follow-up) opens again; [`follow_up`] says how it is answered.
 
 mod challenge;
+pub(crate) mod follow_up;
 mod kind;
 mod tester;
 
@@ -123,6 +127,11 @@ fn forge_of(task: &TaskState) -> Option<&Value> {
         .filter(|f| f.is_object())
 }
 
+/// Whether the project waits for CI (`wait_for_ci = false`: a repository without CI).
+fn waits_for_ci(task: &TaskState) -> bool {
+    forge_of(task).and_then(|f| f.get("wait_for_ci")) != Some(&Value::Bool(false))
+}
+
 /// What the finished task shipped: the `ship` summary plus the pull request, the last
 /// CI state and the report.
 fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
@@ -140,6 +149,21 @@ fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
         if let Some(report) = receipt_of(task, StepKind::Report) {
             map.insert("report".into(), report.clone());
         }
+        if !task.follow_ups.is_empty() {
+            let rounds: Vec<Value> = task
+                .follow_ups
+                .iter()
+                .map(|f| {
+                    json!({
+                        "n": f.n,
+                        "kind": f.kind,
+                        "keys": f.keys,
+                        "reply": receipt_of(task, StepKind::Reply(f.n)),
+                    })
+                })
+                .collect();
+            map.insert("follow_ups".into(), Value::Array(rounds));
+        }
     }
     summary
 }
@@ -147,15 +171,30 @@ fn shipped_summary(task: &TaskState, ci: &Value) -> Value {
 /// After CI passed (or, without CI, the pull request opened): report (tracker, issue)
 /// if there is anything to report, else done.
 fn after_ci_success(task: &TaskState, last: &Step) -> Next {
+    if let Some(reply) = follow_up::review::reply_due(task, last) {
+        return reply;
+    }
     if (has_tracker(task) || task.options.issue.is_some())
         && !task.steps.contains_key(&StepKind::Report.id())
     {
         return Next::Record(vec![record(StepKind::Report, Some(last), json!({}))]);
     }
-    let ci = last.receipt.clone().unwrap_or(Value::Null);
-    Next::Record(vec![Event::TaskDone {
+    Next::Record(done_again(task))
+}
+
+/// `task_done` with what the task shipped, its last CI run included: the end of
+/// shipping, and of each follow-up round.
+fn done_again(task: &TaskState) -> Vec<Event> {
+    let ci = task
+        .steps_in_order()
+        .into_iter()
+        .rev()
+        .find(|s| matches!(StepKind::of(&s.id), Some(StepKind::Ci(_))))
+        .and_then(|s| s.receipt.clone())
+        .unwrap_or(Value::Null);
+    vec![Event::TaskDone {
         summary: shipped_summary(task, &ci),
-    }])
+    }]
 }
 
 /// Moves to `stage` (if not there already) and records `kind`.
@@ -294,6 +333,9 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             record(StepKind::Worktree, None, json!({})),
         ]);
     };
+    if let Some(next) = follow_up::start(task, last) {
+        return next;
+    }
     let Some(kind) = StepKind::of(&last.id) else {
         return fail(format!("unknown step `{}` in the journal", last.id));
     };
@@ -360,6 +402,9 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
         StepKind::CommitTest(_) => tester::run_tests(task, last),
         StepKind::TestRun(k) if failed => fail(format!("test run {k} could not run: {}", why())),
         StepKind::TestRun(k) => tester::after_test_run(task, last, k, limits),
+        StepKind::CommitFix(n) if fix_reason(task, n) == Some(follow_up::review::KIND) => {
+            follow_up::review::after_commit(task, last)
+        }
         StepKind::CommitFix(n) if fix_reason(task, n) == Some("ci") => {
             let p = count(task, |k| matches!(k, StepKind::Push(_))) + 1;
             go(task, Stage::Shipping, StepKind::Push(p), last, json!({}))
@@ -454,17 +499,14 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
         StepKind::Push(_) if !task.steps.contains_key(&StepKind::PullRequest.id()) => {
             Next::Record(vec![record(StepKind::PullRequest, Some(last), json!({}))])
         }
+        StepKind::Push(_) if !waits_for_ci(task) => after_ci_success(task, last),
         StepKind::Push(n) => Next::Record(vec![record(
             StepKind::Ci(n),
             Some(last),
             json!({ "push": StepKind::Push(n).id() }),
         )]),
         // A repository without CI (`wait_for_ci = false`): the open pull request is the end.
-        StepKind::PullRequest
-            if forge_of(task).and_then(|f| f.get("wait_for_ci")) == Some(&Value::Bool(false)) =>
-        {
-            after_ci_success(task, last)
-        }
+        StepKind::PullRequest if !waits_for_ci(task) => after_ci_success(task, last),
         StepKind::PullRequest => {
             let p = count(task, |k| matches!(k, StepKind::Push(_)));
             Next::Record(vec![record(
@@ -483,7 +525,7 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                 .and_then(|f| f.get("ci_fix_attempts"))
                 .and_then(Value::as_u64)
                 .unwrap_or(0) as u32;
-            if n <= fixes {
+            if follow_up::ci_run(task, n) <= fixes {
                 fix(task, last, "ci", receipt)
             } else {
                 let pr = receipt_of(task, StepKind::PullRequest)
@@ -497,18 +539,10 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                 ))
             }
         }
-        StepKind::Report => {
-            let ci = task
-                .steps_in_order()
-                .into_iter()
-                .rev()
-                .find(|s| matches!(StepKind::of(&s.id), Some(StepKind::Ci(_))))
-                .and_then(|s| s.receipt.clone())
-                .unwrap_or(Value::Null);
-            Next::Record(vec![Event::TaskDone {
-                summary: shipped_summary(task, &ci),
-            }])
-        }
+        StepKind::Report => Next::Record(done_again(task)),
+        StepKind::FollowUpApproval(n) => follow_up::review::after_approval(task, last, n, failed),
+        StepKind::PushApproval(_) => follow_up::review::after_push_approval(task, last, failed),
+        StepKind::Reply(_) => Next::Record(done_again(task)),
     }
 }
 

@@ -6,6 +6,7 @@ pub(crate) mod arbiter;
 pub(crate) mod challenge;
 pub(crate) mod check;
 pub(crate) mod command;
+pub(crate) mod follow_up;
 pub(crate) mod owner;
 pub(crate) mod panel;
 pub(crate) mod plan;

@@ -82,6 +82,9 @@ pub(crate) fn fix_assignment(input: &Value) -> String {
         Some("review") => format!("The reviewer asks for changes:\n{}", detail.as_str().unwrap_or_default()),
         Some("arbiter") => format!("The arbiter rules that you must revise:\n{}", detail.as_str().unwrap_or_default()),
         Some("ci") => super::ship::ci_fix_assignment(detail),
+        Some(crate::pipeline::follow_up::review::KIND) => {
+            super::follow_up::review_fix_assignment(detail)
+        }
         Some("tests") => format!(
             "The tester's tests fail: the project's check `{}` exits {}. The end of its output:\n```\n{}\n```\nFix the code so that the tests pass; change a test only if it is wrong about the acceptance criterion, and say why.",
             detail.get("command").and_then(Value::as_str).unwrap_or("?"),

@@ -4,6 +4,7 @@ mod crash_points;
 mod dependencies;
 mod fallback;
 mod faulty;
+mod follow_ups;
 mod intake;
 mod panel;
 mod pipeline;

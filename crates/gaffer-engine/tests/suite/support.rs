@@ -293,6 +293,11 @@ pub fn shipping(
         ci_fix_attempts: 2,
         conflict_strategy: gaffer_forge::ConflictStrategy::Rebase,
         wait_for_ci: true,
+        review_fix_attempts: 3,
+        follow: Some(gaffer_engine::Following {
+            every: std::time::Duration::from_millis(50),
+            bot_user: None,
+        }),
     }
 }
 

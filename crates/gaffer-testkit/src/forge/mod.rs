@@ -162,6 +162,7 @@ struct ForgeState {
     requests: Mutex<Vec<String>>,
     rate_limit: Mutex<Option<RateLimit>>,
     hang_next_create: Mutex<bool>,
+    hang_next_comment: Mutex<bool>,
     cut_next_create: Mutex<bool>,
     refuse_prs: Mutex<Option<(u16, String)>>,
     ci_for_every_commit: Mutex<Option<String>>,
@@ -227,6 +228,7 @@ impl FakeForge {
             requests: Mutex::default(),
             rate_limit: Mutex::new(None),
             hang_next_create: Mutex::new(false),
+            hang_next_comment: Mutex::new(false),
             cut_next_create: Mutex::new(false),
             refuse_prs: Mutex::new(None),
             ci_for_every_commit: Mutex::new(None),
@@ -351,6 +353,13 @@ impl FakeForge {
         *self.state.hang_next_create.lock().unwrap() = true;
     }
 
+    /// The next comment posted (on an issue or pull request, or a reply in a review
+    /// thread) is recorded, and then the answer never comes (as if gaffer crashed
+    /// before reading it).
+    pub fn hang_next_comment(&self) {
+        *self.state.hang_next_comment.lock().unwrap() = true;
+    }
+
     /// The next PR create is recorded, and then its answer is lost: the connection
     /// is cut after the status line, as a proxy or a network that gives up does. The
     /// client sees an error although the PR exists.
@@ -433,6 +442,13 @@ fn lost_answer() -> axum::response::Response {
         axum::body::Body::from_stream(cut),
     )
         .into_response()
+}
+
+/// Never answer when [`FakeForge::hang_next_comment`] asked for it (once).
+async fn hang_if_asked(st: &ForgeState) {
+    if std::mem::take(&mut *st.hang_next_comment.lock().unwrap()) {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
 }
 
 fn next(counter: &Mutex<u64>) -> u64 {

@@ -179,7 +179,7 @@ fn comment_json(st: &ForgeState, c: &FakeReviewComment) -> Value {
 }
 
 /// `… /pulls/{n}/{rest…}`.
-pub(super) fn route(
+pub(super) async fn route(
     st: &ForgeState,
     method: &Method,
     n: &str,
@@ -272,6 +272,7 @@ pub(super) fn route(
             };
             let answer = comment_json(st, &reply);
             st.review_comments.lock().unwrap().push(reply);
+            super::hang_if_asked(st).await;
             (StatusCode::CREATED, Json(answer)).into_response()
         }
         _ => err(st, 404, "Not Found"),

@@ -226,7 +226,7 @@ async fn route(
     let q = query(uri);
     match (method.clone(), &segs[3..]) {
         (_, ["pulls", n, rest @ ..]) if !rest.is_empty() => {
-            super::reviews::route(st, method, n, rest, &q, &json_body)
+            super::reviews::route(st, method, n, rest, &q, &json_body).await
         }
         (Method::GET, ["pulls"]) => list_prs(st, &q),
         (Method::POST, ["pulls"]) => create_pr(st, &json_body).await,
@@ -274,6 +274,7 @@ async fn route(
                 body: text.into(),
                 author: "gaffer".into(),
             });
+            hang_if_asked(st).await;
             (
                 StatusCode::CREATED,
                 Json(json!({

@@ -130,6 +130,11 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
                 wait_for_ci: f.wait_for_ci,
                 // Validated when the config was read.
                 conflict_strategy: f.conflict_strategy.parse().unwrap_or_default(),
+                review_fix_attempts: f.review_fix_attempts,
+                follow: f.follow.then(|| gaffer_engine::Following {
+                    every: std::time::Duration::from_secs(f.follow_interval_secs),
+                    bot_user: f.bot_user.clone(),
+                }),
             },
         );
     }

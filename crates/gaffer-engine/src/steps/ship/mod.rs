@@ -89,6 +89,22 @@ pub struct Shipping {
     pub wait_for_ci: bool,
     /// How the task branch takes in a base that moved under its pull request.
     pub conflict_strategy: ConflictStrategy,
+    /// Review rounds (follow-ups with review comments) answered before a person is
+    /// asked whether to allow one more.
+    pub review_fix_attempts: u32,
+    /// How the done task's pull request is followed; `None`: it is not.
+    pub follow: Option<Following>,
+}
+
+/// How a project's shipped pull requests are followed after their task is done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Following {
+    /// How often the follower reads each followed pull request (a webhook wakes it
+    /// sooner).
+    pub every: std::time::Duration,
+    /// The forge user gaffer posts as: its comments never ask for a fix (gaffer's
+    /// own also carry a marker).
+    pub bot_user: Option<String>,
 }
 
 /// A project's Vikunja project (its `[projects.<name>.tracker]`).
@@ -120,7 +136,10 @@ fn text_of(v: Option<&Value>, key: &str) -> String {
 }
 
 impl Engine {
-    fn shipping(&self, project: &ProjectState) -> std::result::Result<&Shipping, Failure> {
+    pub(crate) fn shipping(
+        &self,
+        project: &ProjectState,
+    ) -> std::result::Result<&Shipping, Failure> {
         self.settings.shipping.get(&project.name).ok_or_else(|| {
             fail(format!(
                 "project `{}` has no forge configured any more; add [projects.{}.forge] again or cancel the task",
@@ -142,13 +161,14 @@ impl Engine {
                 "remote": gaffer_forge::redact(&s.remote, &[]),
                 "ci_fix_attempts": s.ci_fix_attempts,
                 "wait_for_ci": s.wait_for_ci,
+                "review_fix_attempts": s.review_fix_attempts,
             }),
             None => Value::Null,
         }
     }
 
     /// The forge client, with the owner and repository from the config or the remote.
-    fn forge(
+    pub(crate) fn forge(
         &self,
         ship: &Shipping,
         project: &ProjectState,
@@ -180,7 +200,7 @@ impl Engine {
     /// A forge call failed: ask a human whether to try again. `Ok(())`: try again;
     /// a denial (or expiry) fails the step with the error. Never auto-approved (a
     /// `manual` approval), so a retry cannot loop without a person.
-    async fn retry_or_give_up(
+    pub(crate) async fn retry_or_give_up(
         &self,
         task: &TaskState,
         step: &Step,
@@ -228,8 +248,7 @@ impl Engine {
         let project = self.project(task).await?;
         let ship = self.shipping(&project)?;
         let wt = self.worktree(task).await?;
-        let summary_receipt = receipt(task, StepKind::Ship);
-        let commits = summary_receipt
+        let commits = receipt(task, StepKind::Ship)
             .and_then(|r| r.get("commits"))
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
@@ -241,6 +260,21 @@ impl Engine {
             ship.kind.name(),
             if commits == 1 { "" } else { "s" }
         );
+        self.ask_to_push(task, step, summary).await
+    }
+
+    /// Ask the ship approval (kind `ship`, so the project's rules and a task's
+    /// `--yes` decide as for any push) with `summary`, the branch and its diff.
+    pub(crate) async fn ask_to_push(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        summary: String,
+    ) -> std::result::Result<Value, Failure> {
+        let project = self.project(task).await?;
+        let ship = self.shipping(&project)?;
+        let wt = self.worktree(task).await?;
+        let summary_receipt = receipt(task, StepKind::Ship);
         let diff = wt.diff().unwrap_or_default();
         let details = json!({
             "branch": wt.branch,
