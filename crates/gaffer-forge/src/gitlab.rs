@@ -16,6 +16,7 @@ use crate::api::{
 use crate::http::{enc, tail, Auth, Http, LOG_TAIL};
 use crate::mergeable::Mergeability;
 use crate::rest::{labelled, names};
+use crate::review::{PrComment, PrCommentKind};
 
 /// A GitLab project.
 #[derive(Debug, Clone)]
@@ -491,6 +492,111 @@ impl Forge for GitLab {
             })
             .map(|n| self.note_from(&r, n))
             .transpose()
+    }
+
+    async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError> {
+        let what = format!("the discussions of {}!{number}", self.project_what());
+        let path = format!("{}/merge_requests/{number}/discussions", self.project());
+        let mut all = Vec::new();
+        for d in self.list(&path, &what).await? {
+            let thread = d.get("id").and_then(Value::as_str).map(str::to_owned);
+            let notes = d
+                .get("notes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let first = notes
+                .first()
+                .and_then(|n| n.get("id"))
+                .and_then(Value::as_u64);
+            // System notes ("added 1 commit") are nobody's words.
+            for n in notes
+                .iter()
+                .filter(|n| n.get("system").and_then(Value::as_bool) != Some(true))
+            {
+                all.push(self.mr_note(number, n, thread.clone(), first)?);
+            }
+        }
+        Ok(all)
+    }
+
+    async fn reply_to_comment(
+        &self,
+        number: u64,
+        to: &PrComment,
+        text: &str,
+    ) -> Result<Comment, ApiError> {
+        let what = format!("{}!{number}", self.project_what());
+        let mr = format!("{}/merge_requests/{number}", self.project());
+        let (path, body) = match &to.thread {
+            Some(d) => (
+                format!("{mr}/discussions/{}/notes", enc(d)),
+                text.to_owned(),
+            ),
+            None => (format!("{mr}/notes"), to.quoting_reply(text)),
+        };
+        let reply = self
+            .http
+            .send(Method::POST, &path, Some(&json!({ "body": body })), &what)
+            .await?;
+        let id = reply
+            .body
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| self.http.decode("a note without an id"))?;
+        Ok(Comment {
+            id,
+            url: self.mr_note_url(number, id),
+        })
+    }
+}
+
+impl GitLab {
+    fn mr_note_url(&self, number: u64, id: u64) -> String {
+        format!(
+            "{}/{}/{}/-/merge_requests/{number}#note_{id}",
+            self.web, self.owner, self.repo
+        )
+    }
+
+    /// A merge request note: a diff note (with a `position`) or a comment.
+    fn mr_note(
+        &self,
+        number: u64,
+        n: &Value,
+        thread: Option<String>,
+        first: Option<u64>,
+    ) -> Result<PrComment, ApiError> {
+        let id = n
+            .get("id")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| self.http.decode("a note without an id"))?;
+        let s = |p: &str| n.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        let position = n.get("position").filter(|p| p.is_object());
+        let kind = if position.is_some() {
+            PrCommentKind::ReviewComment
+        } else {
+            PrCommentKind::Conversation
+        };
+        Ok(PrComment {
+            key: format!("{}:{id}", kind.prefix()),
+            id,
+            kind,
+            author: s("/author/username").unwrap_or_default(),
+            body: s("/body").unwrap_or_default(),
+            path: position
+                .and_then(|p| p.get("new_path").or_else(|| p.get("old_path")))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            line: position
+                .and_then(|p| p.get("new_line").or_else(|| p.get("old_line")))
+                .and_then(Value::as_u64),
+            diff_hunk: None,
+            in_reply_to: first.filter(|f| *f != id),
+            thread,
+            url: self.mr_note_url(number, id),
+            created_at: s("/created_at").unwrap_or_default(),
+        })
     }
 }
 

@@ -10,6 +10,8 @@
 //! `line`, `diff_hunk`, `in_reply_to_id`), `GET …/pulls/{n}/reviews` and the issue
 //! comments; a review comment is answered in its thread
 //! (`POST …/pulls/{n}/comments/{id}/replies`), anything else by a quoting comment.
+//! GitLab (in `gitlab.rs`): the merge request's discussions, each note with its
+//! `position` (`new_path`, `new_line`); a reply goes into the note's discussion.
 
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,7 @@ pub enum PrCommentKind {
 }
 
 impl PrCommentKind {
-    fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             PrCommentKind::ReviewComment => "review-comment",
             PrCommentKind::Review => "review",
@@ -64,9 +66,12 @@ pub struct PrComment {
     /// The part of the diff it was made on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff_hunk: Option<String>,
-    /// The comment it answers in its thread (GitHub).
+    /// The comment it answers in its thread (GitHub; GitLab: the thread's first note).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_reply_to: Option<u64>,
+    /// The thread a reply goes into (GitLab: the discussion's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
     /// Its web page.
     #[serde(default)]
     pub url: String,
@@ -97,6 +102,7 @@ impl PrComment {
                 .or_else(|| n("original_line")),
             diff_hunk: s("/diff_hunk").filter(|h| !h.is_empty()),
             in_reply_to: n("in_reply_to_id"),
+            thread: None,
             url: s("/html_url").unwrap_or_default(),
             created_at: s("/created_at")
                 .or_else(|| s("/submitted_at"))

@@ -24,11 +24,11 @@ fn config(base: &str, token: &str) -> ForgeConfig {
     c
 }
 
-fn client(fake: &FakeGitLab) -> Box<dyn Forge> {
+pub(super) fn client(fake: &FakeGitLab) -> Box<dyn Forge> {
     connect(config(&fake.base_url(), TOKEN)).unwrap()
 }
 
-fn new_mr(head: &str) -> NewPullRequest {
+pub(super) fn new_mr(head: &str) -> NewPullRequest {
     NewPullRequest {
         title: "Add an installation section".into(),
         body: "What changed: INSTALL.md".into(),
@@ -39,7 +39,7 @@ fn new_mr(head: &str) -> NewPullRequest {
 }
 
 /// A fake with the task branch `gaffer/t-1` pushed to its bare remote.
-async fn shipped() -> (FakeGitLab, BareRemote, tempfile::TempDir, String) {
+pub(super) async fn shipped() -> (FakeGitLab, BareRemote, tempfile::TempDir, String) {
     let fake = FakeGitLab::start(GROUP, "app", TOKEN).await.unwrap();
     let remote = BareRemote::new().unwrap();
     let (dir, repo, sha) = repo_with_task_branch();

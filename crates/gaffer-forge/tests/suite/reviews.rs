@@ -108,3 +108,49 @@ async fn github_refuses_a_reply_to_a_reply_so_gaffer_answers_the_thread_root() {
     let posted = all.iter().find(|c| c.id == second.id).unwrap();
     assert_eq!(posted.in_reply_to, Some(root));
 }
+
+#[tokio::test]
+async fn on_gitlab_diff_notes_come_with_file_and_line_and_a_reply_goes_into_the_discussion() {
+    let (fake, _remote, _dir, _sha) = super::gitlab::shipped().await;
+    let forge = super::gitlab::client(&fake);
+    let (mr, _) = forge
+        .ensure_pr(&super::gitlab::new_mr("gaffer/t-1"))
+        .await
+        .unwrap();
+    let on_line = fake.add_mr_comment(
+        mr.number,
+        "ana",
+        Some(("README.md", 4)),
+        "Use --locked here",
+    );
+    let talk = fake.add_mr_comment(mr.number, "bo", None, "Also mention the MSRV");
+    let comments = forge.pr_comments(mr.number).await.unwrap();
+    let line = comments.iter().find(|c| c.id == on_line).unwrap();
+    assert_eq!(line.kind, PrCommentKind::ReviewComment);
+    assert_eq!(line.key, format!("review-comment:{on_line}"));
+    assert_eq!(
+        (line.author.as_str(), line.path.as_deref(), line.line),
+        ("ana", Some("README.md"), Some(4))
+    );
+    assert!(line.thread.is_some());
+    let conv = comments.iter().find(|c| c.id == talk).unwrap();
+    assert_eq!(conv.kind, PrCommentKind::Conversation);
+
+    let reply = forge
+        .reply_to_comment(mr.number, line, "Done <!-- m -->")
+        .await
+        .unwrap();
+    // In the same discussion, after the comment.
+    let thread = fake
+        .discussions()
+        .into_iter()
+        .find(|d| d.notes[0].id == on_line)
+        .unwrap();
+    assert_eq!(thread.notes.len(), 2);
+    assert_eq!(thread.notes[1].id, reply.id);
+    assert_eq!(thread.notes[1].author, "gaffer-bot");
+    let after = forge.pr_comments(mr.number).await.unwrap();
+    let mine = after.iter().find(|c| c.id == reply.id).unwrap();
+    assert_eq!(mine.in_reply_to, Some(on_line));
+    assert_eq!(mine.body, "Done <!-- m -->");
+}

@@ -53,7 +53,7 @@ mod reviews;
 mod routes;
 mod vikunja;
 
-pub use gitlab::{FakeGitLab, FakeMr};
+pub use gitlab::{FakeDiscussion, FakeGitLab, FakeMr, FakeNote};
 pub use issues::HookDelivery;
 pub use remote::BareRemote;
 pub use reviews::{FakeReview, FakeReviewComment};

@@ -27,8 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{next, serve, BareRemote, FakeComment};
 
+mod discussions;
 mod hooks;
 mod routes;
+
+pub use discussions::{FakeDiscussion, FakeNote};
 
 /// A merge request the fake holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +111,7 @@ struct LabState {
     mrs: Mutex<Vec<FakeMr>>,
     issues: Mutex<Vec<FakeIssue>>,
     notes: Mutex<Vec<FakeComment>>,
+    discussions: Mutex<Vec<FakeDiscussion>>,
     pipelines: Mutex<Vec<FakePipeline>>,
     requests: Mutex<Vec<String>>,
     rate_limit: Mutex<Option<RateLimit>>,
@@ -147,6 +151,7 @@ impl FakeGitLab {
             mrs: Mutex::default(),
             issues: Mutex::default(),
             notes: Mutex::default(),
+            discussions: Mutex::default(),
             pipelines: Mutex::default(),
             requests: Mutex::default(),
             rate_limit: Mutex::new(None),
@@ -231,6 +236,7 @@ impl FakeGitLab {
             id,
             issue: iid,
             body: body.into(),
+            author: "someone".into(),
         });
         id
     }

@@ -15,16 +15,16 @@ use super::super::mergeable::{merge_of, Merge};
 use super::super::{decode, lost_answer, now, query, rev_parse};
 use super::*;
 
-const CREATED_AT: &str = "2026-11-30T00:00:00.000Z";
+pub(super) const CREATED_AT: &str = "2026-11-30T00:00:00.000Z";
 
 /// GitLab's error body: `{"message": …}` (a text, or a list of texts).
-fn err(status: u16, message: Value) -> Response {
+pub(super) fn err(status: u16, message: Value) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, Json(json!({ "message": message }))).into_response()
 }
 
 /// Grape's answer to a missing or invalid parameter: 400 `{"error": …}`.
-fn missing(field: &str) -> Response {
+pub(super) fn missing(field: &str) -> Response {
     (
         StatusCode::BAD_REQUEST,
         Json(json!({ "error": format!("{field} is missing") })),
@@ -32,7 +32,7 @@ fn missing(field: &str) -> Response {
         .into_response()
 }
 
-fn web(st: &LabState) -> String {
+pub(super) fn web(st: &LabState) -> String {
     let addr = st.addr.lock().unwrap().map(|a| a.to_string());
     format!("http://{}/{}", addr.unwrap_or_default(), st.path)
 }
@@ -48,8 +48,13 @@ fn authorized(st: &LabState, headers: &HeaderMap) -> bool {
 }
 
 fn author() -> Value {
-    json!({"id": 7, "username": "gaffer-bot", "name": "gaffer", "state": "active",
-           "avatar_url": null, "web_url": "https://gitlab.example/gaffer-bot"})
+    user("gaffer-bot")
+}
+
+/// A user object, as GitLab embeds it (`author`, `assignees`).
+pub(super) fn user(username: &str) -> Value {
+    json!({"id": 7, "username": username, "name": username, "state": "active",
+           "avatar_url": null, "web_url": format!("https://gitlab.example/{username}")})
 }
 
 fn branch_sha(st: &LabState, branch: &str) -> Result<String, ()> {
@@ -128,7 +133,7 @@ fn issue_json(st: &LabState, i: &FakeIssue) -> Value {
 
 fn note_json(n: &FakeComment) -> Value {
     json!({
-        "id": n.id, "type": null, "body": n.body, "author": author(),
+        "id": n.id, "type": null, "body": n.body, "author": user(&n.author),
         "created_at": CREATED_AT, "updated_at": CREATED_AT, "system": false,
         "noteable_id": n.issue + 9000, "noteable_type": "Issue", "noteable_iid": n.issue,
         "project_id": PROJECT_ID, "resolvable": false, "confidential": false, "internal": false,
@@ -178,7 +183,7 @@ fn pipeline_status(p: &FakePipeline) -> &'static str {
 }
 
 /// One page of `items`, with GitLab's paging headers.
-fn paged(items: Vec<Value>, q: &HashMap<String, String>) -> Response {
+pub(super) fn paged(items: Vec<Value>, q: &HashMap<String, String>) -> Response {
     let page = q
         .get("page")
         .and_then(|p| p.parse().ok())
@@ -319,6 +324,9 @@ async fn route(
             paged(list, &q)
         }
         (Method::POST, ["merge_requests"]) => create_mr(st, &json_body).await,
+        (_, ["merge_requests", iid, "discussions", rest @ ..]) => {
+            super::discussions::route(st, method, number(iid), rest, &q, &json_body)
+        }
         (Method::GET, ["merge_requests", iid]) => {
             let mrs = st.mrs.lock().unwrap();
             match mrs.iter().find(|m| m.iid == number(iid)) {
@@ -482,6 +490,7 @@ async fn route(
                 id: next(&st.next_id),
                 issue: number(iid),
                 body: text.into(),
+                author: "gaffer-bot".into(),
             };
             st.notes.lock().unwrap().push(note.clone());
             if std::mem::take(&mut *st.hang_next_note.lock().unwrap()) {
