@@ -5,7 +5,7 @@ use gaffer_core::{ApprovalKind, Decision, Event, Stage, StreamId, TaskId};
 use gaffer_engine::Engine;
 use gaffer_forge::ForgeKind;
 use gaffer_store::Journal;
-use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
+use gaffer_testkit::forge::{BareRemote, FakeForge, FakeGitLab, Flavor};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -357,4 +357,52 @@ async fn comments_past_review_fix_attempts_ask_a_person_who_may_stop_following()
     let pass = s.w.engine.follow_once().await.unwrap();
     assert_eq!((pass.read, pass.opened.len()), (0, 0));
     assert_eq!(replies(&s).len(), 1, "only round 1 was answered");
+}
+
+#[tokio::test]
+async fn on_gitlab_a_diff_note_is_fixed_pushed_and_answered_in_its_discussion() {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeGitLab::start("acme", "demo", TOKEN).await.unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success", "all green\n");
+    let ship = shipping(ForgeKind::GitLab, &fake.base_url(), &remote.url(), TOKEN);
+    let w = World::build("grep -q '^## Installation' README.md", |s| {
+        s.shipping.insert("demo".into(), ship);
+    })
+    .await;
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let mut fix = write("README.md", FIXED);
+    fix["expect_prompt_contains"] = json!(ASK);
+    w.script("owner", vec![write("README.md", README_DONE), fix]);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(finish(&w, &id, w.spawn(&id)).await, Stage::Done);
+    let mr = fake.mrs()[0].clone();
+    let first_sha = remote.branch_sha(&mr.source_branch).unwrap();
+
+    let note = fake.add_mr_comment(mr.iid, "ana", Some(("README.md", 7)), ASK);
+    let pass = w.engine.follow_once().await.unwrap();
+    assert_eq!(pass.opened, std::slice::from_ref(&id.0));
+    assert_eq!(finish(&w, &id, w.spawn(&id)).await, Stage::Done);
+
+    let new_sha = remote.branch_sha(&mr.source_branch).unwrap();
+    assert!(
+        is_ancestor(&remote, &first_sha, &new_sha),
+        "not a fast-forward"
+    );
+    assert_ne!(new_sha, first_sha);
+    // One reply, in the note's discussion; gaffer's reply opens nothing more.
+    let thread = fake
+        .discussions()
+        .into_iter()
+        .find(|d| d.notes[0].id == note)
+        .unwrap();
+    assert_eq!(thread.notes.len(), 2, "{thread:#?}");
+    assert!(thread.notes[1].body.contains(&new_sha[..7]));
+    assert_eq!(w.engine.follow_once().await.unwrap().opened.len(), 0);
+    fake.merge_mr(mr.iid);
+    assert_eq!(w.engine.follow_once().await.unwrap().ended.len(), 1);
 }
