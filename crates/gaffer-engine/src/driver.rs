@@ -647,6 +647,8 @@ impl Engine {
             StepKind::FollowUpApproval(_) => self.follow_up_approval(task, step).await,
             StepKind::PushApproval(_) => self.push_approval(task, step).await,
             StepKind::Reply(_) => self.reply(task, step).await,
+            StepKind::Sync(_) => self.sync_base(task).await,
+            StepKind::Resolve(_) => self.resolve_conflicts(task, step, cancel).await,
         }
     }
 }

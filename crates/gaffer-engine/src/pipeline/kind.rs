@@ -62,6 +62,11 @@ pub enum StepKind {
     PushApproval(u32),
     /// Answer each review comment of follow-up n with what was done.
     Reply(u32),
+    /// Bring the task branch onto its base that moved under the pull request, n-th
+    /// time (fetch, rebase or merge; see `pipeline::follow_up::sync`).
+    Sync(u32),
+    /// The owner resolves the conflicts an update stopped on, n-th time.
+    Resolve(u32),
 }
 
 impl StepKind {
@@ -112,6 +117,8 @@ impl StepKind {
             ("follow-up-approval", n) if n > 0 => Self::FollowUpApproval(n),
             ("push-approval", n) if n > 0 => Self::PushApproval(n),
             ("reply", n) if n > 0 => Self::Reply(n),
+            ("sync", n) if n > 0 => Self::Sync(n),
+            ("resolve", n) if n > 0 => Self::Resolve(n),
             _ => return None,
         })
     }
@@ -146,6 +153,8 @@ impl StepKind {
             Self::FollowUpApproval(n) => format!("follow-up-approval/{n}"),
             Self::PushApproval(n) => format!("push-approval/{n}"),
             Self::Reply(n) => format!("reply/{n}"),
+            Self::Sync(n) => format!("sync/{n}"),
+            Self::Resolve(n) => format!("resolve/{n}"),
         })
     }
 
@@ -188,15 +197,21 @@ impl StepKind {
             | Self::CommitFix(_)
             | Self::Check(_)
             | Self::Ship => Intent::Idempotent,
+            // Fetching is a read, and an update already under way (or done) is found
+            // again rather than started twice.
+            Self::Sync(_) => Intent::Idempotent,
             // Tracker tasks and the issue comment carry a unique marker and are looked
             // up before they are created, so running them again never makes a second.
             // Replies too: each carries a marker looked up before it is posted.
             Self::TrackerOpen | Self::Report | Self::Reply(_) => Intent::Idempotent,
             // An agent turn that edits the worktree and runs commands; a push and a
             // pull request create change the forge: after a crash, a probe decides.
-            Self::Code(_) | Self::Fix(_) | Self::Test(_) | Self::Push(_) | Self::PullRequest => {
-                Intent::NonIdempotent
-            }
+            Self::Code(_)
+            | Self::Fix(_)
+            | Self::Resolve(_)
+            | Self::Test(_)
+            | Self::Push(_)
+            | Self::PullRequest => Intent::NonIdempotent,
         }
     }
 
@@ -230,6 +245,8 @@ impl StepKind {
             Self::FollowUpApproval(n) => format!("allow review round {n}"),
             Self::PushApproval(n) => format!("approve pushing the fix for follow-up {n}"),
             Self::Reply(n) => format!("reply to the comments of follow-up {n}"),
+            Self::Sync(n) => format!("update onto the moved base, run {n}"),
+            Self::Resolve(n) => format!("owner resolves conflicts, round {n}"),
         }
     }
 }

@@ -21,11 +21,13 @@
 mod challenge;
 pub(crate) mod follow_up;
 mod kind;
+mod sync;
 mod tester;
 
 pub use challenge::{challenges_of, revision_of};
 pub(crate) use challenge::{current_plan, history as challenge_history};
 pub use kind::StepKind;
+pub use sync::{FOLLOW_UP_KIND as MERGE_CONFLICT, RESOLVE_ROUNDS};
 
 use gaffer_core::{Event, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
@@ -339,6 +341,10 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
     let Some(kind) = StepKind::of(&last.id) else {
         return fail(format!("unknown step `{}` in the journal", last.id));
     };
+    // The base moved under the pull request (a `merge_conflict` follow-up).
+    if let Some(next) = sync::decide(task, last, kind) {
+        return next;
+    }
     let failed = last.state == StepState::Failed;
     let why = || last.error.clone().unwrap_or_default();
     match kind {

@@ -15,5 +15,6 @@ pub(crate) mod scan;
 pub(crate) mod setup;
 pub mod ship;
 pub(crate) mod summary;
+pub(crate) mod sync;
 pub(crate) mod tester;
 pub(crate) mod worktree;

@@ -31,10 +31,12 @@ impl Engine {
                 Repo::open(std::path::Path::new(&project.path))?.worktree_git_dir(&path)?
             }
         };
+        // A branch updated onto its moved base is measured against that base.
+        let base = crate::steps::sync::updated_base(task).unwrap_or_else(|| field("base"));
         Ok(Worktree {
             path,
             branch: field("branch"),
-            base: field("base"),
+            base,
             git_dir,
         })
     }

@@ -1,5 +1,6 @@
 mod budget;
 mod challenge;
+mod conflicts;
 mod crash_points;
 mod dependencies;
 mod fallback;

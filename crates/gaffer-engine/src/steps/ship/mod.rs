@@ -119,7 +119,7 @@ pub struct Tracker {
 }
 
 /// The branch the task started from (the worktree's `base` is its commit).
-fn base_branch(task: &TaskState, wt: &gaffer_forge::Worktree) -> String {
+pub(crate) fn base_branch(task: &TaskState, wt: &gaffer_forge::Worktree) -> String {
     let name = text_of(receipt(task, StepKind::Worktree), "base_ref");
     if name.is_empty() {
         wt.base.clone()
@@ -302,7 +302,7 @@ impl Engine {
         }
     }
 
-    fn push_auth(ship: &Shipping) -> std::result::Result<GitAuth, String> {
+    pub(crate) fn push_auth(ship: &Shipping) -> std::result::Result<GitAuth, String> {
         if ship.push_with_token {
             Ok(GitAuth::token(ship.token.resolve(&ship.base_url)?.0))
         } else {
@@ -310,7 +310,9 @@ impl Engine {
         }
     }
 
-    /// `push/n`: push the task branch (never forced).
+    /// `push/n`: push the task branch. Never forced: after a rebase (the step's input
+    /// has `lease`, the commit gaffer last pushed) with `--force-with-lease` against
+    /// it, so a branch someone else pushed to is never overwritten (a person is asked).
     pub(crate) async fn push(
         &self,
         task: &TaskState,
@@ -327,10 +329,18 @@ impl Engine {
         let outcome = loop {
             let root = PathBuf::from(&project.path);
             let (remote, branch, ship) = (ship.remote.clone(), wt.branch.clone(), ship.clone());
+            let lease = step
+                .input
+                .get("lease")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             let pushed = tokio::task::spawn_blocking(move || {
                 let auth = Self::push_auth(&ship)?;
                 Repo::open(&root)
-                    .and_then(|repo| repo.push(&remote, &branch, &auth))
+                    .and_then(|repo| match &lease {
+                        Some(expected) => repo.push_with_lease(&remote, &branch, expected, &auth),
+                        None => repo.push(&remote, &branch, &auth),
+                    })
                     .map_err(|e| e.to_string())
             })
             .await
@@ -343,12 +353,16 @@ impl Engine {
                 }
             }
         };
-        Ok(json!({
+        let mut receipt = json!({
             "sha": outcome.sha,
             "pushed": outcome.pushed,
             "branch": wt.branch,
             "remote": gaffer_forge::redact(&ship.remote, &[]),
-        }))
+        });
+        if let Some(lease) = step.input.get("lease") {
+            receipt["lease"] = lease.clone();
+        }
+        Ok(receipt)
     }
 
     /// The pull request's title and body: the request, the plan, what changed, the

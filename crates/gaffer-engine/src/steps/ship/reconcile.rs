@@ -14,7 +14,10 @@ impl Engine {
     /// found; proven absent → run again; unreadable → a human decides.
     pub(crate) async fn reconcile_ship(&self, task: &TaskState, id: &StepId) -> Result<()> {
         let probe = match StepKind::of(id) {
-            Some(StepKind::Push(_)) => self.probe_push(task).await,
+            Some(StepKind::Push(_)) => {
+                let lease = task.steps[id].input.get("lease").and_then(Value::as_str);
+                self.probe_push(task, lease).await
+            }
             _ => self.probe_pull_request(task).await,
         };
         let event = match probe {
@@ -36,7 +39,14 @@ impl Engine {
         self.record_outcome(&task.id, id, event).await
     }
 
-    async fn probe_push(&self, task: &TaskState) -> std::result::Result<Option<Value>, String> {
+    /// For a push with a lease, a remote branch at neither the local commit nor the
+    /// leased one means someone else pushed: a person decides, nothing is pushed.
+    async fn probe_push(
+        &self,
+        task: &TaskState,
+        lease: Option<&str>,
+    ) -> std::result::Result<Option<Value>, String> {
+        let lease = lease.map(str::to_owned);
         let project = self.project(task).await.map_err(|e| e.to_string())?;
         let ship = self.shipping(&project).map_err(failure_text)?.clone();
         let wt = self.worktree(task).await.map_err(failure_text)?;
@@ -53,6 +63,16 @@ impl Engine {
             let there = repo
                 .remote_branch_sha(&remote, &branch, &auth)
                 .map_err(|e| e.to_string())?;
+            if let Some(expected) = &lease {
+                if there.as_deref() != Some(local.as_str())
+                    && there.as_deref() != Some(expected.as_str())
+                {
+                    return Err(format!(
+                        "the remote branch `{branch}` is at {}, neither the rebased commit {local} nor {expected} where gaffer last pushed it: someone else pushed to it, and gaffer will not overwrite their work",
+                        there.as_deref().unwrap_or("nothing (deleted)")
+                    ));
+                }
+            }
             Ok::<_, String>((there.as_deref() == Some(local.as_str())).then_some(local))
         })
         .await

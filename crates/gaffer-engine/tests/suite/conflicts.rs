@@ -1,0 +1,265 @@
+//! A shipped task's pull request whose base moved: the `merge_conflict` follow-up
+//! through the real engine, real git (a bare repository as the remote), the fake
+//! forge computing mergeability from it, and a scripted owner.
+use super::support::*;
+use gaffer_core::{ApprovalKind, Decision, Event, Stage, TaskId};
+use gaffer_forge::{connect, ConflictStrategy, ForgeConfig, ForgeKind, Mergeability, Secret};
+use gaffer_store::NewEvent;
+use gaffer_testkit::forge::{BareRemote, FakeForge, Flavor};
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+use std::path::Path;
+
+const TOKEN: &str = "forge-token-conflicts-9a8b";
+const REQUEST: &str = "Add an installation section to README";
+const THEIRS: &str = "# demo\n\nA demo project.\n\n## Installation\n\n    brew install demo\n";
+const RESOLVED: &str =
+    "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n    brew install demo\n";
+
+struct Shipped {
+    w: World,
+    fake: FakeForge,
+    remote: BareRemote,
+    id: TaskId,
+    branch: String,
+    pushed: String,
+    other: tempfile::TempDir,
+}
+
+/// A task shipped to the fake GitHub with `strategy`, done with CI green; the
+/// owner's later turns are `later` (after the first, which writes `README_DONE`).
+async fn shipped(strategy: ConflictStrategy, later: Vec<Value>) -> Shipped {
+    let remote = BareRemote::new().unwrap();
+    let fake = FakeForge::start(Flavor::GitHub, "acme", "demo", TOKEN)
+        .await
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success");
+    let w = World::build("grep -q '^## Installation' README.md", |s| {
+        let mut ship = shipping(ForgeKind::GitHub, &fake.base_url(), &remote.url(), TOKEN);
+        ship.conflict_strategy = strategy;
+        s.shipping.insert("demo".into(), ship);
+    })
+    .await;
+    git(&w.repo, &["push", "-q", &remote.url(), "main"]);
+    w.script(
+        "planner",
+        vec![plan_answer(&["Add an installation section"])],
+    );
+    let mut owner = vec![write("README.md", README_DONE)];
+    owner.extend(later);
+    w.script("owner", owner);
+    w.script("reviewer", vec![verdict(json!({ "verdict": "done" }))]);
+    let id = w.task(REQUEST, true).await;
+    assert_eq!(w.run(&id).await, Stage::Done);
+    let view = w.view(&id).await;
+    let branch = receipt(&view, "worktree")["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pushed = receipt(&view, "push/1")["sha"].as_str().unwrap().to_owned();
+    Shipped {
+        w,
+        fake,
+        remote,
+        id,
+        branch,
+        pushed,
+        other: tempfile::tempdir().unwrap(),
+    }
+}
+
+fn receipt(view: &gaffer_store::TaskView, step: &str) -> Value {
+    let s = view.steps.iter().find(|s| s.step_id == step).unwrap();
+    serde_json::from_str(s.receipt.as_deref().unwrap_or("null")).unwrap()
+}
+
+fn input(view: &gaffer_store::TaskView, step: &str) -> Value {
+    let s = view.steps.iter().find(|s| s.step_id == step).unwrap();
+    serde_json::from_str(&s.input).unwrap()
+}
+
+/// Someone else commits `file` = `text` on `branch` of the remote.
+fn someone_pushes(s: &Shipped, branch: &str, file: &str, text: &str) -> String {
+    let clone = s.other.path().join("c");
+    if !clone.exists() {
+        git(
+            s.other.path(),
+            &["clone", "-q", &s.remote.url(), &clone.to_string_lossy()],
+        );
+    }
+    git(&clone, &["fetch", "-q", "origin"]);
+    git(
+        &clone,
+        &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
+    );
+    std::fs::write(clone.join(file), text).unwrap();
+    git(&clone, &["add", "."]);
+    git(
+        &clone,
+        &["commit", "-q", "-m", &format!("someone changes {file}")],
+    );
+    git(&clone, &["push", "-q", "origin", branch]);
+    s.remote.branch_sha(branch).unwrap()
+}
+
+async fn mergeability(s: &Shipped) -> Mergeability {
+    let forge = connect(ForgeConfig::new(
+        ForgeKind::GitHub,
+        s.fake.base_url(),
+        "acme",
+        "demo",
+        Secret::new(TOKEN),
+        "T",
+    ))
+    .unwrap();
+    let n = s.fake.prs()[0].number;
+    forge.pull_request(n).await.unwrap().mergeable
+}
+
+/// What a follower records when the forge says the pull request no longer merges.
+async fn follow_up(s: &Shipped) {
+    let stream = s.id.0.as_str().into();
+    let head = s.w.journal.head(&stream).await.unwrap();
+    let sha = s.remote.branch_sha(&s.branch).unwrap();
+    s.w.journal
+        .append(
+            &stream,
+            head,
+            vec![NewEvent::now(Event::FollowUpOpened {
+                kind: gaffer_engine::pipeline::MERGE_CONFLICT.into(),
+                keys: vec![format!("merge_conflict:{sha}")],
+                detail: json!({ "head_sha": sha }),
+            })],
+        )
+        .await
+        .unwrap();
+}
+
+fn is_ancestor(dir: &Path, a: &str, b: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["merge-base", "--is-ancestor", a, b])
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn file_at(s: &Shipped, rev: &str, file: &str) -> String {
+    // `git` trims its output: compare trimmed.
+    git(&s.w.repo, &["show", &format!("{rev}:{file}")])
+        .trim_end()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_conflict_from_a_moved_base_is_resolved_by_the_owner_checked_and_pushed_by_each_strategy()
+{
+    for strategy in [ConflictStrategy::Rebase, ConflictStrategy::Merge] {
+        let mut resolve = write("README.md", RESOLVED);
+        resolve["expect_prompt_contains"] = json!("brew install demo");
+        let s = shipped(strategy, vec![resolve]).await;
+        assert_eq!(mergeability(&s).await, Mergeability::Clean);
+        // Another commit on the base touches the same lines: the PR conflicts.
+        let base = someone_pushes(&s, "main", "README.md", THEIRS);
+        assert_eq!(mergeability(&s).await, Mergeability::Conflicted);
+        follow_up(&s).await;
+        assert_eq!(s.w.run(&s.id).await, Stage::Done, "{strategy:?}");
+
+        let view = s.w.view(&s.id).await;
+        let ids = step_ids(&view);
+        let after: Vec<&str> = ids[ids.iter().position(|i| *i == "sync/1").unwrap()..].to_vec();
+        assert_eq!(
+            after,
+            [
+                "sync/1",
+                "resolve/1",
+                "check/2",
+                "sync-approval/1",
+                "push/2",
+                "ci/2"
+            ],
+            "{strategy:?}"
+        );
+        let sync = receipt(&view, "sync/1");
+        assert_eq!(sync["outcome"], "conflicted");
+        assert_eq!(sync["files"], json!(["README.md"]));
+        assert_eq!(sync["strategy"], strategy.name());
+        assert_eq!(sync["base_sha"], base);
+        assert_eq!(receipt(&view, "resolve/1")["outcome"], "updated");
+        assert_eq!(receipt(&view, "check/2")["passed"], true);
+        // The push went through the ship approval rules (the task's auto-approval).
+        assert!(view
+            .approvals
+            .iter()
+            .any(|a| a.kind == "ship" && a.step_id == "sync-approval/1" && a.state == "approved"));
+
+        let head = s.remote.branch_sha(&s.branch).unwrap();
+        assert_eq!(receipt(&view, "push/2")["sha"], head);
+        assert_eq!(file_at(&s, &head, "README.md"), RESOLVED.trim_end());
+        assert!(
+            is_ancestor(&s.w.repo, &base, &head),
+            "the branch holds the base"
+        );
+        match strategy {
+            ConflictStrategy::Rebase => {
+                // Replaced with a lease on what gaffer pushed before: the old commit is
+                // not in the new branch.
+                assert_eq!(input(&view, "push/2")["lease"], s.pushed);
+                assert!(!is_ancestor(&s.w.repo, &s.pushed, &head));
+            }
+            ConflictStrategy::Merge => {
+                assert_eq!(input(&view, "push/2").get("lease"), None);
+                assert!(
+                    is_ancestor(&s.w.repo, &s.pushed, &head),
+                    "nothing rewritten"
+                );
+            }
+        }
+        assert_eq!(receipt(&view, "ci/2")["state"], "success");
+        assert_eq!(mergeability(&s).await, Mergeability::Clean);
+        assert_eq!(s.fake.prs().len(), 1, "still one pull request");
+        assert_eq!(s.w.journal.verify().await.unwrap().broken, None);
+    }
+}
+
+#[tokio::test]
+async fn a_base_moved_elsewhere_is_rebased_without_an_owner_turn() {
+    // No owner turn is scripted after the first: one would fail the task.
+    let s = shipped(ConflictStrategy::Rebase, vec![]).await;
+    s.fake.require_up_to_date(true);
+    let base = someone_pushes(&s, "main", "NOTES.md", "notes\n");
+    assert_eq!(mergeability(&s).await, Mergeability::Behind);
+    follow_up(&s).await;
+    assert_eq!(s.w.run(&s.id).await, Stage::Done);
+    let view = s.w.view(&s.id).await;
+    let ids = step_ids(&view);
+    assert!(!ids.iter().any(|i| i.starts_with("resolve/")), "{ids:?}");
+    assert_eq!(receipt(&view, "sync/1")["outcome"], "updated");
+    let head = s.remote.branch_sha(&s.branch).unwrap();
+    assert!(is_ancestor(&s.w.repo, &base, &head));
+    assert_eq!(file_at(&s, &head, "README.md"), README_DONE.trim_end());
+    assert_eq!(input(&view, "push/2")["lease"], s.pushed);
+    assert_eq!(mergeability(&s).await, Mergeability::Clean);
+}
+
+#[tokio::test]
+async fn a_lease_refused_because_someone_pushed_to_the_branch_asks_a_person_and_overwrites_nothing()
+{
+    let s = shipped(ConflictStrategy::Rebase, vec![]).await;
+    someone_pushes(&s, "main", "NOTES.md", "notes\n");
+    let theirs = someone_pushes(&s, &s.branch.clone(), "THEIRS.md", "their work\n");
+    follow_up(&s).await;
+    let mut events = s.w.journal.subscribe();
+    let run = s.w.spawn(&s.id);
+    let (approval, summary, _) = next_approval(&mut events, ApprovalKind::Manual).await;
+    assert!(summary.contains("someone else pushed"), "{summary}");
+    decide_as_ana(&s.w, &approval, Decision::Deny, Some("I will look")).await;
+    assert_eq!(finish(&s.w, &s.id, run).await, Stage::Failed);
+    assert_eq!(
+        s.remote.branch_sha(&s.branch),
+        Some(theirs),
+        "nothing overwritten"
+    );
+}
