@@ -27,7 +27,9 @@ mod tester;
 pub use challenge::{challenges_of, revision_of};
 pub(crate) use challenge::{current_plan, history as challenge_history};
 pub use kind::StepKind;
-pub use sync::{FOLLOW_UP_KIND as MERGE_CONFLICT, RESOLVE_ROUNDS};
+pub use sync::{
+    follow_up_for as merge_conflict_follow_up, FOLLOW_UP_KIND as MERGE_CONFLICT, RESOLVE_ROUNDS,
+};
 
 use gaffer_core::{Event, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};

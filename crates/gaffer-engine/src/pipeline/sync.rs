@@ -197,3 +197,61 @@ fn push(task: &TaskState, last: &Step, s: u32) -> Next {
     };
     Next::Record(vec![record(StepKind::Push(p), Some(last), input)])
 }
+
+/// The follow-up a follower opens for pull request `pr` read with
+/// `Forge::pull_request`: `Some((kind, keys, detail))` when the forge says it must
+/// take in its base (a conflict, or a base it must be up to date with), `None` when
+/// it merges or the forge has not computed it yet (GitHub's `null`: ask again later).
+/// The key is the head commit that no longer merges: a forge still reporting the old
+/// head (or a sync that found nothing to do) never opens a second follow-up for it.
+pub fn follow_up_for(pr: &gaffer_forge::PullRequest) -> Option<(String, Vec<String>, Value)> {
+    if pr.state != "open" || pr.merged || !pr.mergeable.needs_update() || pr.head_sha.is_empty() {
+        return None;
+    }
+    Some((
+        FOLLOW_UP_KIND.to_owned(),
+        vec![format!("{FOLLOW_UP_KIND}:{}", pr.head_sha)],
+        json!({ "head_sha": pr.head_sha, "base": pr.base, "mergeable": pr.mergeable }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gaffer_forge::{Mergeability, PullRequest};
+
+    fn pr(mergeable: Mergeability) -> PullRequest {
+        PullRequest {
+            number: 1,
+            url: String::new(),
+            state: "open".into(),
+            title: "t".into(),
+            head: "gaffer/t".into(),
+            head_sha: "abc".into(),
+            base: "main".into(),
+            merged: false,
+            mergeable,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_pull_request_that_must_take_in_its_base_opens_a_follow_up_keyed_by_its_head() {
+        let opened = follow_up_for(&pr(Mergeability::Conflicted));
+        assert_eq!(
+            opened
+                .as_ref()
+                .map(|(k, keys, _)| (k.as_str(), keys.clone())),
+            Some(("merge_conflict", vec!["merge_conflict:abc".to_owned()]))
+        );
+        assert!(follow_up_for(&pr(Mergeability::Behind)).is_some());
+        assert!(
+            follow_up_for(&pr(Mergeability::Unknown)).is_none(),
+            "GitHub still computing"
+        );
+        assert!(follow_up_for(&pr(Mergeability::Clean)).is_none());
+        let mut closed = pr(Mergeability::Conflicted);
+        closed.state = "closed".into();
+        assert!(follow_up_for(&closed).is_none());
+    }
+}
