@@ -21,15 +21,14 @@
 mod challenge;
 pub(crate) mod follow_up;
 mod kind;
-mod sync;
 mod tester;
 
 pub use challenge::{challenges_of, revision_of};
 pub(crate) use challenge::{current_plan, history as challenge_history};
-pub use kind::StepKind;
-pub use sync::{
-    follow_up_for as merge_conflict_follow_up, FOLLOW_UP_KIND as MERGE_CONFLICT, RESOLVE_ROUNDS,
+pub use follow_up::sync::{
+    follow_up_for as merge_conflict_follow_up, KIND as MERGE_CONFLICT, RESOLVE_ROUNDS,
 };
+pub use kind::StepKind;
 
 use gaffer_core::{Event, Stage, Step, StepId, StepState, TaskState};
 use gaffer_protocol::contracts::{Plan, Ruling, Verdict};
@@ -343,10 +342,6 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
     let Some(kind) = StepKind::of(&last.id) else {
         return fail(format!("unknown step `{}` in the journal", last.id));
     };
-    // The base moved under the pull request (a `merge_conflict` follow-up).
-    if let Some(next) = sync::decide(task, last, kind) {
-        return next;
-    }
     let failed = last.state == StepState::Failed;
     let why = || last.error.clone().unwrap_or_default();
     match kind {
@@ -413,6 +408,10 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
         StepKind::CommitFix(n) if fix_reason(task, n) == Some(follow_up::review::KIND) => {
             follow_up::review::after_commit(task, last)
         }
+        StepKind::CommitFix(n) if follow_up::sync::sync_of_fix(task, n).is_some() => {
+            let s = follow_up::sync::sync_of_fix(task, n).unwrap_or_default();
+            follow_up::sync::check(task, last, s)
+        }
         StepKind::CommitFix(n) if fix_reason(task, n) == Some("ci") => {
             let p = count(task, |k| matches!(k, StepKind::Push(_))) + 1;
             go(task, Stage::Shipping, StepKind::Push(p), last, json!({}))
@@ -466,6 +465,9 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
             reason: format!("a human declined the arbiter's escalation: {}", why()),
         }]),
         StepKind::Escalation(_) => check(task, last),
+        StepKind::Check(_) if follow_up::sync::sync_of(last).is_some() => {
+            follow_up::sync::after_check(task, last, limits, failed)
+        }
         StepKind::Check(c) if failed => fail(format!("check run {c} could not run: {}", why())),
         StepKind::Check(c) => {
             let receipt = last.receipt.clone().unwrap_or(Value::Null);
@@ -549,7 +551,13 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
         }
         StepKind::Report => Next::Record(done_again(task)),
         StepKind::FollowUpApproval(n) => follow_up::review::after_approval(task, last, n, failed),
+        StepKind::PushApproval(n) if follow_up::sync::answers(task, n) => {
+            follow_up::sync::after_push_approval(task, last, failed)
+        }
         StepKind::PushApproval(_) => follow_up::review::after_push_approval(task, last, failed),
+        StepKind::Sync(_) | StepKind::Resolve(_) => {
+            follow_up::sync::after_update(task, last, failed)
+        }
         StepKind::Reply(_) => Next::Record(done_again(task)),
     }
 }

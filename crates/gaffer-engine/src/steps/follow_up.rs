@@ -130,7 +130,8 @@ impl Engine {
         }
     }
 
-    /// `push-approval/n`: the ship approval rules for pushing the fix.
+    /// `push-approval/n`: the ship approval rules for pushing the fix (or, for a
+    /// merge-conflict follow-up, the updated branch).
     pub(crate) async fn push_approval(
         &self,
         task: &TaskState,
@@ -138,12 +139,16 @@ impl Engine {
     ) -> std::result::Result<Value, Failure> {
         let f = self.follow_up_of_step(task, step)?;
         let wt = self.worktree(task).await?;
-        let summary = format!(
-            "Push the fix for {} review comment{} to `{}` (new commits on the open pull request, never forced)?",
-            f.keys.len(),
-            if f.keys.len() == 1 { "" } else { "s" },
-            wt.branch,
-        );
+        let summary = if f.kind == crate::pipeline::MERGE_CONFLICT {
+            super::sync::push_summary(task, step, &wt)
+        } else {
+            format!(
+                "Push the fix for {} review comment{} to `{}` (new commits on the open pull request, never forced)?",
+                f.keys.len(),
+                if f.keys.len() == 1 { "" } else { "s" },
+                wt.branch,
+            )
+        };
         self.ask_to_push(task, step, summary).await
     }
 

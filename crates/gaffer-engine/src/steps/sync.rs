@@ -1,8 +1,8 @@
 //! The steps of a `merge_conflict` follow-up (ordered by `pipeline::sync`): `sync/n`
 //! fetches the base and rebases or merges the task branch onto it; `resolve/r` is the
 //! owner's turn on the conflicts git stopped on, after which gaffer itself checks the
-//! files for conflict markers and continues; `sync-approval/n` asks the ship approval
-//! rules before the updated branch is pushed.
+//! files for conflict markers and continues. The push approval is the follow-ups'
+//! `push-approval/f` (see `crate::steps::follow_up`), asked with [`push_summary`].
 //!
 //! The owner only edits files: the worktree's git dir lies outside what its sandbox
 //! may write, so staging and continuing are gaffer's, through the git dir gaffer
@@ -13,8 +13,7 @@ use crate::failure::{fail, Failure};
 use crate::pipeline::StepKind;
 use crate::steps::ship::base_branch;
 use crate::{prompts, Engine};
-use gaffer_app::Subject;
-use gaffer_core::{ApprovalKind, Intent, Step, TaskState};
+use gaffer_core::{Step, TaskState};
 use gaffer_forge::{ForgeError, Repo, UpdateOutcome};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -140,55 +139,24 @@ impl Engine {
         }
         Ok(receipt)
     }
+}
 
-    /// `sync-approval/n`: the ship approval rules (policy, or a person) for pushing the
-    /// updated branch. Attempt 1 always: after a crash the same approval is found.
-    pub(crate) async fn sync_approval(
-        &self,
-        task: &TaskState,
-        step: &Step,
-    ) -> Result<Value, Failure> {
-        let project = self.project(task).await?;
-        let ship = self.shipping(&project)?;
-        let wt = self.worktree(task).await?;
-        let sync = step.input.get("sync").and_then(Value::as_u64).unwrap_or(0) as u32;
-        let strategy = crate::pipeline::receipt_of(task, StepKind::Sync(sync))
-            .and_then(|r| r.get("strategy"))
-            .and_then(Value::as_str)
-            .unwrap_or("rebase")
-            .to_owned();
-        let how = if strategy == "rebase" {
-            "rebased, so it replaces the branch with --force-with-lease (refused if someone else pushed to it)"
-        } else {
-            "with the base merged in (a plain push)"
-        };
-        let summary = format!(
-            "Push `{}` to `{}`, updated onto the moved `{}` {how}?",
-            wt.branch,
-            gaffer_forge::redact(&ship.remote, &[]),
-            base_branch(task, &wt),
-        );
-        let diff = wt.diff().unwrap_or_default();
-        let details = json!({
-            "branch": wt.branch,
-            "base": base_branch(task, &wt),
-            "strategy": strategy,
-            "remote": gaffer_forge::redact(&ship.remote, &[]),
-            "diff": prompts::head(&self.settings.redactor.redact(&diff), 8000),
-        });
-        let subject = Subject {
-            intent: Some(Intent::NonIdempotent),
-            ..Subject::default()
-        };
-        let resolution = self
-            .ask(task, step, 1, ApprovalKind::Ship, summary, details, subject)
-            .await?;
-        if resolution.approved() {
-            Ok(
-                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
-            )
-        } else {
-            Err(fail(resolution.reason()))
-        }
-    }
+/// What `push-approval/f` of a merge-conflict follow-up asks: push the branch updated
+/// by `sync/s` (its input's `sync`), and how.
+pub(crate) fn push_summary(task: &TaskState, step: &Step, wt: &gaffer_forge::Worktree) -> String {
+    let sync = step.input.get("sync").and_then(Value::as_u64).unwrap_or(0) as u32;
+    let strategy = crate::pipeline::receipt_of(task, StepKind::Sync(sync))
+        .and_then(|r| r.get("strategy"))
+        .and_then(Value::as_str)
+        .unwrap_or("rebase");
+    let how = if strategy == "rebase" {
+        "rebased, so it replaces the branch with --force-with-lease (refused if someone else pushed to it)"
+    } else {
+        "with the base merged in (a plain push)"
+    };
+    format!(
+        "Push `{}`, updated onto the moved `{}` {how}?",
+        wt.branch,
+        base_branch(task, wt),
+    )
 }

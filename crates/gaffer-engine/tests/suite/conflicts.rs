@@ -176,7 +176,7 @@ async fn a_conflict_from_a_moved_base_is_resolved_by_the_owner_checked_and_pushe
                 "sync/1",
                 "resolve/1",
                 "check/2",
-                "sync-approval/1",
+                "push-approval/1",
                 "push/2",
                 "ci/2"
             ],
@@ -193,7 +193,7 @@ async fn a_conflict_from_a_moved_base_is_resolved_by_the_owner_checked_and_pushe
         assert!(view
             .approvals
             .iter()
-            .any(|a| a.kind == "ship" && a.step_id == "sync-approval/1" && a.state == "approved"));
+            .any(|a| a.kind == "ship" && a.step_id == "push-approval/1" && a.state == "approved"));
 
         let head = s.remote.branch_sha(&s.branch).unwrap();
         assert_eq!(receipt(&view, "push/2")["sha"], head);

@@ -19,6 +19,7 @@
 //! round by [`ci_run`]).
 
 pub(crate) mod review;
+pub(crate) mod sync;
 
 use super::{fail, Next};
 use gaffer_core::{FollowUp, Step, TaskState};
@@ -48,6 +49,7 @@ pub(super) fn start(task: &TaskState, last: &Step) -> Option<Next> {
     }
     Some(match f.kind.as_str() {
         review::KIND => review::start(task, f, last),
+        sync::KIND => sync::start(task, f, last),
         other => fail(format!(
             "follow-up {} is of a kind this gaffer does not know (`{other}`); upgrade gaffer",
             f.n
