@@ -8,6 +8,11 @@
 //! task's pull request ([`Engine::follow_once`]):
 //!
 //! - merged or closed → `following_ended`: the task is not read again;
+//! - the forge says it no longer merges (a conflict with its moved base, or a base
+//!   it must be up to date with) at a head no follow-up answered yet → one
+//!   `follow_up_opened` of kind `merge_conflict`, keyed by that head commit
+//!   ([`pipeline::merge_conflict_follow_up`]; GitHub's "still computing" opens
+//!   nothing until it knows); comments wait for the next pass;
 //! - comments from people that no follow-up of the task has answered yet → one
 //!   `follow_up_opened` of kind `review_comments`, keyed by the comments' ids, with
 //!   each comment's file, line and diff hunk. gaffer's own comments are never
@@ -24,7 +29,7 @@
 //! never start work on their own.
 
 use crate::error::Result;
-use crate::pipeline::{follow_up, receipt_of, StepKind};
+use crate::pipeline::{self, follow_up, receipt_of, StepKind};
 use crate::steps::follow_up::OWN_MARKER;
 use crate::Engine;
 use gaffer_core::{Event, TaskId, TaskState};
@@ -157,6 +162,12 @@ impl Engine {
                 Followed::Read
             });
         }
+        if let Some((kind, keys, detail)) = pipeline::merge_conflict_follow_up(&state)
+            .filter(|(_, keys, _)| !keys.iter().any(|k| task.has_follow_up_key(k)))
+        {
+            let opened = Event::FollowUpOpened { kind, keys, detail };
+            return self.open(id, head, opened).await;
+        }
         let comments = forge.pr_comments(pr.number).await.map_err(upstream)?;
         let new: Vec<PrComment> = comments
             .into_iter()
@@ -176,6 +187,11 @@ impl Engine {
             keys: new.iter().map(|c| c.key.clone()).collect(),
             detail: json!({ "pull_request": pr.number, "url": pr.url, "comments": new }),
         };
+        self.open(id, head, opened).await
+    }
+
+    /// Append follow-up `opened` at `head`, the head the follower read.
+    async fn open(&self, id: &TaskId, head: i64, opened: Event) -> Result<Followed> {
         Ok(match self.append_at(id, head, &[opened]).await {
             Ok(true) => Followed::Opened,
             // Another writer came first: the next pass reads the task again.

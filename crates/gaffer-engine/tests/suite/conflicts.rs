@@ -263,3 +263,46 @@ async fn a_lease_refused_because_someone_pushed_to_the_branch_asks_a_person_and_
         "nothing overwritten"
     );
 }
+
+#[tokio::test]
+async fn the_follower_opens_one_conflict_follow_up_per_head_when_the_base_moves_under_the_pull_request(
+) {
+    let mut resolve = write("README.md", RESOLVED);
+    resolve["expect_prompt_contains"] = json!("brew install demo");
+    let s = shipped(ConflictStrategy::Rebase, vec![resolve]).await;
+    let quiet = s.w.engine.follow_once().await.unwrap();
+    assert_eq!((quiet.read, quiet.opened.len()), (1, 0), "it still merges");
+
+    let base = someone_pushes(&s, "main", "README.md", THEIRS);
+    let head = s.remote.branch_sha(&s.branch).unwrap();
+    let pass = s.w.engine.follow_once().await.unwrap();
+    assert_eq!(pass.opened, vec![s.id.0.clone()]);
+    let opened = opened_follow_ups(&s).await;
+    let [Event::FollowUpOpened { kind, keys, detail }] = opened.as_slice() else {
+        panic!("one follow-up: {opened:?}");
+    };
+    assert_eq!(kind, "merge_conflict");
+    assert_eq!(keys, &vec![format!("merge_conflict:{head}")]);
+    assert_eq!(detail["head_sha"], head);
+
+    assert_eq!(s.w.run(&s.id).await, Stage::Done);
+    let new_head = s.remote.branch_sha(&s.branch).unwrap();
+    assert_ne!(new_head, head);
+    assert!(is_ancestor(&s.w.repo, &base, &new_head));
+    assert_eq!(file_at(&s, &new_head, "README.md"), RESOLVED.trim_end());
+    // Merging again, the pull request opens nothing more.
+    let after = s.w.engine.follow_once().await.unwrap();
+    assert_eq!((after.read, after.opened.len()), (1, 0));
+    assert_eq!(opened_follow_ups(&s).await.len(), 1);
+}
+
+async fn opened_follow_ups(s: &Shipped) -> Vec<Event> {
+    s.w.journal
+        .stream_events(&s.id.0.as_str().into(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .filter(|e| matches!(e, Event::FollowUpOpened { .. }))
+        .collect()
+}

@@ -59,6 +59,9 @@ async fn shipped_on(
         Some(j) => World::build_on(tempfile::tempdir().unwrap(), j, "demo", check, tune).await,
         None => World::build(check, tune).await,
     };
+    // The base is on the remote, as on a real forge (without it the pull request
+    // could not merge, and the follower would rightly open a conflict follow-up).
+    git(&w.repo, &["push", "-q", &remote.url(), "main"]);
     w.script(
         "planner",
         vec![plan_answer(&["Add an installation section"])],
