@@ -306,3 +306,44 @@ async fn opened_follow_ups(s: &Shipped) -> Vec<Event> {
         .filter(|e| matches!(e, Event::FollowUpOpened { .. }))
         .collect()
 }
+
+#[tokio::test]
+async fn a_check_failing_after_the_update_goes_to_an_owner_fix_then_the_check_again_before_any_push(
+) {
+    // The owner's resolution drops the heading the check looks for; its fix, given
+    // the failing check, puts it back.
+    let broken = "# demo\n\nA demo project.\n\n    cargo install demo\n    brew install demo\n";
+    let mut fix = write("README.md", RESOLVED);
+    fix["expect_prompt_contains"] = json!("grep -q '^## Installation' README.md");
+    let s = shipped(
+        ConflictStrategy::Rebase,
+        vec![write("README.md", broken), fix],
+    )
+    .await;
+    someone_pushes(&s, "main", "README.md", THEIRS);
+    assert_eq!(s.w.engine.follow_once().await.unwrap().opened.len(), 1);
+    assert_eq!(s.w.run(&s.id).await, Stage::Done);
+
+    let view = s.w.view(&s.id).await;
+    let ids = step_ids(&view);
+    let after: Vec<&str> = ids[ids.iter().position(|i| *i == "sync/1").unwrap()..].to_vec();
+    assert_eq!(
+        after,
+        [
+            "sync/1",
+            "resolve/1",
+            "check/2",
+            "fix/1",
+            "commit-fix/1",
+            "check/3",
+            "push-approval/1",
+            "push/2",
+            "ci/2"
+        ]
+    );
+    assert_eq!(receipt(&view, "check/2")["passed"], false);
+    assert_eq!(input(&view, "check/3")["sync"], 1);
+    let head = s.remote.branch_sha(&s.branch).unwrap();
+    assert_eq!(receipt(&view, "push/2")["sha"], head);
+    assert_eq!(file_at(&s, &head, "README.md"), RESOLVED.trim_end());
+}
