@@ -15,8 +15,9 @@
 //! `ci/2`, bounded by the project's `ci_fix_attempts`; on success `report` marks the
 //! tracker tasks done and comments on the issue, and the task is done.
 //!
-//! After the pull request: a done task whose pull request gets review comments (or
-//! another follow-up) opens again; [`follow_up`] says how it is answered.
+//! After the pull request: a done task whose pull request gets review comments, or
+//! no longer merges with its moved base, opens again; [`follow_up`] says how each
+//! kind is answered (`review` for comments, `sync` for the base).
 
 mod challenge;
 pub(crate) mod follow_up;
