@@ -59,7 +59,10 @@ impl HookReceiver for Engine {
             HookEvent::Issue { action, issue } => {
                 let mut tasks = Vec::new();
                 let mut watching = false;
-                for w in watched.iter().filter(|w| same_repo(w, &issue.owner, &issue.repo)) {
+                for w in watched
+                    .iter()
+                    .filter(|w| same_repo(w, &issue.owner, &issue.repo))
+                {
                     watching = true;
                     if let Some(t) = self.take_issue(w, &issue, "webhook").await? {
                         tasks.push(t);
@@ -81,10 +84,31 @@ impl HookReceiver for Engine {
                     },
                 })
             }
-            HookEvent::PullRequestComment { owner, repo, number } => Ok(ignored(format!(
-                "a comment on pull request {owner}/{repo}#{number}: review comments are not followed by this gaffer"
-            ))),
-            HookEvent::Other(what) => Ok(ignored(format!("`{what}` is not an event gaffer acts on"))),
+            HookEvent::PullRequestComment {
+                owner,
+                repo,
+                number,
+            } => {
+                if !watched
+                    .iter()
+                    .any(|w| same_repo(w, &owner, &repo) && w.ship.follow.is_some())
+                {
+                    return Ok(ignored(format!(
+                        "a comment on pull request {owner}/{repo}#{number}: no project whose secret signed this delivery follows {owner}/{repo}'s pull requests"
+                    )));
+                }
+                // Only when to look: the follower reads the comments from the forge
+                // itself, never from the delivery.
+                self.wake_follower();
+                Ok(HookAnswer {
+                    outcome: "woken".into(),
+                    tasks: Vec::new(),
+                    reason: None,
+                })
+            }
+            HookEvent::Other(what) => {
+                Ok(ignored(format!("`{what}` is not an event gaffer acts on")))
+            }
         }
     }
 }

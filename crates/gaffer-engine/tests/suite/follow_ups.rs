@@ -43,6 +43,16 @@ async fn shipped_on(
     journal: Option<Arc<dyn Journal>>,
     review_fix_attempts: u32,
 ) -> Shipped {
+    shipped_with(flavor, journal, review_fix_attempts, |_| {}).await
+}
+
+/// [`shipped_on`], with more settings.
+async fn shipped_with(
+    flavor: Flavor,
+    journal: Option<Arc<dyn Journal>>,
+    review_fix_attempts: u32,
+    more: impl Fn(&mut gaffer_engine::Settings) + Send + Sync + 'static,
+) -> Shipped {
     let remote = BareRemote::new().unwrap();
     let fake = FakeForge::start(flavor, "acme", "demo", TOKEN)
         .await
@@ -51,8 +61,9 @@ async fn shipped_on(
     fake.report_ci_for_every_commit("success");
     let mut ship = shipping(kind_of(flavor), &fake.base_url(), &remote.url(), TOKEN);
     ship.review_fix_attempts = review_fix_attempts;
-    let tune = |s: &mut gaffer_engine::Settings| {
-        s.shipping.insert("demo".into(), ship);
+    let tune = move |s: &mut gaffer_engine::Settings| {
+        s.shipping.insert("demo".into(), ship.clone());
+        more(s);
     };
     let check = "grep -q '^## Installation' README.md";
     let w = match journal {
@@ -408,4 +419,74 @@ async fn on_gitlab_a_diff_note_is_fixed_pushed_and_answered_in_its_discussion() 
     assert_eq!(w.engine.follow_once().await.unwrap().opened.len(), 0);
     fake.merge_mr(mr.iid);
     assert_eq!(w.engine.follow_once().await.unwrap().ended.len(), 1);
+}
+
+/// A pull-request comment delivered by webhook wakes the follower at once: with an
+/// hour between its own passes, only the wake explains a follow-up within seconds.
+#[tokio::test]
+async fn a_review_comment_webhook_wakes_the_follower_at_once() {
+    const SECRET: &str = "hook-secret-follow-77e2a";
+    let s = shipped_with(Flavor::GitHub, None, 3, |st| {
+        if let Some(f) = st.shipping.get_mut("demo").and_then(|s| s.follow.as_mut()) {
+            f.every = Duration::from_secs(3600);
+        }
+        st.intake.insert(
+            "demo".into(),
+            gaffer_engine::Intake {
+                label: "gaffer".into(),
+                assignee: None,
+                secret: Some(gaffer_forge::Secret::new(SECRET)),
+                poll_interval: None,
+            },
+        );
+    })
+    .await;
+    assert_eq!(
+        s.w.engine.follow_interval(),
+        Some(Duration::from_secs(3600))
+    );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let follower = {
+        let engine = s.w.engine.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { engine.follow(shutdown).await })
+    };
+    // Its first pass (at start) finds nothing to do; then it sleeps for an hour.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(follow_ups(&s.w.journal, &s.id).await.is_empty());
+
+    s.fake
+        .add_review_comment(s.pr, "ana", "README.md", 7, HUNK, ASK);
+    let d = s.fake.pr_comment_hook(s.pr, ASK);
+    let headers: Vec<(String, String)> = d
+        .signed(SECRET)
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
+    // A delivery without the project's signature wakes nothing.
+    let forged: Vec<(String, String)> = d
+        .signed("another-secret-of-16+")
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
+    assert!(
+        gaffer_app::HookReceiver::receive_hook(&s.w.engine, "github", &forged, &d.body)
+            .await
+            .is_err()
+    );
+    let answer = gaffer_app::HookReceiver::receive_hook(&s.w.engine, "github", &headers, &d.body)
+        .await
+        .unwrap();
+    assert_eq!(answer.outcome, "woken", "{answer:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while follow_ups(&s.w.journal, &s.id).await.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the woken follower opened no follow-up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(follow_ups(&s.w.journal, &s.id).await.len(), 1);
+    shutdown.cancel();
+    follower.await.unwrap();
 }
