@@ -127,21 +127,31 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     };
     outln!("gaffer is serving on http://{bound}/  (API: http://{bound}/api/openapi.json; {runs})");
 
+    // A reader that stopped reading (closed the pipe after the address) does not
+    // stop the server: the lines after it are best effort.
     if discord.is_some() {
         let rooms = config.discord.rooms.len();
-        outln!(
+        let _ = writeln!(
+            std::io::stdout(),
             "Discord: on, {rooms} room{}",
             if rooms == 1 { "" } else { "s" }
         );
     }
     if scheduler.is_some() {
-        outln!("Schedules: {}", worker::schedule_names(&config));
+        let _ = writeln!(
+            std::io::stdout(),
+            "Schedules: {}",
+            worker::schedule_names(&config)
+        );
     }
     if notifier.is_some() {
-        outln!("Notifications: on, to {}", notifications::targets(&config));
+        let _ = writeln!(
+            std::io::stdout(),
+            "Notifications: on, to {}",
+            notifications::targets(&config)
+        );
     }
     // Printed once: whoever can read this terminal is the person the page acts as.
-    // A reader that stopped reading (closed the pipe) does not stop the server.
     let _ = writeln!(
         std::io::stdout(),
         "open the web page (logs you in as {}; works once, within 24 h; `gaffer login-link` prints another):\n  {}",
