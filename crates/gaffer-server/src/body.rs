@@ -24,18 +24,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 "send the body as JSON with `Content-Type: application/json`",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    e.status(),
-                    "payload_too_large",
-                    "the body is larger than the server accepts",
-                )
-            } else {
-                ApiError::bad_field("body", e.body_text())
-            }
-        })?;
+        let bytes = Bytes::from_request(req, state).await.map_err(unreadable)?;
         parse(&bytes).map(ApiJson)
+    }
+}
+
+/// A body that could not be read, in the API's shape: 413 when too large, else 400.
+pub fn unreadable(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            e.status(),
+            "payload_too_large",
+            "the body is larger than the server accepts",
+        )
+    } else {
+        ApiError::bad_field("body", e.body_text())
     }
 }
 

@@ -51,17 +51,7 @@ pub async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                e.status(),
-                "payload_too_large",
-                "the body is larger than the server accepts",
-            )
-        } else {
-            ApiError::bad_field("body", e.body_text())
-        }
-    })?;
+    let body = body.map_err(crate::body::unreadable)?;
     let Some(sink) = &s.hooks else {
         return Err(ApiError::unauthorized(HookError::BadSignature.to_string()));
     };
