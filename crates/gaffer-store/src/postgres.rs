@@ -297,13 +297,15 @@ async fn check_schema(conn: &mut PgConnection, shown: &str) -> Result<Option<i64
 /// A transaction that writes with row locks only: appends to different tasks,
 /// claims (`SKIP LOCKED`) and heartbeats pass each other.
 async fn begin_write(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
-    Ok(pool.begin().await?)
+    crate::shared::begin_whole(pool, None).await
 }
 
 async fn begin_read(pool: &PgPool) -> Result<Transaction<'static, Postgres>> {
-    Ok(pool
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await?)
+    crate::shared::begin_whole(
+        pool,
+        Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+    )
+    .await
 }
 
 /// Taken right before an append inserts its events and held to its commit, so

@@ -10,6 +10,33 @@ use gaffer_core::{StreamId, StreamState};
 use std::future::Future;
 use tokio::sync::broadcast;
 
+/// Begin a transaction on a task of its own, so the caller can be dropped at any
+/// await (a `select!`, a timeout, a cancelled worker) without cutting a `BEGIN` in
+/// half: sqlx counts a transaction only once its `BEGIN` is answered, so a begin
+/// dropped in flight hands the pool a connection still inside that transaction
+/// (SQLite: the next `BEGIN IMMEDIATE` on it fails and it holds the file's write
+/// lock; PostgreSQL: a later write on it runs inside a stale, maybe read-only,
+/// transaction). Finished here, a transaction nobody waits for any more is
+/// dropped whole, which rolls it back.
+pub(crate) async fn begin_whole<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    statement: Option<&'static str>,
+) -> Result<sqlx::Transaction<'static, DB>> {
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    });
+    match begun.await {
+        Ok(tx) => Ok(tx?),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: only when the runtime shuts down, which closes the pool too.
+        Err(_) => Err(sqlx::Error::PoolClosed.into()),
+    }
+}
+
 /// A write transaction that reports how long it waited for the journal's write
 /// lock and how long it held it (`gaffer_store::lock` at debug; a wait or a hold
 /// of [`SLOW_LOCK`] or more is a warning naming what waited or held). Derefs to

@@ -376,11 +376,11 @@ pub(crate) async fn check_schema_read_only(path: &Path) -> Result<Option<i64>> {
 async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
     // IMMEDIATE takes the write lock up front, so a second process waits
     // (busy_timeout) instead of failing on a stale snapshot.
-    Ok(pool.begin_with("BEGIN IMMEDIATE").await?)
+    crate::shared::begin_whole(pool, Some("BEGIN IMMEDIATE")).await
 }
 
 async fn begin_read(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>> {
-    Ok(pool.begin().await?)
+    crate::shared::begin_whole(pool, None).await
 }
 
 /// Nothing more to take: `BEGIN IMMEDIATE` already made this the only writer.

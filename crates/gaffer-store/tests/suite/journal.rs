@@ -188,6 +188,61 @@ async fn two_concurrent_writers_with_the_same_head_exactly_one_wins(b: Backend) 
     assert_eq!(t.journal.verify().await.unwrap().broken, None);
 }
 
+/// A caller may drop a write at any await (a `select!`, a timeout, a cancelled
+/// task). A write dropped after its `BEGIN` was sent but before it was answered
+/// must not hand a connection still inside that transaction back to the pool:
+/// the next write on it would fail, and the open transaction would keep the
+/// file's write lock from every other process.
+async fn a_write_dropped_at_any_await_leaves_no_transaction_open(b: Backend) {
+    let t = temp_journal(b).await;
+    seeded(&t.journal, "p-1", "t-1").await;
+    let stream = StreamId::from("t-1");
+    for polls in 1..=12 {
+        let head = t.journal.head(&stream).await.unwrap();
+        let write = t.journal.append(
+            &stream,
+            head,
+            vec![at(step(&format!("dropped{polls}"), Intent::ReadOnly))],
+        );
+        drop_after_polls(write, polls).await;
+        // A read transaction (PostgreSQL's is READ ONLY) dropped the same way
+        // must not turn a later write on its connection into a read.
+        drop_after_polls(t.journal.verify(), polls).await;
+        for k in 0..4 {
+            let head = t.journal.head(&stream).await.unwrap();
+            t.journal
+                .append(
+                    &stream,
+                    head,
+                    vec![at(step(&format!("after{polls}-{k}"), Intent::ReadOnly))],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("a write after one dropped at poll {polls}: {e}"));
+        }
+    }
+    if b == Backend::Postgres {
+        // The pool's connections are all idle, none inside a forgotten transaction.
+        t.sql(
+            "DO $$ BEGIN IF (SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND state LIKE 'idle in transaction%') > 0
+             THEN RAISE EXCEPTION 'a pooled connection is idle in a transaction'; END IF; END $$",
+        )
+        .await
+        .unwrap();
+    }
+    // Another process can still write: no connection holds the write lock.
+    let other = t.reopen().await;
+    let head = other.head(&stream).await.unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        other.append(&stream, head, vec![at(step("other", Intent::ReadOnly))]),
+    )
+    .await
+    .expect("another process waited on a write lock nobody releases")
+    .unwrap();
+    assert_eq!(t.journal.verify().await.unwrap().broken, None);
+}
+
 async fn many_tasks_racing_on_one_handle_never_fork(b: Backend) {
     let t = temp_journal(b).await;
     seeded(&t.journal, "p-1", "t-1").await;
@@ -785,4 +840,16 @@ async fn a_flipped_sqlite_header_byte_is_found_by_quick_check() {
         broken.problem.contains("quick_check: Freelist"),
         "{broken:?}"
     );
+}
+
+/// Poll `work` up to `polls` times, yielding in between, then drop it unfinished
+/// (unless it finished first), as a `select!` or a timeout would.
+async fn drop_after_polls<F: std::future::Future>(work: F, polls: usize) {
+    let mut work = Box::pin(work);
+    for _ in 0..polls {
+        if futures::poll!(work.as_mut()).is_ready() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
 }
