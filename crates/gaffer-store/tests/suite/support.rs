@@ -115,6 +115,9 @@ impl TempJournal {
         match &self.target {
             Target::Sqlite(_) => {
                 self.journal.shutdown().await;
+                // Shutdown's checkpoint is best effort (a reader may still hold
+                // the WAL); a page left there would shadow the edited main file.
+                self.sql("PRAGMA wal_checkpoint(TRUNCATE)").await.unwrap();
                 let path = self.path();
                 let mut bytes = std::fs::read(&path).unwrap();
                 let at = bytes
