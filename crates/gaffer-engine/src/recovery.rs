@@ -1,6 +1,8 @@
 //! Crash recovery: steps that were running when their process died (their effect,
-//! or the probe of an earlier crash's unknown effect) are marked interrupted; a non-idempotent one is probed (`reconcile`) and, when its effects
-//! cannot be proven, handed to a person (`ask_human`).
+//! or the probe of an earlier crash's unknown effect) are marked interrupted; a
+//! non-idempotent one is probed (`reconcile`: a push or pull request on the forge, a
+//! conflict resolution by the update it finishes) and, when its effects cannot be
+//! proven, handed to a person (`ask_human`).
 //!
 //! A crash can fall between any two appends, so every decision the engine writes in
 //! more than one append leaves a state between them that recovery handles; the
@@ -76,8 +78,10 @@ impl Engine {
     }
 
     /// A non-idempotent step was running when the process died. A push or a pull
-    /// request is probed on the forge (see `ship`); for an agent turn the probe reads
-    /// the worktree, but its effects cannot be proven absent, so a human decides.
+    /// request is probed on the forge (see `ship`); a conflict resolution whose
+    /// update went on is found complete (see `Engine::probe_resolve`); for any other
+    /// agent turn the probe reads the worktree, but its effects cannot be proven
+    /// absent, so a human decides.
     pub(crate) async fn reconcile(&self, task: &TaskState, id: &StepId) -> Result<()> {
         self.append(
             &task.id,
@@ -91,6 +95,16 @@ impl Engine {
             Some(StepKind::Push(_) | StepKind::PullRequest)
         ) {
             return self.reconcile_ship(task, id).await;
+        }
+        if matches!(StepKind::of(id), Some(StepKind::Resolve(_))) {
+            if let Some(receipt) = self.probe_resolve(task, &task.steps[id]).await {
+                tracing::info!(task = %task.id, step = %id, "the interrupted conflict resolution had finished its update: recorded, not run again");
+                let done = Event::StepCompleted {
+                    step_id: id.clone(),
+                    receipt,
+                };
+                return self.record_outcome(&task.id, id, done).await;
+            }
         }
         let name = &task.steps[id].name;
         // Only once no process of the interrupted turn is alive does the worktree show

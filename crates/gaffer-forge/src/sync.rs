@@ -301,7 +301,7 @@ impl Worktree {
     }
 
     /// Whether the branch already contains commit `rev`.
-    fn contains(&self, rev: &str) -> Result<bool> {
+    pub fn contains(&self, rev: &str) -> Result<bool> {
         let out = crate::git::run(self.at(), &["merge-base", "--is-ancestor", rev, "HEAD"])?;
         match out.status.code() {
             Some(0) => Ok(true),

@@ -109,6 +109,41 @@ pub(crate) fn receipt_of(task: &TaskState, kind: StepKind) -> Option<&Value> {
     task.steps.get(&kind.id())?.receipt.as_ref()
 }
 
+/// How much of a failed check's output a task's failure reason shows (the end).
+const CHECK_OUTPUT_SHOWN: usize = 1500;
+
+/// What a failed check's receipt says, for a task's failure reason: its command and
+/// exit code, the sandbox's note if any, and the end of its (redacted) output.
+fn failed_check(receipt: &Value) -> String {
+    let command = receipt
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("check");
+    let exit = receipt
+        .get("exit_code")
+        .filter(|c| !c.is_null())
+        .map_or_else(|| "?".to_owned(), Value::to_string);
+    let sandbox = receipt
+        .get("sandbox")
+        .and_then(Value::as_str)
+        .map(|s| format!("; {s}"))
+        .unwrap_or_default();
+    let output = receipt
+        .get("output_tail")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .trim_end();
+    let shown = if output.is_empty() {
+        "; it printed nothing".to_owned()
+    } else {
+        format!(
+            "; the end of its output:\n{}",
+            crate::prompts::tail(output, CHECK_OUTPUT_SHOWN)
+        )
+    };
+    format!("`{command}` exits {exit}{sandbox}{shown}")
+}
+
 /// Whether the `worktree` step found the project has a setup to run (`setup`,
 /// `copy` or `port` in its config): decided once, there, so a config change does not
 /// change a task already under way.
@@ -478,16 +513,8 @@ pub fn decide(task: &TaskState, limits: &Limits) -> Next {
                 fix(task, last, "check", receipt)
             } else {
                 fail(format!(
-                    "the check still fails after {c} runs: {}{}",
-                    receipt
-                        .get("command")
-                        .and_then(Value::as_str)
-                        .unwrap_or("check"),
-                    receipt
-                        .get("sandbox")
-                        .and_then(Value::as_str)
-                        .map(|s| format!("; {s}"))
-                        .unwrap_or_default()
+                    "the check still fails after {c} runs: {}",
+                    failed_check(&receipt)
                 ))
             }
         }

@@ -10,7 +10,8 @@
 //! clean `git status` are checked by `gaffer-forge`.
 
 use crate::failure::{fail, Failure};
-use crate::pipeline::StepKind;
+use crate::pipeline::follow_up::sync::sync_of;
+use crate::pipeline::{receipt_of, StepKind};
 use crate::steps::ship::base_branch;
 use crate::{prompts, Engine};
 use gaffer_core::{Step, TaskState};
@@ -141,11 +142,40 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The probe of an interrupted `resolve/r`. gaffer goes on with the update only
+    /// after the owner's turn has ended, and whether an update is under way is read
+    /// from the recorded git dir, which no agent may write: an update no longer under
+    /// way, on a branch that holds the base of its `sync/n` with nothing left
+    /// uncommitted, is the round's whole effect, found. Its outcome is recorded
+    /// without running the turn again (a second turn on a finished update could only
+    /// leave changes nothing commits) and without asking anyone. `None`: still under
+    /// way (the turn may have been cut short), or unreadable: a person decides, as
+    /// for any interrupted turn.
+    pub(crate) async fn probe_resolve(&self, task: &TaskState, step: &Step) -> Option<Value> {
+        let sync = sync_of(step)?;
+        let base = receipt_of(task, StepKind::Sync(sync))?
+            .get("base_sha")?
+            .as_str()?
+            .to_owned();
+        let wt = self.worktree(task).await.ok()?;
+        if wt.update_in_progress().is_some() || !wt.contains(&base).ok()? {
+            return None;
+        }
+        // With no update under way this only reads: the task branch is checked out and
+        // nothing is left uncommitted, or it is an error.
+        let out = wt.continue_update(&[]).ok()?;
+        let mut receipt = outcome_receipt(&out);
+        receipt["reconciled"] = json!(true);
+        Some(receipt)
+    }
+}
+
 /// What `push-approval/f` of a merge-conflict follow-up asks: push the branch updated
 /// by `sync/s` (its input's `sync`), and how.
 pub(crate) fn push_summary(task: &TaskState, step: &Step, wt: &gaffer_forge::Worktree) -> String {
     let sync = step.input.get("sync").and_then(Value::as_u64).unwrap_or(0) as u32;
-    let strategy = crate::pipeline::receipt_of(task, StepKind::Sync(sync))
+    let strategy = receipt_of(task, StepKind::Sync(sync))
         .and_then(|r| r.get("strategy"))
         .and_then(Value::as_str)
         .unwrap_or("rebase");

@@ -12,33 +12,52 @@ use std::path::Path;
 
 const TOKEN: &str = "forge-token-conflicts-9a8b";
 const REQUEST: &str = "Add an installation section to README";
-const THEIRS: &str = "# demo\n\nA demo project.\n\n## Installation\n\n    brew install demo\n";
-const RESOLVED: &str =
+const CHECK: &str = "grep -q '^## Installation' README.md";
+pub(super) const THEIRS: &str =
+    "# demo\n\nA demo project.\n\n## Installation\n\n    brew install demo\n";
+pub(super) const RESOLVED: &str =
     "# demo\n\nA demo project.\n\n## Installation\n\n    cargo install demo\n    brew install demo\n";
 
-struct Shipped {
-    w: World,
-    fake: FakeForge,
-    remote: BareRemote,
-    id: TaskId,
-    branch: String,
-    pushed: String,
+pub(super) struct Shipped {
+    pub w: World,
+    pub fake: FakeForge,
+    pub remote: BareRemote,
+    pub id: TaskId,
+    pub branch: String,
+    /// The commit gaffer pushed when it shipped.
+    pub pushed: String,
     other: tempfile::TempDir,
 }
 
 /// A task shipped to the fake GitHub with `strategy`, done with CI green; the
 /// owner's later turns are `later` (after the first, which writes `README_DONE`).
-async fn shipped(strategy: ConflictStrategy, later: Vec<Value>) -> Shipped {
+pub(super) async fn shipped(strategy: ConflictStrategy, later: Vec<Value>) -> Shipped {
+    shipped_with(strategy, CHECK, later, |_| {}).await
+}
+
+/// [`shipped`] with the project's check `check` and the settings changed by `tune`.
+/// The remote keeps a reflog of every branch, so each push shows.
+pub(super) async fn shipped_with(
+    strategy: ConflictStrategy,
+    check: &str,
+    later: Vec<Value>,
+    tune: impl FnOnce(&mut gaffer_engine::Settings),
+) -> Shipped {
     let remote = BareRemote::new().unwrap();
+    git(
+        remote.path(),
+        &["config", "core.logAllRefUpdates", "always"],
+    );
     let fake = FakeForge::start(Flavor::GitHub, "acme", "demo", TOKEN)
         .await
         .unwrap();
     fake.attach_remote(&remote);
     fake.report_ci_for_every_commit("success");
-    let w = World::build("grep -q '^## Installation' README.md", |s| {
+    let w = World::build(check, |s| {
         let mut ship = shipping(ForgeKind::GitHub, &fake.base_url(), &remote.url(), TOKEN);
         ship.conflict_strategy = strategy;
         s.shipping.insert("demo".into(), ship);
+        tune(s);
     })
     .await;
     git(&w.repo, &["push", "-q", &remote.url(), "main"]);
@@ -69,18 +88,18 @@ async fn shipped(strategy: ConflictStrategy, later: Vec<Value>) -> Shipped {
     }
 }
 
-fn receipt(view: &gaffer_store::TaskView, step: &str) -> Value {
+pub(super) fn receipt(view: &gaffer_store::TaskView, step: &str) -> Value {
     let s = view.steps.iter().find(|s| s.step_id == step).unwrap();
     serde_json::from_str(s.receipt.as_deref().unwrap_or("null")).unwrap()
 }
 
-fn input(view: &gaffer_store::TaskView, step: &str) -> Value {
+pub(super) fn input(view: &gaffer_store::TaskView, step: &str) -> Value {
     let s = view.steps.iter().find(|s| s.step_id == step).unwrap();
     serde_json::from_str(&s.input).unwrap()
 }
 
 /// Someone else commits `file` = `text` on `branch` of the remote.
-fn someone_pushes(s: &Shipped, branch: &str, file: &str, text: &str) -> String {
+pub(super) fn someone_pushes(s: &Shipped, branch: &str, file: &str, text: &str) -> String {
     let clone = s.other.path().join("c");
     if !clone.exists() {
         git(
@@ -118,7 +137,7 @@ async fn mergeability(s: &Shipped) -> Mergeability {
 }
 
 /// What a follower records when the forge says the pull request no longer merges.
-async fn follow_up(s: &Shipped) {
+pub(super) async fn follow_up(s: &Shipped) {
     let stream = s.id.0.as_str().into();
     let head = s.w.journal.head(&stream).await.unwrap();
     let sha = s.remote.branch_sha(&s.branch).unwrap();
@@ -136,7 +155,7 @@ async fn follow_up(s: &Shipped) {
         .unwrap();
 }
 
-fn is_ancestor(dir: &Path, a: &str, b: &str) -> bool {
+pub(super) fn is_ancestor(dir: &Path, a: &str, b: &str) -> bool {
     std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -146,7 +165,7 @@ fn is_ancestor(dir: &Path, a: &str, b: &str) -> bool {
         .success()
 }
 
-fn file_at(s: &Shipped, rev: &str, file: &str) -> String {
+pub(super) fn file_at(s: &Shipped, rev: &str, file: &str) -> String {
     // `git` trims its output: compare trimmed.
     git(&s.w.repo, &["show", &format!("{rev}:{file}")])
         .trim_end()
@@ -346,4 +365,140 @@ async fn a_check_failing_after_the_update_goes_to_an_owner_fix_then_the_check_ag
     let head = s.remote.branch_sha(&s.branch).unwrap();
     assert_eq!(receipt(&view, "push/2")["sha"], head);
     assert_eq!(file_at(&s, &head, "README.md"), RESOLVED.trim_end());
+}
+
+/// The commits `branch` of the remote was set to, newest first: one per push.
+pub(super) fn pushes(s: &Shipped, branch: &str) -> Vec<String> {
+    git(
+        s.remote.path(),
+        &[
+            "reflog",
+            "show",
+            "--format=%H",
+            &format!("refs/heads/{branch}"),
+        ],
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// The owner's file writes for this task (the fake agent logs each one).
+pub(super) fn owner_writes(s: &Shipped) -> usize {
+    let line = format!("fake-claude write README.md task={}", s.id);
+    s.w.effects().iter().filter(|l| **l == line).count()
+}
+
+#[tokio::test]
+async fn resolutions_that_keep_leaving_markers_stop_at_the_round_limit_blocked_with_nothing_pushed()
+{
+    // Every round leaves the markers in; a turn after the limit would resolve them,
+    // and must never run.
+    let marked = "# demo\n\nA demo project.\n\n## Installation\n\n<<<<<<< HEAD\n    brew install demo\n=======\n    cargo install demo\n>>>>>>> task\n";
+    let mut later: Vec<Value> = (0..gaffer_engine::pipeline::RESOLVE_ROUNDS)
+        .map(|_| write("README.md", marked))
+        .collect();
+    later[1]["expect_prompt_contains"] =
+        json!("The previous attempt left conflict markers in these files");
+    later.push(write("README.md", RESOLVED));
+    let s = shipped(ConflictStrategy::Rebase, later).await;
+    someone_pushes(&s, "main", "README.md", THEIRS);
+    follow_up(&s).await;
+    assert_eq!(s.w.run(&s.id).await, Stage::Blocked);
+
+    let view = s.w.view(&s.id).await;
+    let ids = step_ids(&view);
+    let after: Vec<&str> = ids[ids.iter().position(|i| *i == "sync/1").unwrap()..].to_vec();
+    assert_eq!(
+        after,
+        [
+            "sync/1",
+            "resolve/1",
+            "resolve/2",
+            "resolve/3",
+            "resolve/4",
+            "resolve/5"
+        ]
+    );
+    for r in 1..=5 {
+        let got = receipt(&view, &format!("resolve/{r}"));
+        assert_eq!(
+            (got["outcome"].as_str(), got["files"].clone()),
+            (Some("unresolved"), json!(["README.md"])),
+            "resolve/{r}"
+        );
+        assert_eq!(input(&view, &format!("resolve/{r}"))["unresolved"], r > 1);
+    }
+    assert_eq!(owner_writes(&s), 1 + 5, "no sixth round");
+    let reason = World::summary(&view)["reason"].as_str().unwrap().to_owned();
+    let worktree = receipt(&view, "worktree")["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for says in [
+        "after 5 owner rounds",
+        "conflict markers are left in README.md",
+        "nothing was pushed",
+        worktree.as_str(),
+    ] {
+        assert!(reason.contains(says), "{says:?} in {reason}");
+    }
+    // Nothing pushed, forced or not: the remote branch is where gaffer shipped it,
+    // and the update is still under way in the worktree for a person to finish.
+    assert_eq!(pushes(&s, &s.branch), std::slice::from_ref(&s.pushed));
+    assert_eq!(s.fake.prs().len(), 1);
+    assert!(view.approvals.iter().all(|a| a.state != "pending"));
+    assert!(std::path::Path::new(&worktree).join("README.md").exists());
+    let status = git(Path::new(&worktree), &["status"]);
+    assert!(status.contains("rebase in progress"), "{status}");
+}
+
+#[tokio::test]
+async fn a_check_failing_after_every_update_fix_ends_the_follow_up_at_the_check_attempts_with_its_output_and_nothing_pushed(
+) {
+    // The base gains a file the project's check refuses; the owner's fixes never
+    // remove it.
+    let check = "grep -q '^## Installation' README.md && if test -e NOTES.md; then echo 'NOTES.md is not allowed: fold it into README.md' >&2; exit 3; fi";
+    let fix = |n: u32| write("README.md", &format!("{README_DONE}\nFix {n}.\n"));
+    let s = shipped_with(
+        ConflictStrategy::Merge,
+        check,
+        vec![fix(1), fix(2), fix(3)],
+        |settings| settings.limits.check_attempts = 2,
+    )
+    .await;
+    s.fake.require_up_to_date(true);
+    someone_pushes(&s, "main", "NOTES.md", "notes\n");
+    follow_up(&s).await;
+    assert_eq!(s.w.run(&s.id).await, Stage::Failed);
+
+    let view = s.w.view(&s.id).await;
+    let ids = step_ids(&view);
+    let after: Vec<&str> = ids[ids.iter().position(|i| *i == "sync/1").unwrap()..].to_vec();
+    assert_eq!(
+        after,
+        ["sync/1", "check/2", "fix/1", "commit-fix/1", "check/3"],
+        "two check runs, as configured"
+    );
+    assert_eq!(receipt(&view, "sync/1")["outcome"], "updated");
+    for c in ["check/2", "check/3"] {
+        assert_eq!(receipt(&view, c)["passed"], false, "{c}");
+        assert_eq!(input(&view, c)["sync"], 1, "{c}");
+    }
+    assert_eq!(owner_writes(&s), 1 + 1, "one fix between the two runs");
+    let reason = World::summary(&view)["reason"].as_str().unwrap().to_owned();
+    for says in [
+        "after 2 runs",
+        "nothing was pushed",
+        "exits 3",
+        "NOTES.md is not allowed: fold it into README.md",
+    ] {
+        assert!(reason.contains(says), "{says:?} in {reason}");
+    }
+    assert_eq!(
+        pushes(&s, &s.branch),
+        std::slice::from_ref(&s.pushed),
+        "nothing pushed"
+    );
+    assert_eq!(s.fake.prs().len(), 1);
 }

@@ -32,6 +32,13 @@ pub enum Point {
     /// The n-th (from 1) write that is not a lease write: in a resumed run, the
     /// n-th write of its recovery, whatever that recovery found to do.
     Recovery(usize),
+    /// Right before the `occurrence`-th write named `signature`, which never
+    /// happens: everything the process did since its previous write is done and
+    /// unrecorded (an effect run, its receipt not written).
+    Before {
+        signature: String,
+        occurrence: usize,
+    },
 }
 
 impl std::fmt::Display for Point {
@@ -42,6 +49,10 @@ impl std::fmt::Display for Point {
                 occurrence,
             } => write!(f, "{signature} #{occurrence}"),
             Point::Recovery(n) => write!(f, "recovery write {n}"),
+            Point::Before {
+                signature,
+                occurrence,
+            } => write!(f, "before {signature} #{occurrence}"),
         }
     }
 }
@@ -213,6 +224,10 @@ impl Faulty {
             Point::After {
                 signature: s,
                 occurrence,
+            }
+            | Point::Before {
+                signature: s,
+                occurrence,
             } => s == signature && *occurrence == 1 + written.iter().filter(|w| *w == s).count(),
             Point::Recovery(n) => {
                 !is_lease_write(signature)
@@ -221,10 +236,14 @@ impl Faulty {
         }
     }
 
-    /// Before a write: if it is the point, the process is dying from now on.
+    /// Before a write: if it is the point, the process is dying from now on, and
+    /// dies here if the point is before the write.
     async fn writing(&self, signature: &str) {
         if self.is_point(signature) {
             *self.dying.write().await = true;
+            if matches!(self.point, Some(Point::Before { .. })) {
+                self.die().await;
+            }
         }
     }
 
@@ -232,9 +251,13 @@ impl Faulty {
     async fn wrote(&self, signature: String) {
         let here = self.is_point(&signature);
         self.written.lock().unwrap().push(signature);
-        if !here {
-            return;
+        if here {
+            self.die().await;
         }
+    }
+
+    /// Nothing more happens in this process.
+    async fn die(&self) {
         if self.death == Death::Kill9 {
             let me = std::process::id().to_string();
             let _ = std::process::Command::new("kill")

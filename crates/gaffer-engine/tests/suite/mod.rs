@@ -1,5 +1,6 @@
 mod budget;
 mod challenge;
+mod conflict_crashes;
 mod conflicts;
 mod crash_points;
 mod dependencies;

@@ -101,19 +101,17 @@ pub(crate) fn after_update(task: &TaskState, last: &Step, failed: bool) -> Next 
                         && sync_of(st) == Some(s)
                 })
                 .count() as u32;
-            if rounds >= RESOLVE_ROUNDS {
-                return Next::Record(vec![gaffer_core::Event::TaskBlocked {
-                    reason: format!(
-                        "the conflicts with the moved base are still not resolved after {rounds} owner rounds; resolve them by hand in the worktree, or close the pull request"
-                    ),
-                }]);
-            }
             let files = last
                 .receipt
                 .as_ref()
                 .and_then(|r| r.get("files"))
                 .cloned()
                 .unwrap_or(json!([]));
+            if rounds >= RESOLVE_ROUNDS {
+                return Next::Record(vec![gaffer_core::Event::TaskBlocked {
+                    reason: too_many_rounds(task, rounds, outcome(last), &files),
+                }]);
+            }
             let r = count(task, |k| matches!(k, StepKind::Resolve(_))) + 1;
             go(
                 task,
@@ -128,6 +126,28 @@ pub(crate) fn after_update(task: &TaskState, last: &Step, failed: bool) -> Next 
             last.id
         )),
     }
+}
+
+/// Why an update is left to a person after `rounds` owner rounds: what is still
+/// wrong in which files, that nothing was pushed, and where to finish it.
+fn too_many_rounds(task: &TaskState, rounds: u32, outcome: &str, files: &Value) -> String {
+    let files: Vec<&str> = files
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let what = if outcome == "unresolved" {
+        "conflict markers are left in"
+    } else {
+        "git stopped again on conflicts in"
+    };
+    let worktree = receipt_of(task, StepKind::Worktree)
+        .and_then(|r| r.get("path"))
+        .and_then(Value::as_str)
+        .unwrap_or("the task's worktree");
+    format!(
+        "the conflicts with the moved base are still not resolved after {rounds} owner rounds ({what} {}); nothing was pushed and the pull request stays as it was. Resolve them by hand in {worktree} (the update is under way there), or close the pull request",
+        files.join(", ")
+    )
 }
 
 /// The project's check on the branch of update `s` (again after an owner fix). After
@@ -189,7 +209,8 @@ pub(crate) fn after_check(task: &TaskState, last: &Step, limits: &Limits, failed
         );
     }
     fail(format!(
-        "the check still fails on the branch updated onto its moved base after {runs} runs; nothing was pushed, the pull request stays as it was and the updated branch is in the worktree"
+        "the check still fails on the branch updated onto its moved base after {runs} runs; nothing was pushed, the pull request stays as it was and the updated branch is in the worktree. The check: {}",
+        super::super::failed_check(&receipt)
     ))
 }
 
