@@ -380,7 +380,7 @@ fn sandbox_checks(
 }
 
 /// What a forge's token must be allowed to do.
-fn token_scopes(kind: &str) -> &'static str {
+pub(crate) fn token_scopes(kind: &str) -> &'static str {
     match kind {
         "github" => "GitHub: contents, pull requests, issues write",
         "gitlab" => {

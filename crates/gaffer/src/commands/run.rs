@@ -151,6 +151,28 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
     Ok(helper_tokens)
 }
 
+/// Before anything is stored or any agent runs: when `token_env` says where the
+/// project's forge token is, it must be there, or the task would do all its work and
+/// stop at the push. Without `token_env` the git credential helper is asked when the
+/// token is needed.
+fn check_forge_token(config: &Config, project: &str) -> Result<()> {
+    let Some(forge) = config.forges.get(project) else {
+        return Ok(());
+    };
+    let Some(var) = &forge.token_env else {
+        return Ok(());
+    };
+    if gaffer_forge::Secret::from_env(var).is_some() {
+        return Ok(());
+    }
+    Err(CliError::config(format!(
+        "projects.{project}.forge.token_env: {var} is not set or empty; put the {} API token for {} in it ({}), or remove token_env to use your git credential helper",
+        forge.kind,
+        forge.base_url,
+        crate::commands::doctor::token_scopes(&forge.kind)
+    )))
+}
+
 /// The request and the issue's URL from `gaffer run --issue`, read through the
 /// project's forge before anything is stored.
 async fn read_issue(
@@ -271,6 +293,7 @@ pub async fn run(global: &Global, args: &RunArgs) -> Result<ExitCode> {
                 "{e}; or pick an agent that is installed with --agent (`gaffer doctor` lists them)"
             )),
         })?;
+    check_forge_token(&config, &name)?;
     let after = after::checked(&app, known.as_ref(), &args.after).await?;
     let (request, issue) = match &args.issue {
         None => (given, None),
@@ -376,6 +399,7 @@ pub async fn resume(global: &Global, args: &TaskIdArgs) -> Result<ExitCode> {
     engine
         .check_roles(&project, agent.as_deref())
         .map_err(CliError::config)?;
+    check_forge_token(&config, &project)?;
     // Taking the lease marks what a crashed run left running as interrupted.
     let shown = Options::for_terminal(args.json, global.quiet);
     drive(global, &app, &engine, &config, &id, view.head_seq, shown).await

@@ -23,6 +23,7 @@ mod run;
 mod secrets;
 mod serve;
 mod ship;
+mod ship_gitlab;
 mod support;
 mod terminal;
 mod writers;

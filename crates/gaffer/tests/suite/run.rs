@@ -92,7 +92,7 @@ impl Bench {
     );
     }
 
-    fn log(&self) -> PathBuf {
+    pub fn log(&self) -> PathBuf {
         self.home.dir.path().join("effects.log")
     }
 

@@ -145,6 +145,7 @@ fn run_from_an_issue_ships_one_pr_comments_and_gc_cleans_up_only_after_the_merge
         .args(["run", "Something impossible", "--repo"])
         .arg(&b.repo)
         .args(["--yes", "--json", "--agent", "claude"])
+        .env("DEMO_FORGE_TOKEN", TOKEN)
         .env("GAFFER_FAKE_SCENARIO", &other)
         .env(
             "GAFFER_FAKE_STATE_DIR",
