@@ -33,6 +33,15 @@ impl ForgeKind {
             ForgeKind::GitLab => "gitlab",
         }
     }
+
+    /// What the forge calls a proposed change, as its users say it: a merge request
+    /// on GitLab, a pull request elsewhere.
+    pub fn change_request(self) -> &'static str {
+        match self {
+            ForgeKind::GitLab => "merge request",
+            ForgeKind::Gitea | ForgeKind::GitHub => "pull request",
+        }
+    }
 }
 
 impl std::str::FromStr for ForgeKind {

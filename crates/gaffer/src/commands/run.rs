@@ -636,6 +636,13 @@ fn summary(view: &TaskView) -> Value {
     })
 }
 
+/// The forge the task shipped to, as its `ship` step recorded it.
+fn shipped_to(view: &TaskView) -> Option<ForgeKind> {
+    let ship = view.steps.iter().find(|s| s.step_id == "ship")?;
+    let receipt: Value = serde_json::from_str(ship.receipt.as_deref()?).ok()?;
+    receipt.pointer("/forge/kind")?.as_str()?.parse().ok()
+}
+
 /// The summary for a person, on stdout.
 fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
     let mut out = term::stdout();
@@ -647,8 +654,14 @@ fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
     for c in summary["commits"].as_array().into_iter().flatten() {
         writeln!(out, "commit  {}", c.as_str().unwrap_or_default())?;
     }
+    let change = shipped_to(view).map_or("pull request", ForgeKind::change_request);
     if let Some(pr) = summary["pull_request"].as_str() {
-        writeln!(out, "pr      {pr}")?;
+        let label = if change == "merge request" {
+            "mr"
+        } else {
+            "pr"
+        };
+        writeln!(out, "{label:<8}{pr}")?;
     }
     if let Some(r) = summary["reason"].as_str() {
         // Reasons run over several lines (a check's output): shown as such.
@@ -667,7 +680,7 @@ fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
         gaffer_core::format_cost(summary["cost_usd"].as_f64())
     )?;
     if view.task.stage == "done" && summary["pull_request"].is_string() {
-        writeln!(out, "\nShipped: the pull request above waits for a review.")?;
+        writeln!(out, "\nShipped: the {change} above waits for a review.")?;
     } else if view.task.stage == "done" {
         if let Some(note) = summary["note"].as_str() {
             writeln!(out, "note    {note}")?;

@@ -106,9 +106,20 @@ fn run_ships_to_gitlab_one_merge_request_whose_failed_pipeline_the_owner_fixes_a
         git(remote.path(), &["show", &format!("{fixed}:README.md")]),
         FIXED.trim_end()
     );
-    // What the user reads names the merge request.
+    // What the user reads names the merge request, in GitLab's words.
     let mr_url = format!("{}/-/merge_requests/{}", fake.web_url(), mrs[0].iid);
-    assert!(printed.contains(&mr_url), "{printed}");
+    assert!(
+        printed.contains(&format!("\nmr      {mr_url}\n")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("Shipped: the merge request above waits for a review."),
+        "{printed}"
+    );
+    assert!(
+        stderr.contains("and open a merge request into `main` on gitlab"),
+        "{stderr}"
+    );
     assert!(
         printed.contains(&format!("branch  {}", mr.source_branch)),
         "{printed}"

@@ -253,9 +253,10 @@ impl Engine {
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
         let summary = format!(
-            "Push `{}` to `{}` and open a pull request into `{}` on {} ({commits} commit{})?",
+            "Push `{}` to `{}` and open a {} into `{}` on {} ({commits} commit{})?",
             wt.branch,
             gaffer_forge::redact(&ship.remote, &[]),
+            ship.kind.change_request(),
             base_branch(task, &wt),
             ship.kind.name(),
             if commits == 1 { "" } else { "s" }
