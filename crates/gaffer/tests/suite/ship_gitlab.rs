@@ -212,3 +212,64 @@ fn a_bad_forge_kind_or_a_missing_token_variable_exits_78_naming_the_field_and_st
         "an agent ran"
     );
 }
+
+#[test]
+fn sigkill_after_the_merge_request_create_was_sent_then_resume_finds_it_instead_of_a_second() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let remote = BareRemote::new().unwrap();
+    let fake = rt
+        .block_on(FakeGitLab::start(GROUP, "demo", TOKEN))
+        .unwrap();
+    fake.attach_remote(&remote);
+    fake.report_ci_for_every_commit("success", "ok\n");
+    let b = Bench::new();
+    b.home.write_config(&gitlab_config(&fake, &remote));
+    b.script_all();
+    // GitLab makes the merge request; its answer never comes.
+    fake.hang_next_mr_create();
+    let mut child = b
+        .gaffer_std()
+        .args(["run", REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json", "--agent", "claude"])
+        .env("LAB_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&mut child, "a merge request", || {
+        fake.mrs().first().cloned()
+    });
+    child.kill().unwrap(); // SIGKILL between "create sent" and "answer recorded"
+    child.wait().unwrap();
+
+    let list = json_of(
+        &b.gaffer_std()
+            .args(["task", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let out = b
+        .gaffer_std()
+        .args(["task", "resume", &id, "--json"])
+        .env("LAB_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let summary = super::run::success_json(&out);
+    assert_eq!(summary["state"], "done", "{summary}");
+    let mrs = fake.mrs();
+    assert_eq!(mrs.len(), 1, "one merge request after the crash: {mrs:#?}");
+    let mr_url = format!("{}/-/merge_requests/{}", fake.web_url(), mrs[0].iid);
+    assert_eq!(summary["pull_request"], mr_url.as_str());
+    let creates = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("POST /api/v4/projects/acme%2Ftools%2Fdemo/merge_requests "))
+        .count();
+    // The log holds answered requests: the hung create is not there, and the resume
+    // looked the merge request up instead of sending another.
+    assert_eq!(creates, 0, "{:#?}", fake.requests());
+}
