@@ -196,5 +196,6 @@ pub(crate) fn message(task_id: &str, m: &gaffer_core::Message) -> api::Message {
             .map_or("pending", |d| d.delivery.as_str())
             .into(),
         delivered_at: m.delivered.as_ref().map(|d| d.at),
+        masked: m.delivered.as_ref().map(|d| d.masked),
     }
 }

@@ -424,6 +424,11 @@ pub enum Event {
         session_id: SessionId,
         /// Into the running turn, or as the next turn's prompt.
         delivery: Delivery,
+        /// Masked with the step's placeholders, for a cloud model of a masked
+        /// project (see `gaffer_index::mask`); false: given as written. Absent from
+        /// events recorded before messages could be masked, which were all as written.
+        #[serde(default)]
+        masked: bool,
     },
     /// A role's agent was out (its quota used up, rate-limited past the threshold,
     /// failing with server errors, or unable to start): the running step goes on with

@@ -56,6 +56,9 @@ pub struct Delivered {
     pub session_id: SessionId,
     /// Live or with the next turn.
     pub delivery: Delivery,
+    /// Given masked with the step's placeholders (a masked cloud role), not as written.
+    #[serde(default)]
+    pub masked: bool,
     /// When the delivery was recorded.
     pub at: Timestamp,
 }

@@ -506,6 +506,7 @@ impl TaskState {
                 message_id,
                 session_id,
                 delivery,
+                masked,
             } => {
                 if !self.sessions.contains_key(session_id) {
                     return Err(Rejected::UnknownSession(session_id.clone()));
@@ -521,6 +522,7 @@ impl TaskState {
                 message.delivered = Some(Delivered {
                     session_id: session_id.clone(),
                     delivery: *delivery,
+                    masked: *masked,
                     at,
                 });
             }

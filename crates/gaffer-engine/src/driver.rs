@@ -138,6 +138,8 @@ pub struct Engine {
     pub(crate) indexes: Arc<crate::context::Indexes>,
     /// Wakes the pull-request follower early (see [`Engine::wake_follower`]).
     pub(crate) follow_wake: Arc<tokio::sync::Notify>,
+    /// The placeholder tables of the masked steps running now, shared by every clone.
+    pub(crate) masks: Arc<crate::masks::StepMasks>,
 }
 
 impl Engine {
@@ -154,6 +156,7 @@ impl Engine {
             held: Arc::default(),
             indexes: Arc::default(),
             follow_wake: Arc::default(),
+            masks: Arc::default(),
         }
     }
 
@@ -284,6 +287,7 @@ impl Engine {
             held: self.held.clone(),
             indexes: self.indexes.clone(),
             follow_wake: self.follow_wake.clone(),
+            masks: self.masks.clone(),
         }
     }
 

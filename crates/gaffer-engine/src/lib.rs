@@ -32,6 +32,7 @@ mod gate;
 pub mod intake;
 mod keys;
 mod live;
+mod masks;
 mod memory;
 pub mod pipeline;
 pub mod privacy;

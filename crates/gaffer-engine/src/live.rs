@@ -24,6 +24,12 @@
 //! agent side from taking it twice, and the record keeps the engine from sending it
 //! again. In one process a message is never given twice.
 //!
+//! **Masked.** A session of a masked cloud role (see [`crate::privacy`]) gets each
+//! message masked with its step's placeholder table ([`crate::masks`]), live and as
+//! its next turn alike: a name the person quotes gets the placeholder the pack gave it,
+//! and a new one gets its own, which the step maps back in the role's answer. Every
+//! other session gets the message as written. Each delivery records which.
+//!
 //! **Interrupt.** A `turn_interrupted` stops the running turn (`AgentSession::interrupt`);
 //! the task, the step and the session go on. The step then waits for the person's
 //! next message, which becomes the prompt of the session's next turn (so to just go
@@ -32,6 +38,7 @@
 //! the wait.
 
 use crate::failure::Failure;
+use crate::masks::SharedMasker;
 use crate::{prompts, Engine};
 use gaffer_agents::AgentSession;
 use gaffer_core::{Delivery, Event, Message, SessionId, TaskId, TaskState};
@@ -52,12 +59,19 @@ pub(crate) struct Live {
     carried: Vec<Message>,
     /// This session's turn is being stopped for a person.
     interrupting: bool,
+    /// The step's placeholder table when the session is a masked cloud role's.
+    masker: Option<SharedMasker>,
 }
 
 impl Live {
-    /// Follow task `task`'s messages for `session`. Subscribes before anything is read,
-    /// so no message recorded from now on is missed.
-    pub(crate) fn new(engine: &Engine, task: &TaskId, session: &SessionId) -> Self {
+    /// Follow task `task`'s messages for `session`, masked with `masker` when given.
+    /// Subscribes before anything is read, so no message recorded from now on is missed.
+    pub(crate) fn new(
+        engine: &Engine,
+        task: &TaskId,
+        session: &SessionId,
+        masker: Option<SharedMasker>,
+    ) -> Self {
         Self {
             wake: engine.journal().subscribe(),
             engine: engine.clone(),
@@ -66,6 +80,7 @@ impl Live {
             steered: HashSet::new(),
             carried: Vec::new(),
             interrupting: false,
+            masker,
         }
     }
 
@@ -97,7 +112,7 @@ impl Live {
         for m in task.undelivered_messages() {
             if self.steered.insert(m.id.clone()) {
                 session
-                    .steer(&m.id, &for_the_agent(m))
+                    .steer(&m.id, &self.for_the_agent(m))
                     .await
                     .map_err(|e| crate::failure::fail(format!("agent: {e}")))?;
             }
@@ -145,6 +160,7 @@ impl Live {
                 message_id: id.clone(),
                 session_id: self.session.clone(),
                 delivery,
+                masked: self.masker.is_some(),
             })
             .collect();
         Ok(self.engine.append(&self.task, events).await?)
@@ -190,7 +206,7 @@ impl Live {
                         "messages",
                         &owed
                             .iter()
-                            .map(for_the_agent)
+                            .map(|m| self.for_the_agent(m))
                             .collect::<Vec<_>>()
                             .join("\n\n"),
                     )],
@@ -208,6 +224,19 @@ impl Live {
                 () = cancel.cancelled() => return Err(Failure::Cancelled),
             }
         }
+    }
+
+    /// A message as the agent reads it: who wrote it (a person of gaffer's, not the
+    /// project's), then what, masked for a masked session.
+    fn for_the_agent(&self, m: &Message) -> String {
+        let text = match &self.masker {
+            Some(masker) => masker.lock().mask_prose(&m.text),
+            None => m.text.clone(),
+        };
+        format!(
+            "Message from {} (a person supervising you):\n{text}",
+            m.by.name
+        )
     }
 
     /// The turn carrying `next` was sent: its messages are delivered.
@@ -234,12 +263,4 @@ pub(crate) struct NextTurn {
 
 fn touches_the_agent(e: &Event) -> bool {
     matches!(e, Event::MessageSent { .. } | Event::TurnInterrupted { .. })
-}
-
-/// A message as the agent reads it: who wrote it, then what.
-fn for_the_agent(m: &Message) -> String {
-    format!(
-        "Message from {} (a person supervising you):\n{}",
-        m.by.name, m.text
-    )
 }

@@ -163,10 +163,20 @@ impl Engine {
         opts.max_retry_wait = seen.max_retry_wait;
         // A masked (cloud) role works in an empty directory of its own and may read
         // nothing of the project: all it sees of it is the masked prompt.
-        if privacy.masked {
+        // People's messages to it are masked with its step's table, like its prompt.
+        let masker = if privacy.masked {
             opts.workspace = self.masked_workspace(&task.id).map_err(fail)?;
             opts.readable = Vec::new();
-        }
+            let masker = self.masks.of(&task.id, &step.id).ok_or_else(|| {
+                fail(format!(
+                    "the {role} of step `{}` would run masked, but the step masked nothing: not starting {agent}",
+                    step.name
+                ))
+            })?;
+            Some(masker)
+        } else {
+            None
+        };
         // Every role is told what the project's people keep for every task, except a
         // masked one: the notes are the project's own words, unmasked.
         let prompt = if privacy.masked {
@@ -194,6 +204,7 @@ impl Engine {
                 session.as_mut(),
                 model_label.as_deref(),
                 &mut watch,
+                masker,
                 prompt,
                 cancel,
                 contract,
@@ -408,6 +419,7 @@ impl Engine {
         session: &mut dyn AgentSession,
         model: Option<&str>,
         watch: &mut crate::stall::Watch,
+        masker: Option<crate::masks::SharedMasker>,
         prompt: String,
         cancel: &CancellationToken,
         contract: &impl Fn(&str) -> Result<Value, ContractError>,
@@ -416,7 +428,7 @@ impl Engine {
         let threshold = self.settings.fallback.retry_after_secs;
         let mut usage = Usage::default();
         let mut refused = Vec::new();
-        let mut live = Live::new(self, &task.id, session_id);
+        let mut live = Live::new(self, &task.id, session_id, masker);
         // A person stopped this session's turn and a crash came before their
         // message: the resumed step waits for it, as the stopped one did.
         let mut people = if live.waits().await? {

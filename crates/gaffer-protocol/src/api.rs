@@ -161,6 +161,9 @@ pub struct Message {
     pub delivery: String,
     /// When the delivery was recorded (ms).
     pub delivered_at: Option<i64>,
+    /// Once delivered: whether the agent got it masked with its step's placeholders
+    /// (a cloud model of a `privacy = "masked"` project) rather than as written.
+    pub masked: Option<bool>,
 }
 
 /// `POST /api/tasks/{id}/interrupt`: the turn is stopped; the task and its session go on.

@@ -94,7 +94,8 @@ fn anthropic_error(status: StatusCode, ty: &str, msg: &str) -> Response {
         .into_response()
 }
 
-fn take(inner: &Inner, body: &Value) -> Result<LlmReply, String> {
+/// The next scripted reply to `body` (recorded first), after its `delay_ms`.
+async fn take(inner: &Inner, body: &Value) -> Result<LlmReply, String> {
     inner.requests.lock().unwrap().push(body.clone());
     let r = inner
         .replies
@@ -106,6 +107,9 @@ fn take(inner: &Inner, body: &Value) -> Result<LlmReply, String> {
         if !body.to_string().contains(exp.as_str()) {
             return Err(format!("request does not contain {exp:?}"));
         }
+    }
+    if let Some(ms) = r.delay_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     Ok(r)
 }
@@ -195,7 +199,7 @@ async fn openai(State(inner): State<Arc<Inner>>, Json(body): Json<Value>) -> Res
     if let Err(m) = check_openai(&body) {
         return openai_error(StatusCode::BAD_REQUEST, &m);
     }
-    let r = match take(&inner, &body) {
+    let r = match take(&inner, &body).await {
         Ok(r) => r,
         Err(m) => return openai_error(StatusCode::BAD_REQUEST, &m),
     };
@@ -323,7 +327,7 @@ async fn anthropic(
     if let Err((st, ty, m)) = check_anthropic(&headers, &body) {
         return anthropic_error(st, ty, &m);
     }
-    let r = match take(&inner, &body) {
+    let r = match take(&inner, &body).await {
         Ok(r) => r,
         Err(m) => return anthropic_error(StatusCode::BAD_REQUEST, "invalid_request_error", &m),
     };

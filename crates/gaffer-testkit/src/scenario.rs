@@ -229,8 +229,8 @@ pub struct LlmReply {
     /// The request must contain this text somewhere (else the server answers 400).
     #[serde(default)]
     pub expect_request_contains: Option<String>,
-    /// Scripted model server: wait this long before answering (a slow model, so a
-    /// test can interrupt a turn).
+    /// Scripted model server and fake LLM server: wait this long before answering (a
+    /// slow model, so a test can interrupt a turn or send a message during it).
     #[serde(default)]
     pub delay_ms: Option<u64>,
 }

@@ -44,6 +44,7 @@ fn delivered(id: &str, session: &str) -> Event {
         message_id: id.into(),
         session_id: session.into(),
         delivery: Delivery::Live,
+        masked: false,
     }
 }
 
@@ -97,6 +98,30 @@ fn a_message_is_recorded_with_its_sender_and_owed_until_delivered() {
     assert_eq!(t.undelivered_messages().count(), 0);
     let d = t.messages[0].delivered.as_ref().unwrap();
     assert_eq!((d.session_id.as_str(), d.delivery), ("s-1", Delivery::Live));
+}
+
+#[test]
+fn a_delivery_records_whether_the_message_was_masked_and_older_ones_read_as_written() {
+    let masked = Event::MessageDelivered {
+        message_id: "m-1".into(),
+        session_id: "s-1".into(),
+        delivery: Delivery::NextTurn,
+        masked: true,
+    };
+    let t = given(&[session("s-1"), said("m-1", ana()), masked.clone()]);
+    let d = t.messages[0].delivered.as_ref().unwrap();
+    assert_eq!((d.delivery, d.masked), (Delivery::NextTurn, true));
+    let recorded = serde_json::to_value(&masked).unwrap();
+    assert_eq!(recorded["masked"], true, "{recorded}");
+    // An event journaled before deliveries said so: every message then went as written.
+    let old: Event = serde_json::from_value(json!({
+        "type": "message_delivered",
+        "message_id": "m-1",
+        "session_id": "s-1",
+        "delivery": "live"
+    }))
+    .unwrap();
+    assert_eq!(old, delivered("m-1", "s-1"));
 }
 
 #[test]

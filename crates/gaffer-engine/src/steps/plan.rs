@@ -21,21 +21,28 @@ impl Engine {
         let wt = self.worktree(task).await?;
         let project = self.project(task).await?;
         let privacy = self.role_privacy(task, &project.name, Role::Planner);
-        // A masked planner (a cloud model of a masked project) gets the pack and the
-        // request masked with one table, kept in memory for this step only; its plan
-        // is unmasked before anything else reads it.
-        let mut masker = privacy.masked.then(gaffer_index::Masker::new);
-        let prompt = match &mut masker {
-            Some(masker) => self.masked_planner_prompt(task, step, &wt, masker).await?,
-            None => {
-                let context = self
-                    .repo_context(task, step, Role::Planner, &wt, &task.request, None)
-                    .await?;
-                prompts::fill(
-                    prompts::PLANNER,
-                    &[("request", &task.request), ("context", &context)],
-                )
-            }
+        // A masked planner (a cloud model of a masked project) gets the pack, the
+        // request and people's messages masked with one table, kept in memory for this
+        // step only (registered while its turn runs, for the messages); its plan is
+        // unmasked before anything else reads it.
+        let (prompt, masker) = if privacy.masked {
+            let mut masker = gaffer_index::Masker::new();
+            let prompt = self
+                .masked_planner_prompt(task, step, &wt, &mut masker)
+                .await?;
+            (
+                prompt,
+                Some(self.masks.register(&task.id, &step.id, masker)),
+            )
+        } else {
+            let context = self
+                .repo_context(task, step, Role::Planner, &wt, &task.request, None)
+                .await?;
+            let prompt = prompts::fill(
+                prompts::PLANNER,
+                &[("request", &task.request), ("context", &context)],
+            );
+            (prompt, None)
         };
         let turn = self
             .agent_turn(
@@ -56,9 +63,11 @@ impl Engine {
             .challenger
             .as_ref()
             .map(|c| json!({ "max_rounds": c.max_challenge_rounds }));
+        // The table with what the turn's messages added to it.
+        let masker = masker.as_ref().map(crate::masks::Registered::lock);
         let unmask = |text: &str| masker.as_ref().map_or(text.to_owned(), |m| m.unmask(text));
         let mut applied = privacy.to_json();
-        applied["placeholders"] = json!(masker.as_ref().map_or(0, gaffer_index::Masker::len));
+        applied["placeholders"] = json!(masker.as_ref().map_or(0, |m| m.len()));
         match turn.parsed {
             Ok(plan) => {
                 let plan = masker

@@ -645,12 +645,15 @@ impl View {
                     one_line(text, 300)
                 ),
             ),
-            Event::MessageDelivered { delivery, .. } => {
+            Event::MessageDelivered {
+                delivery, masked, ..
+            } => {
                 let how = match delivery {
                     gaffer_core::Delivery::Live => "into the running turn",
                     gaffer_core::Delivery::NextTurn => "as the next turn",
                 };
-                self.say(at, " ", &format!("the agent got the message {how}"));
+                let masked = if *masked { " masked" } else { "" };
+                self.say(at, " ", &format!("the agent got the message{masked} {how}"));
             }
             Event::TurnInterrupted { by, .. } => self.say(
                 at,

@@ -171,6 +171,7 @@ async fn a_message_posted_over_http_reaches_the_agent_in_its_running_turn() {
     assert_eq!(messages.as_array().unwrap().len(), 1, "{messages}");
     assert_eq!(messages[0]["id"], sent["id"]);
     assert_eq!(messages[0]["delivery"], "live", "{messages}");
+    assert_eq!(messages[0]["masked"], false, "{messages}");
     assert!(messages[0]["delivered_at"].is_i64(), "{messages}");
 
     // Nothing runs any more: refused, naming why, and nothing recorded.

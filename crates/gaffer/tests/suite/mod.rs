@@ -8,6 +8,7 @@ mod db;
 mod failover;
 mod listing;
 mod live;
+mod masked_messages;
 mod memory;
 mod nodes;
 mod notify;

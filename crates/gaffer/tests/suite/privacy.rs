@@ -9,7 +9,7 @@ use gaffer_testkit::scenario::{LlmReply, LlmToolCall, Scenario};
 use serde_json::{json, Value};
 
 /// The source the masked test's repository holds, besides README.md and the Makefile.
-const LEDGER: &str = r#"REFUND_MARKER = "refund-line"
+pub(super) const LEDGER: &str = r#"REFUND_MARKER = "refund-line"
 
 
 def settle_total(ledger_lines, customer_ref):
@@ -18,7 +18,7 @@ def settle_total(ledger_lines, customer_ref):
     return [ledger_row.row_cents for ledger_row in ledger_lines if ledger_row.row_payer == customer_ref and ledger_row.row_kind != REFUND_MARKER]
 "#;
 
-const MASKED_REQUEST: &str =
+pub(super) const MASKED_REQUEST: &str =
     "Make `settle_total` in billing/ledger.py skip rows marked \"refund-line\"";
 
 /// Python's keywords (and soft keywords): words of the source that are not names.
@@ -32,7 +32,7 @@ const PY_KEYWORDS: &[&str] = &[
 /// The identifiers and string literals of Python `source`, found by a small tokenizer of
 /// the test's own (not gaffer's masking): strings (`"…"`, `'…'`, `"""…"""`), comments
 /// dropped, then every word that is not a keyword or a number.
-fn python_names_and_strings(source: &str) -> (Vec<String>, Vec<String>) {
+pub(super) fn python_names_and_strings(source: &str) -> (Vec<String>, Vec<String>) {
     let mut strings = Vec::new();
     let mut code = String::new();
     let mut rest = source;
@@ -69,7 +69,7 @@ fn python_names_and_strings(source: &str) -> (Vec<String>, Vec<String>) {
 }
 
 /// Whether `word` occurs in `text` as a whole word.
-fn has_word(text: &str, word: &str) -> bool {
+pub(super) fn has_word(text: &str, word: &str) -> bool {
     text.match_indices(word).any(|(i, _)| {
         let before = text[..i].chars().next_back();
         let after = text[i + word.len()..].chars().next();
@@ -161,7 +161,7 @@ fn local_only_refuses_a_cloud_agent_with_78_before_anything_is_stored() {
 }
 
 /// Each agent step's recorded privacy, by step id.
-fn step_privacy(shown: &Value) -> Vec<(String, Value)> {
+pub(super) fn step_privacy(shown: &Value) -> Vec<(String, Value)> {
     shown["steps"]
         .as_array()
         .unwrap()
@@ -177,7 +177,7 @@ fn step_privacy(shown: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn tool(name: &str, arguments: Value) -> LlmReply {
+pub(super) fn tool(name: &str, arguments: Value) -> LlmReply {
     LlmReply {
         tool_calls: vec![LlmToolCall {
             name: name.into(),
@@ -187,20 +187,56 @@ fn tool(name: &str, arguments: Value) -> LlmReply {
     }
 }
 
-fn text(t: &str) -> LlmReply {
+pub(super) fn text(t: &str) -> LlmReply {
     LlmReply {
         text: Some(t.into()),
         ..LlmReply::default()
     }
 }
 
-#[test]
-fn a_masked_cloud_planner_sees_no_name_or_string_and_its_plan_reaches_the_owner_unmasked() {
+/// A bench whose repository also holds `billing/ledger.py` ([`LEDGER`]), configured
+/// `privacy = "masked"` with a cloud planner (the built-in Anthropic agent) and local
+/// built-in OpenAI agents for every other role.
+pub(super) fn masked_bench() -> Bench {
     let b = Bench::new();
     std::fs::create_dir_all(b.repo.join("billing")).unwrap();
     std::fs::write(b.repo.join("billing/ledger.py"), LEDGER).unwrap();
     git(&b.repo, &["add", "."]);
     git(&b.repo, &["commit", "-q", "-m", "ledger"]);
+    b.home.write_config(
+        "[projects.demo]\nprivacy = \"masked\"\n\
+         [projects.demo.roles.planner]\nagent = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [projects.demo.roles.owner]\nagent = \"openai\"\n\
+         [projects.demo.roles.reviewer]\nagent = \"openai\"\n\
+         [projects.demo.roles.arbiter]\nagent = \"openai\"\n",
+    );
+    b
+}
+
+/// `gaffer run MASKED_REQUEST --yes --json` on a [`masked_bench`]. The planner's
+/// endpoint is a host name (a cloud); a proxy on loopback carries its requests to the
+/// scripted model server `cloud`. The other roles' endpoint, `local`, is on loopback.
+pub(super) fn masked_run(
+    b: &Bench,
+    cloud: &ModelServer,
+    local: &FakeLlmServer,
+) -> std::process::Command {
+    let mut cmd = b.gaffer_std();
+    cmd.env("ANTHROPIC_BASE_URL", "http://models.cloud.example")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("HTTP_PROXY", cloud.base_url())
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env("OPENAI_BASE_URL", local.openai_base())
+        .env("OPENAI_API_KEY", "sk-local")
+        .args(["run", MASKED_REQUEST, "--repo"])
+        .arg(&b.repo)
+        .args(["--yes", "--json"]);
+    cmd
+}
+
+#[test]
+fn a_masked_cloud_planner_sees_no_name_or_string_and_its_plan_reaches_the_owner_unmasked() {
+    let b = masked_bench();
 
     // The placeholders the masked pack gives (path first, then the file in order):
     // billing → id1, ledger → id2, REFUND_MARKER → id3, "refund-line" → str1,
@@ -231,28 +267,7 @@ fn a_masked_cloud_planner_sees_no_name_or_string_and_its_plan_reaches_the_owner_
         }))
         .unwrap();
 
-    b.home.write_config(
-        "[projects.demo]\nprivacy = \"masked\"\n\
-         [projects.demo.roles.planner]\nagent = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
-         [projects.demo.roles.owner]\nagent = \"openai\"\n\
-         [projects.demo.roles.reviewer]\nagent = \"openai\"\n\
-         [projects.demo.roles.arbiter]\nagent = \"openai\"\n",
-    );
-    // The planner's endpoint is a host name (a cloud); a proxy on loopback carries its
-    // requests to the scripted model server. The owner's is on loopback.
-    let out = b
-        .gaffer_std()
-        .env("ANTHROPIC_BASE_URL", "http://models.cloud.example")
-        .env("ANTHROPIC_API_KEY", "sk-ant-test")
-        .env("HTTP_PROXY", cloud.base_url())
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("OPENAI_BASE_URL", local.openai_base())
-        .env("OPENAI_API_KEY", "sk-local")
-        .args(["run", MASKED_REQUEST, "--repo"])
-        .arg(&b.repo)
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
+    let out = masked_run(&b, &cloud, &local).output().unwrap();
     let summary = success_json(&out);
 
     // What the cloud received: requests, all through the proxy, all the planner's.
