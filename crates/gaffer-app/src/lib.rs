@@ -80,6 +80,8 @@
 //! records it `waiting` for the tasks it runs after (`after`; the engine queues it
 //! when the last is done, and blocks it when one fails);
 //! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
+//! [`App::schedules`] shows the configured `[[schedules]]` with each one's next
+//! slot and the task its newest slot made.
 //!
 //! # Live control
 //!
@@ -102,6 +104,7 @@ pub mod memory;
 pub mod policy;
 mod projects;
 pub mod sanitize;
+mod schedules;
 mod tasks;
 
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};

@@ -668,3 +668,51 @@ pub struct HookTask {
     /// Made by this delivery (false: the issue had become this task before).
     pub created: bool,
 }
+
+/// `GET /api/schedules`: one `[[schedules]]` entry of the server's config, with its
+/// next slot and what its last slot made. Schedules come from the config file, so
+/// the API only reads them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Schedule {
+    /// Unique among schedules (letters, digits, `-`, `_`).
+    pub name: String,
+    /// The cron expression as written (5 fields, or 6 with seconds first).
+    pub cron: String,
+    /// The IANA time zone its fields are read in (`UTC` when the config names none).
+    pub tz: String,
+    /// The project its tasks run in, as the config names it (name or id).
+    pub project: String,
+    /// What each task is asked to do.
+    pub request: String,
+    /// The agent for every role, if the schedule names one.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// What happens to slots that passed while no scheduler ran: `skip` or `run_once`.
+    pub missed: String,
+    /// The next slot, RFC 3339 in UTC (`2026-01-01T03:00:00Z`); `null` when the
+    /// expression has none left.
+    #[serde(default)]
+    pub next_slot: Option<String>,
+    /// The same instant in ms since the epoch.
+    #[serde(default)]
+    pub next_at: Option<i64>,
+    /// The newest slot that made a task, RFC 3339 in UTC; `null` when none has yet.
+    #[serde(default)]
+    pub last_slot: Option<String>,
+    /// The task that slot made (its origin key is `schedule:<name>:<last_slot>`).
+    #[serde(default)]
+    pub last_task: Option<ScheduledTask>,
+}
+
+/// The task a schedule's slot made, as [`Schedule::last_task`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ScheduledTask {
+    /// `t-…`.
+    pub id: String,
+    /// Its lifecycle stage now (`queued`, …, `done`, `failed`, …).
+    pub stage: String,
+    /// Created at (ms).
+    pub created_at: i64,
+}

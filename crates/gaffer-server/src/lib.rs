@@ -19,6 +19,7 @@ pub mod link;
 pub mod local;
 pub mod metrics;
 pub mod routes;
+pub mod schedules;
 pub mod serve;
 pub mod sse;
 mod tally;
@@ -65,6 +66,8 @@ pub struct ServerConfig {
     pub commit: String,
     /// One-tap links from notifications (see [`link`]); `None`: refused.
     pub links: Option<gaffer_notify::Links>,
+    /// The config's `[[schedules]]`, shown by `GET /api/schedules` and the page.
+    pub schedules: Vec<gaffer_config::Schedule>,
 }
 
 /// The issue reader a server uses (see [`ServerConfig::issues`]).
@@ -108,6 +111,7 @@ impl ServerConfig {
             limits: Limits::default(),
             commit: "unknown".into(),
             links: None,
+            schedules: Vec::new(),
         }
     }
 
@@ -177,6 +181,7 @@ pub struct ServerState {
     pub(crate) issues: Option<IssueSource>,
     pub(crate) hooks: Option<HookSink>,
     pub(crate) links: Option<Arc<gaffer_notify::Links>>,
+    pub(crate) schedules: Arc<[gaffer_config::Schedule]>,
 }
 
 /// The whole router: API, SSE, web page, health and metrics, with auth, body
@@ -192,6 +197,7 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         issues: config.issues.clone(),
         hooks: config.hooks.clone(),
         links: config.links.clone().map(Arc::new),
+        schedules: config.schedules.clone().into(),
     };
     use routes as r;
     Router::new()
@@ -219,9 +225,11 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/approvals/{id}", get(r::get_approval))
         .route("/api/approvals/{id}/decision", post(r::decide))
         .route("/api/usage", get(r::usage))
+        .route("/api/schedules", get(schedules::list))
         .route("/api/hooks/{forge}", post(hooks::receive))
         .route("/", get(web::page))
         .route("/approvals", get(web::page))
+        .route("/schedules", get(web::page))
         .route("/tasks/{id}", get(web::page))
         .route("/assets/{*name}", get(web::asset))
         .route("/favicon.ico", get(web::favicon))

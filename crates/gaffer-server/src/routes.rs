@@ -17,7 +17,7 @@ use utoipa::OpenApi;
 /// The OpenAPI document of every `/api` route, `/healthz` and `/metrics`.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "gaffer API", description = "Projects, tasks, approvals and journal event streams. See crates/gaffer-server/README.md."),
+    info(title = "gaffer API", description = "Projects, tasks, approvals, schedules (read-only: they come from the config file) and journal event streams. See crates/gaffer-server/README.md."),
     paths(
         healthz, metrics, openapi_json,
         list_projects, add_project, get_project, set_auto,
@@ -25,6 +25,7 @@ use utoipa::OpenApi;
         send_message, list_messages, interrupt_task,
         list_approvals, get_approval, decide,
         usage,
+        crate::schedules::list,
         crate::sse::all_events, crate::sse::task_events,
         crate::link::confirm_page, crate::link::decide,
         crate::hooks::receive,

@@ -186,6 +186,18 @@ pub enum Command {
     /// share the database: each leases tasks, and takes over a dead worker's tasks
     /// once their leases expire (workers.lease_secs).
     Worker(WorkerArgs),
+    /// List the configured schedules (`[[schedules]]` in the config file): each
+    /// one's cron expression, project, next run (in this machine's local time and
+    /// how soon) and the task its last run made, with that task's stage.
+    ///
+    /// Schedules run in `gaffer serve` and `gaffer worker`; each slot makes one task,
+    /// however many of them run.
+    ///
+    /// `--json` prints [{"name","cron","tz","project","request","agent","missed",
+    /// "next_slot","next_at","last_slot","last_task":{"id","stage","created_at"}}]
+    /// (`GET /api/schedules` answers the same). Exits 78 when the config is invalid.
+    #[command(after_long_help = schedules_help())]
+    Schedules(JsonFlag),
     /// List live workers, the tasks they hold and their last heartbeats.
     ///
     /// `--json` prints [{"id","host","pid","lease_ms","started_at","heartbeat_at",
@@ -617,4 +629,22 @@ pub enum JournalCommand {
     Verify(JsonFlag),
     /// Recompute every projection from the events alone.
     Rebuild(JsonFlag),
+}
+
+/// What to write in the config file to add a schedule (`gaffer schedules --help`,
+/// and `gaffer schedules` when none is configured).
+pub const SCHEDULE_EXAMPLE: &str = r#"[[schedules]]
+name = "nightly-deps"             # unique: letters, digits, - and _
+cron = "0 3 * * *"                # 03:00 every day (minute hour day-of-month month day-of-week)
+tz = "Europe/Berlin"              # the time zone cron is read in; default UTC
+project = "myapp"                 # a registered project (`gaffer project list`)
+request = "Update the dependencies and fix what breaks""#;
+
+/// The example, indented, after `gaffer schedules --help`.
+fn schedules_help() -> String {
+    let example: Vec<String> = SCHEDULE_EXAMPLE.lines().map(|l| format!("  {l}")).collect();
+    format!(
+        "To add a schedule, put in the config file (`gaffer init` writes one with every field explained):\n\n{}",
+        example.join("\n")
+    )
 }

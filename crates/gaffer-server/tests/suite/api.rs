@@ -760,6 +760,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "GET /api/openapi.json",
         "GET /api/projects",
         "GET /api/projects/{id}",
+        "GET /api/schedules",
         "GET /api/tasks",
         "GET /api/tasks/{id}",
         "GET /api/tasks/{id}/diff",

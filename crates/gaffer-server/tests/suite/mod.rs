@@ -7,6 +7,7 @@ mod control;
 mod limits;
 mod metrics;
 mod scene;
+mod schedules;
 mod sse;
 mod support;
 mod web;

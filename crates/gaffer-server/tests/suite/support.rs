@@ -37,18 +37,41 @@ pub async fn start(with_tokens: bool) -> Harness {
 }
 
 pub async fn start_with(with_tokens: bool, policy: &str) -> Harness {
-    start_configured(with_tokens, policy, gaffer_server::Limits::default()).await
+    start_configured(with_tokens, policy, |_| {}).await
 }
 
 /// A server without tokens that waits on its clients only as long as `limits` says.
 pub async fn start_limited(limits: gaffer_server::Limits) -> Harness {
-    start_configured(false, "", limits).await
+    start_configured(false, "", |c| c.limits = limits).await
+}
+
+/// A server without tokens whose config has the `[[schedules]]` of `toml`.
+pub async fn start_scheduled(toml: &str) -> Harness {
+    let schedules = schedules(toml);
+    start_configured(false, "", |c| c.schedules = schedules).await
+}
+
+/// The `[[schedules]]` of a config file holding `toml`, as `gaffer serve` reads them.
+pub fn schedules(toml: &str) -> Vec<gaffer_config::Schedule> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let env = |_: &str| None;
+    gaffer_config::load(&gaffer_config::Sources {
+        file: Some((path, true)),
+        data_dir_flag: None,
+        database_flag: None,
+        default_data_dir: dir.path().join("data"),
+        env: &env,
+    })
+    .unwrap()
+    .schedules
 }
 
 async fn start_configured(
     with_tokens: bool,
     policy: &str,
-    limits: gaffer_server::Limits,
+    configure: impl FnOnce(&mut ServerConfig),
 ) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let journal = SqliteJournal::open(&dir.path().join("gaffer.db"), Durability::Normal)
@@ -65,7 +88,7 @@ async fn start_configured(
         ];
     }
     config.body_limit = 64 * 1024;
-    config.limits = limits;
+    configure(&mut config);
     let server = Server::bind(app.clone(), config).await.unwrap();
     let base = format!("http://{}", server.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

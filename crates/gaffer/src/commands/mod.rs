@@ -17,6 +17,7 @@ mod memory;
 mod notifications;
 mod project;
 mod run;
+mod schedules;
 mod serve;
 mod service;
 mod task;
@@ -94,6 +95,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Service(ServiceCommand::Status(args)) => service::status(&cli.global, &args).await,
         Command::Worker(args) => worker::worker(&cli.global, &args).await,
+        Command::Schedules(args) => schedules::run(&cli.global, args.json).await,
         Command::Workers(args) => worker::workers(&cli.global, &args).await,
         Command::Token(TokenCommand::New(args)) => audit::new_token(&args),
         Command::Completions(args) => manual::completions(&args),

@@ -71,6 +71,8 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     server_config.issues = Some(IssueSource(std::sync::Arc::new(engine.clone())));
     // `POST /api/hooks/{forge}` makes issues tasks (`[projects.<name>.intake]`).
     server_config.hooks = Some(gaffer_server::HookSink(std::sync::Arc::new(engine.clone())));
+    // `GET /api/schedules` and the page show them, whichever process runs them.
+    server_config.schedules = config.schedules.clone();
     let server = Server::bind(app.clone(), server_config)
         .await
         .map_err(|e| match e {

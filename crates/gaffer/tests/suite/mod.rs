@@ -21,6 +21,7 @@ mod real_cli;
 mod real_fallback;
 mod real_live;
 mod run;
+mod schedules;
 mod secrets;
 mod serve;
 mod ship;

@@ -1,0 +1,24 @@
+//! `GET /api/schedules`: the `[[schedules]]` of the server's config, each with its
+//! next slot and the task its newest slot made. Read-only: schedules are changed
+//! in the config file, and take effect when `gaffer serve` / `gaffer worker` start.
+
+use crate::error::ApiResult;
+use crate::ServerState;
+use axum::extract::State;
+use axum::Json;
+use gaffer_protocol::api;
+
+/// What the spec says of `GET /api/schedules`.
+const DESCRIPTION: &str = "Every configured schedule, in config order: its cron expression, time zone, project, request, agent and missed-slot policy, its next slot (RFC 3339, UTC), and its newest slot that made a task, with that task's id and stage (read from the journal by the slot's origin key `schedule:<name>:<slot>`). Schedules come from the config file (`[[schedules]]`); this API only reads them. An empty list: none is configured.";
+
+/// Every configured schedule (see [`DESCRIPTION`]).
+#[utoipa::path(get, path = "/api/schedules", operation_id = "list_schedules",
+    summary = "Every configured schedule, with its next slot and last task", description = DESCRIPTION,
+    responses((status = 200, description = "every configured schedule, in config order; empty when none is", body = Vec<api::Schedule>)))]
+pub async fn list(State(s): State<ServerState>) -> ApiResult<Json<Vec<api::Schedule>>> {
+    Ok(Json(
+        s.app
+            .schedules(&s.schedules, gaffer_store::now_ms())
+            .await?,
+    ))
+}

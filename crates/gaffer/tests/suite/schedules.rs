@@ -1,0 +1,214 @@
+//! `gaffer schedules`: the configured schedules with their next run in local time
+//! and the task their last slot made; a teaching line when none is configured; exit
+//! 78 naming the field on a bad one.
+
+use super::support::Home;
+use gaffer_core::{Actor, Event, StreamId, TaskOptions};
+use gaffer_store::{Durability, Journal, NewEvent, SqliteJournal};
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+const NEW_YEAR: &str = r#"
+[[schedules]]
+name = "new-year"
+cron = "0 3 1 1 *"
+tz = "Europe/Berlin"
+project = "demo"
+request = "Bump the copyright year"
+missed = "run_once"
+
+[[schedules]]
+name = "idle"
+cron = "*/5 * * * *"
+project = "demo"
+request = "Look at the logs"
+"#;
+
+/// What the scheduler records for `slot` of `schedule`: a task keyed by the slot.
+fn slot_task(home: &Home, id: &str, schedule: &str, slot: &str) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let j = SqliteJournal::open(&home.db(), Durability::Normal)
+            .await
+            .unwrap();
+        j.append(
+            &StreamId::from(id),
+            0,
+            vec![NewEvent::now(Event::TaskCreated {
+                task_id: id.into(),
+                project_id: "p-demo".into(),
+                request: "Bump the copyright year".into(),
+                by: Actor::system(&format!("schedule:{schedule}")),
+                options: TaskOptions {
+                    key: Some(format!("schedule:{schedule}:{slot}")),
+                    ..TaskOptions::default()
+                },
+            })],
+        )
+        .await
+        .unwrap();
+        j.close().await;
+    });
+}
+
+/// The next 1 January, 03:00 in Berlin (02:00 UTC), as `zone` shows it.
+fn next_new_year(zone: &str) -> String {
+    let now = jiff::Timestamp::now();
+    let berlin = jiff::tz::TimeZone::get("Europe/Berlin").unwrap();
+    let this_year = now.to_zoned(berlin.clone()).year();
+    let slot = (this_year..=this_year + 1)
+        .map(|y| {
+            jiff::civil::date(y, 1, 1)
+                .at(3, 0, 0, 0)
+                .to_zoned(berlin.clone())
+                .unwrap()
+                .timestamp()
+        })
+        .find(|t| *t > now)
+        .unwrap();
+    slot.to_zoned(jiff::tz::TimeZone::get(zone).unwrap())
+        .strftime("%a %Y-%m-%d %H:%M %Z")
+        .to_string()
+}
+
+#[test]
+fn schedules_show_the_next_run_in_local_time_and_the_last_task_with_its_stage() {
+    let home = Home::new();
+    home.seed();
+    home.write_config(NEW_YEAR);
+    slot_task(
+        &home,
+        "t-0193000a-new-year-1",
+        "new-year",
+        "2025-01-01T02:00:00Z",
+    );
+    slot_task(
+        &home,
+        "t-0193000b-new-year-2",
+        "new-year",
+        "2026-01-01T02:00:00Z",
+    );
+    let out = home
+        .gaffer()
+        .env("TZ", "Asia/Tokyo")
+        .arg("schedules")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let header: Vec<&str> = lines[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "CRON", "PROJECT", "NEXT RUN", "LAST TASK"],
+        "{text}"
+    );
+    // 03:00 in Berlin is 11:00 in Tokyo; the newest slot's task, by its short id.
+    let new_year = lines[1];
+    assert!(new_year.starts_with("new-year "), "{text}");
+    assert!(new_year.contains("0 3 1 1 * Europe/Berlin"), "{text}");
+    assert!(new_year.contains(" demo "), "{text}");
+    let next = next_new_year("Asia/Tokyo");
+    assert!(next.contains(" 11:00 JST"), "{next}");
+    assert!(new_year.contains(&format!("{next} (in ")), "{text}");
+    assert!(new_year.ends_with("t-0193000b queued"), "{text}");
+    let idle = lines[2];
+    assert!(idle.starts_with("idle "), "{text}");
+    assert!(idle.contains("*/5 * * * *  "), "{text}");
+    assert!(idle.ends_with("none yet"), "{text}");
+    // Within five minutes.
+    assert!(
+        ["(in 0s", "(in 1", "(in 2", "(in 3", "(in 4", "(in 5"]
+            .iter()
+            .any(|s| idle.contains(s)),
+        "{text}"
+    );
+
+    let out = home
+        .gaffer()
+        .args(["schedules", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let next_slot = shown[0]["next_slot"].as_str().unwrap().to_owned();
+    assert!(next_slot.ends_with("-01-01T02:00:00Z"), "{next_slot}");
+    for s in shown.as_array_mut().unwrap() {
+        let s = s.as_object_mut().unwrap();
+        assert!(s.remove("next_at").unwrap().as_i64().unwrap() > 0);
+        s.remove("next_slot");
+        if let Some(Value::Object(t)) = s.get_mut("last_task") {
+            assert!(t.remove("created_at").unwrap().is_i64());
+        }
+    }
+    assert_eq!(
+        shown,
+        json!([
+            {
+                "name": "new-year", "cron": "0 3 1 1 *", "tz": "Europe/Berlin", "project": "demo",
+                "request": "Bump the copyright year", "agent": null, "missed": "run_once",
+                "last_slot": "2026-01-01T02:00:00Z",
+                "last_task": { "id": "t-0193000b-new-year-2", "stage": "queued" },
+            },
+            {
+                "name": "idle", "cron": "*/5 * * * *", "tz": "UTC", "project": "demo",
+                "request": "Look at the logs", "agent": null, "missed": "skip",
+                "last_slot": null, "last_task": null,
+            },
+        ])
+    );
+}
+
+#[test]
+fn without_schedules_it_says_how_to_add_one_and_opens_no_journal() {
+    let home = Home::new();
+    home.write_config("");
+    let out = home.gaffer().arg("schedules").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "No schedule is configured in {}.",
+            home.config().display()
+        )),
+        "{text}"
+    );
+    for line in [
+        "  [[schedules]]",
+        "  cron = \"0 3 * * *\"",
+        "  project = \"myapp\"",
+        "restart `gaffer serve`",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(
+        !home.db().exists(),
+        "listing no schedule created the journal"
+    );
+    let out = home
+        .gaffer()
+        .args(["schedules", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+}
+
+#[test]
+fn a_bad_schedule_exits_78_naming_the_field() {
+    let home = Home::new();
+    home.write_config(&NEW_YEAR.replace("0 3 1 1 *", "0 25 * * *"));
+    let out = home.gaffer().arg("schedules").output().unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("schedules.new-year.cron"), "{err}");
+    assert!(out.stdout.is_empty());
+}
