@@ -1,11 +1,13 @@
-// gaffer's page: the board (/), a task (/tasks/{id}) and the approvals queue
-// (/approvals). Preact and htm are vendored (assets/vendor), so there is no build
-// step: these modules are what the browser runs.
+// gaffer's page: the board (/), a task (/tasks/{id}), the approvals queue
+// (/approvals) and the schedules (/schedules). Preact and htm are vendored
+// (assets/vendor), so there is no build step: these modules are what the browser
+// runs.
 import { html, render, Component } from "./lib.js";
 import { start, useApprovals, useLiveStatus } from "./live.js";
 import { Board } from "./board.js";
 import { TaskPage } from "./task.js";
 import { ApprovalsPage } from "./approvals.js";
+import { SchedulesPage } from "./schedules.js";
 
 function Header({ path }) {
   const { pending } = useApprovals();
@@ -14,10 +16,11 @@ function Header({ path }) {
   const here = (p) => (p === path ? "page" : null);
   return html`<header class="top">
     <a class="skip" href="#main">Skip to content</a>
-    <a class="brand" href="/"><img src="/assets/icons/icon.svg" alt="" width="22" height="22" />gaffer</a>
+    <a class="brand" href="/" aria-label="gaffer: the board"><img src="/assets/icons/icon.svg" alt="" width="22" height="22" /><span class="brand-name">gaffer</span></a>
     <nav aria-label="Main">
       <a href="/" id="nav-board" aria-current=${here("/")}>Board</a>
       <a href="/approvals" id="nav-approvals" aria-current=${here("/approvals")}>Approvals${n ? html` <span id="pending-count" class="count" aria-label=${n + " waiting"}>${n}</span>` : html`<span id="pending-count"></span>`}</a>
+      <a href="/schedules" id="nav-schedules" aria-current=${here("/schedules")}>Schedules</a>
     </nav>
     <span class="live" data-state=${status} id="live" role="status" title=${status === "live" ? "Live: updates arrive as they happen" : "Reconnecting…"}>
       <span class="dot" aria-hidden="true"></span><span class="label">${{ live: "Live", offline: "Offline", reconnecting: "Reconnecting" }[status] || "Connecting"}</span>
@@ -42,6 +45,7 @@ function App() {
   const path = location.pathname;
   let page;
   if (path === "/approvals") page = html`<${ApprovalsPage} />`;
+  else if (path === "/schedules") page = html`<${SchedulesPage} />`;
   else if (path.startsWith("/tasks/")) page = html`<${TaskPage} id=${decodeURIComponent(path.slice("/tasks/".length))} />`;
   else page = html`<${Board} />`;
   return html`<${Header} path=${path} /><${Guard}>${page}</${Guard}>`;

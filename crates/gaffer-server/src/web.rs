@@ -3,7 +3,8 @@
 //! `assets/vendor/README.md`), the service worker, the web app manifest and the
 //! icons. There is no build step: what is served is what the repository holds.
 //! Every page path serves the same shell; the script renders the board (`/`), a
-//! task (`/tasks/{id}`) or the approvals queue (`/approvals`) from the API and SSE.
+//! task (`/tasks/{id}`), the approvals queue (`/approvals`) or the schedules
+//! (`/schedules`) from the API and SSE.
 
 use crate::auth::{find_token, SESSION_COOKIE, TOKEN_COOKIE};
 use crate::ServerState;
@@ -43,6 +44,7 @@ const ASSETS: &[Asset] = assets! {
     "task.js": "text/javascript; charset=utf-8",
     "transcript.js": "text/javascript; charset=utf-8",
     "approvals.js": "text/javascript; charset=utf-8",
+    "schedules.js": "text/javascript; charset=utf-8",
     "sw.js": "text/javascript; charset=utf-8",
     "vendor/preact.mjs": "text/javascript; charset=utf-8",
     "vendor/hooks.mjs": "text/javascript; charset=utf-8",

@@ -1044,7 +1044,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 27);
+    assert_eq!(operations, 28);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

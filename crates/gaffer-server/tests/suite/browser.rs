@@ -79,7 +79,7 @@ pub(super) async fn assert_no_horizontal_scroll(b: &Browser, what: &str) {
     );
 }
 
-async fn assert_no_critical_axe_violations(b: &Browser, what: &str) {
+pub(super) async fn assert_no_critical_axe_violations(b: &Browser, what: &str) {
     let found = b.axe(AXE, "critical").await.unwrap();
     assert!(
         found.is_empty(),
