@@ -1229,3 +1229,55 @@ fn conflict_strategy_defaults_to_rebase_and_the_environment_overrides_it() {
         "{err}"
     );
 }
+
+#[test]
+fn the_templates_intake_and_schedule_examples_load_as_written() {
+    // Uncomment the forge, intake and schedule examples (`## ` lines) of the template.
+    let mut text = String::new();
+    let mut on = false;
+    for line in TEMPLATE.lines() {
+        match line.strip_prefix("## ") {
+            Some(rest) => {
+                let table = rest.starts_with('[');
+                if table {
+                    on = [
+                        "[projects.myapp.forge]",
+                        "[projects.myapp.intake]",
+                        "[[schedules]]",
+                    ]
+                    .contains(&rest);
+                }
+                if on {
+                    text.push_str(rest);
+                    text.push('\n');
+                }
+            }
+            None => on = false,
+        }
+    }
+    assert!(text.contains("[projects.myapp.intake]"), "{text}");
+    let config = load_text(&text, &[]).unwrap();
+    let intake = &config.intake["myapp"];
+    assert_eq!(intake.label, "gaffer");
+    assert_eq!(intake.assignee.as_deref(), Some("gaffer-bot"));
+    assert_eq!(
+        intake.secret_env.as_deref(),
+        Some("GAFFER_MYAPP_HOOK_SECRET")
+    );
+    assert_eq!(
+        intake.poll_interval,
+        Some(std::time::Duration::from_secs(60))
+    );
+    let s = &config.schedules[0];
+    assert_eq!(
+        (
+            s.name.as_str(),
+            s.cron.as_str(),
+            s.tz.as_str(),
+            s.project.as_str()
+        ),
+        ("nightly-deps", "0 3 * * 1-5", "Europe/Berlin", "myapp")
+    );
+    assert_eq!(s.missed, gaffer_config::Missed::RunOnce);
+    assert_eq!(s.agent.as_deref(), Some("claude"));
+}

@@ -8,7 +8,7 @@ use gaffer_engine::{Intake, Settings};
 use gaffer_forge::Secret;
 
 /// Shorter secrets are refused: the HMAC is only as strong as the secret.
-const MIN_SECRET_LEN: usize = 16;
+pub(super) const MIN_SECRET_LEN: usize = 16;
 
 /// Each project's intake into `settings`; the webhook secrets read, for the redactor.
 pub fn intake(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {

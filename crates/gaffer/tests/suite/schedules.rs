@@ -212,3 +212,157 @@ fn a_bad_schedule_exits_78_naming_the_field() {
     assert!(err.contains("schedules.new-year.cron"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+const INTAKE: &str = r#"
+[projects.web.forge]
+kind = "gitea"
+base_url = "https://git.example.com"
+
+[projects.web.intake]
+assignee = "gaffer-bot"
+secret_env = "WEB_HOOK_SECRET"
+poll_interval = "5m"
+
+[projects.api.forge]
+kind = "github"
+
+[projects.api.intake]
+label = "ai"
+secret_env = "API_HOOK_SECRET"
+
+[projects.docs.forge]
+kind = "gitlab"
+
+[[schedules]]
+name = "nightly"
+cron = "0 3 * * *"
+project = "demo"
+request = "Update the dependencies"
+
+[[schedules]]
+name = "orphan"
+cron = "@hourly"
+project = "ghost"
+request = "Look at the logs"
+"#;
+
+const WEB_SECRET: &str = "0123456789abcdef-web-hook-secret";
+
+#[test]
+fn doctor_names_each_projects_intake_and_each_schedules_next_slot_and_problem() {
+    use super::cli::doctor_check;
+    let home = Home::new();
+    home.seed();
+    home.write_config(INTAKE);
+    let out = home
+        .gaffer()
+        .env("WEB_HOOK_SECRET", WEB_SECRET)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    // A failing check (api's secret, the ghost project) exits 78.
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains(WEB_SECRET),
+        "the doctor printed a webhook secret"
+    );
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let web = doctor_check(&report, "intake web");
+    assert_eq!(web["status"], "ok", "{web}");
+    assert_eq!(
+        web["detail"],
+        "issues labelled \"gaffer\" or assigned to gaffer-bot; polled every 5m; webhook at POST /api/hooks/gitea on `gaffer serve`, secret in WEB_HOOK_SECRET"
+    );
+    let api = doctor_check(&report, "intake api");
+    assert_eq!(api["status"], "fail", "{api}");
+    assert_eq!(
+        api["detail"],
+        "issues labelled \"ai\"; not polled; webhook secret: API_HOOK_SECRET is not set"
+    );
+    assert!(
+        api["hint"]
+            .as_str()
+            .unwrap()
+            .contains("put the secret you gave the forge's webhook in API_HOOK_SECRET"),
+        "{api}"
+    );
+    let docs = doctor_check(&report, "intake docs");
+    assert_eq!(docs["status"], "ok", "{docs}");
+    assert!(
+        docs["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("not configured"),
+        "{docs}"
+    );
+    assert!(
+        docs["hint"]
+            .as_str()
+            .unwrap()
+            .contains("[projects.docs.intake]"),
+        "{docs}"
+    );
+
+    let nightly = doctor_check(&report, "schedule nightly");
+    assert_eq!(nightly["status"], "ok", "{nightly}");
+    let detail = nightly["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("\"0 3 * * *\" (UTC) in project demo; next ")
+            && detail.contains("T03:00:00Z (in "),
+        "{detail}"
+    );
+    let orphan = doctor_check(&report, "schedule orphan");
+    assert_eq!(orphan["status"], "fail", "{orphan}");
+    assert!(
+        orphan["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ghost is not a registered project"),
+        "{orphan}"
+    );
+    assert!(
+        orphan["hint"]
+            .as_str()
+            .unwrap()
+            .contains("fix schedules.orphan.project"),
+        "{orphan}"
+    );
+
+    // The same as text: each problem with its fix under it.
+    let out = home
+        .gaffer()
+        .env("WEB_HOOK_SECRET", "short")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |start: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start}:\n{text}"))
+    };
+    let web = at("FAIL  intake web");
+    assert!(
+        lines[web].contains("webhook secret in WEB_HOOK_SECRET is shorter than 16 characters"),
+        "{text}"
+    );
+    assert!(
+        lines[web + 1]
+            .trim_start()
+            .starts_with("→ `gaffer serve` will not start"),
+        "{text}"
+    );
+    let orphan = at("FAIL  schedule orphan");
+    assert!(
+        lines[orphan + 1].contains("gaffer project add PATH --name ghost"),
+        "{text}"
+    );
+    assert!(at("ok    schedule nightly") > 0);
+    assert!(
+        !text.contains("short\n") && !text.contains(" short "),
+        "{text}"
+    );
+}

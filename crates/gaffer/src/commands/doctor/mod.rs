@@ -1,5 +1,7 @@
 //! `gaffer doctor`: what is in place, what is missing, and what to do about it.
 
+mod intake;
+
 use crate::cli::Global;
 use crate::error::{Result, EXIT_CONFIG};
 use crate::output;
@@ -238,12 +240,15 @@ fn git_check() -> Check {
     }
 }
 
+/// The projects a journal has registered, by (name, id); `None`: no journal to ask.
+type Registered = Option<Vec<(String, String)>>;
+
 /// The journal, opened only if it exists: the doctor creates nothing.
-async fn journal_check(config: &gaffer_config::Config) -> Check {
+async fn journal_check(config: &gaffer_config::Config) -> (Check, Registered) {
     let location = config.database_location();
     if let Ok(Location::Sqlite(path)) = Location::parse(&location) {
         if !path.exists() {
-            return check(
+            let c = check(
                 "database",
                 Status::Ok,
                 format!(
@@ -252,6 +257,7 @@ async fn journal_check(config: &gaffer_config::Config) -> Check {
                 ),
                 None,
             );
+            return (c, None);
         }
     }
     let open_err = |e| {
@@ -265,7 +271,7 @@ async fn journal_check(config: &gaffer_config::Config) -> Check {
     // Opening migrates: an older schema is reported, not opened.
     match gaffer_store::schema_found(&location).await {
         Ok(schema) if schema.pending() > 0 => {
-            return Check {
+            let c = Check {
                 name: "database".into(),
                 status: Status::Warn,
                 detail: format!(
@@ -277,18 +283,24 @@ async fn journal_check(config: &gaffer_config::Config) -> Check {
                     if schema.pending() == 1 { "" } else { "s" }
                 ),
                 hint: Some("back it up first (`gaffer backup PATH`, or pg_dump for PostgreSQL): an older gaffer cannot open it once migrated".into()),
-            }
+            };
+            return (c, None);
         }
         Ok(_) => {}
-        Err(e) => return open_err(e),
+        Err(e) => return (open_err(e), None),
     }
     match gaffer_store::open(&location, durability(config)).await {
         Ok(journal) => {
             let c = database_check(journal.as_ref()).await;
+            let registered = journal
+                .projects()
+                .await
+                .ok()
+                .map(|ps| ps.into_iter().map(|p| (p.name, p.id)).collect());
             journal.shutdown().await;
-            c
+            (c, registered)
         }
-        Err(e) => open_err(e),
+        Err(e) => (open_err(e), None),
     }
 }
 
@@ -503,8 +515,15 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
                 None,
             ));
             checks.extend(shipping_checks(&config));
+            checks.extend(intake::intake_checks(&config));
             checks.extend(notify_checks(&config));
-            checks.push(journal_check(&config).await);
+            let (journal, registered) = journal_check(&config).await;
+            checks.push(journal);
+            checks.extend(intake::schedule_checks(
+                &config,
+                registered.as_deref(),
+                gaffer_store::now_ms(),
+            ));
             checks.extend(agent_checks(Some(&config)));
             checks.extend(privacy_checks(&config));
         }
