@@ -21,6 +21,8 @@ use tree_sitter::{Node, Parser};
 use crate::lang::{grammar, Lang};
 use crate::pack::{Mode, Selection};
 
+mod prose;
+
 /// The placeholder families.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Kind {
@@ -458,93 +460,6 @@ impl Masker {
             })
             .collect::<Vec<_>>()
             .join("/")
-    }
-
-    /// A person's request, masked with what this table knows: code in backticks word by
-    /// word, quoted text as a string, paths segment by segment, and any word that is an
-    /// identifier already masked, looks like code (`snake_case`, `camelCase`, digits) or
-    /// like a placeholder. Plain English stays readable.
-    pub fn mask_prose(&mut self, text: &str) -> String {
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while !rest.is_empty() {
-            let next = rest.find(['`', '"']);
-            let Some(i) = next else {
-                out.push_str(&self.mask_plain(rest));
-                break;
-            };
-            out.push_str(&self.mask_plain(&rest[..i]));
-            let quote = &rest[i..i + 1];
-            let after = &rest[i + 1..];
-            match after.find(quote) {
-                Some(j) if quote == "`" => {
-                    out.push('`');
-                    out.push_str(&self.mask_words(&after[..j]));
-                    out.push('`');
-                    rest = &after[j + 1..];
-                }
-                Some(j) => {
-                    let content = &after[..j];
-                    out.push('"');
-                    if !content.is_empty() {
-                        out.push_str(&self.placeholder(Kind::Str, content));
-                    }
-                    out.push('"');
-                    rest = &after[j + 1..];
-                }
-                None => {
-                    out.push_str(quote);
-                    rest = after;
-                }
-            }
-        }
-        out
-    }
-
-    /// Prose outside quotes: paths (`a/b.py`, `x.rs`) and code-shaped or known words.
-    fn mask_plain(&mut self, text: &str) -> String {
-        // Whitespace-separated pieces, the separators kept exactly.
-        let mut out = String::with_capacity(text.len());
-        let mut start = 0;
-        for (i, c) in text
-            .char_indices()
-            .chain(std::iter::once((text.len(), ' ')))
-        {
-            if c.is_whitespace() || i == text.len() {
-                let piece = &text[start..i];
-                out.push_str(&self.mask_piece(piece));
-                if i < text.len() {
-                    out.push(c);
-                }
-                start = i + c.len_utf8();
-            }
-        }
-        out
-    }
-
-    fn mask_piece(&mut self, piece: &str) -> String {
-        // Trailing sentence punctuation is not part of a path.
-        let core = piece.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
-        let core = core.trim_start_matches('(');
-        let lead = piece.find(core).unwrap_or(0);
-        let as_path = Path::new(core);
-        let known_file = core.rsplit_once('.').is_some_and(|(s, _)| !s.is_empty())
-            && (Lang::detect(as_path).is_some_and(Lang::is_code) || Lang::known_text_ext(as_path));
-        let looks_like_path = core.contains('/') || known_file;
-        if looks_like_path && !core.is_empty() {
-            let masked = self.mask_path(core);
-            return format!("{}{masked}{}", &piece[..lead], &piece[lead + core.len()..]);
-        }
-        self.map_words(piece, |m, w| {
-            let code_shaped = w.contains('_')
-                || w.chars().any(|c| c.is_ascii_digit())
-                || w.chars().skip(1).any(char::is_uppercase);
-            if m.knows_identifier(w) || code_shaped || is_placeholder(w) {
-                Some(m.placeholder(Kind::Ident, w))
-            } else {
-                None
-            }
-        })
     }
 
     /// A selection's pack as an agent gets it, masked: each entry's header with its

@@ -363,3 +363,21 @@ fn a_path_keeps_only_an_extension_gaffer_knows() {
     assert_eq!(m.mask_path("docs/notes.md"), "id4/id5.md");
     assert_eq!(m.unmask(&path), "keys/vault.acme");
 }
+
+#[test]
+fn a_string_of_the_source_quoted_in_prose_without_quotes_is_masked_whole() {
+    let mut m = Masker::new();
+    m.mask_source(
+        Lang::Python,
+        "REFUND = \"refund-line\"\nNOTE = \"Add up the open rows\"\nX = \"ok\"\n",
+    );
+    let said = "skip refund-line rows (not refund-lines), as Add up the open rows says; ok?";
+    let masked = m.mask_prose(said);
+    assert_eq!(
+        masked,
+        "skip str1 rows (not refund-lines), as str2 says; ok?"
+    );
+    assert_eq!(m.unmask(&masked), said);
+    // In quotes it was the string already; a placeholder a person writes stays theirs.
+    assert_eq!(m.mask_prose("\"refund-line\" or str1"), "\"str1\" or id4");
+}
