@@ -22,10 +22,10 @@ const SLOW_MS: u64 = 6000;
 /// Quotes names of the source (one in backticks, one bare), its string literal, and a
 /// new code-shaped name (`skip_refunds`) the plan then uses.
 const LIVE_MESSAGE: &str = "Call the new helper skip_refunds, keep `settle_total` as the entry point, and compare row_kind with \"refund-line\" exactly";
-/// Quotes more names and a path, plain words of the source (`ledger`) among them: sent
-/// after an interrupt, it is the session's next turn.
-const NEXT_TURN_MESSAGE: &str =
-    "Also leave ledger_lines and customer_ref alone; REFUND_MARKER stays in billing/ledger.py";
+/// Quotes more names, a path (plain words of the source, `ledger`, among them) and the
+/// string literal without its quotes: sent after an interrupt, it is the session's next
+/// turn.
+const NEXT_TURN_MESSAGE: &str = "Also leave ledger_lines and customer_ref alone; REFUND_MARKER stays in billing/ledger.py and refund-line rows stay out";
 /// To the local owner: delivered as written.
 const OWNER_MESSAGE: &str = "Mention `settle_total` in the section too";
 
@@ -142,7 +142,8 @@ fn a_message_to_a_masked_cloud_planner_is_masked_with_the_steps_placeholders() {
         "{masked_live}\nnot in:\n{second}"
     );
     let third = body_text(&asked[2]);
-    let masked_next = "Also leave id5 and id6 alone; id3 stays in id1/id2.py";
+    let masked_next =
+        "Also leave id5 and id6 alone; id3 stays in id1/id2.py and str1 rows stay out";
     assert!(
         third.contains(masked_next),
         "{masked_next}\nnot in:\n{third}"
