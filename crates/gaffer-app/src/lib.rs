@@ -115,6 +115,7 @@ pub use policy::{Policy, Subject, TEMPLATE as POLICY_TEMPLATE};
 pub use projects::{detect_check_command, AddProject};
 pub use tasks::{
     CreatedTask, IssueReader, IssueRequest, NewTask, TaskAdmission, TaskQuery, MAX_KEY_BYTES,
+    SYSTEM_KEY_PREFIXES,
 };
 
 use gaffer_store::Journal;

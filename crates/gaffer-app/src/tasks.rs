@@ -2,7 +2,7 @@
 
 use crate::error::{AppError, Result};
 use crate::{convert, new_id, App};
-use gaffer_core::{Actor, Event, ProjectId, Stage, StreamId, TaskId, TaskOptions};
+use gaffer_core::{Actor, ActorKind, Event, ProjectId, Stage, StreamId, TaskId, TaskOptions};
 use gaffer_protocol::api;
 use gaffer_store::{NewEvent, ProjectRow, StoreError, TaskFilter};
 use std::collections::HashMap;
@@ -43,6 +43,12 @@ pub struct CreatedTask {
 
 /// Longest origin key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 200;
+
+/// Origin-key namespaces gaffer itself creates tasks under (a schedule's slot, an
+/// intake's issue). Only gaffer (a system actor) may use them: a person's or a
+/// client's key there would claim a slot or an issue before gaffer does, and the
+/// scheduler would take a made-up future slot for its last run and stop firing.
+pub const SYSTEM_KEY_PREFIXES: [&str; 2] = ["schedule:", "intake:"];
 
 /// Whether a task may be stored at all; gaffer-engine implements it with each
 /// project's privacy (a `local-only` project whose roles, fallbacks or panel name a
@@ -147,7 +153,7 @@ impl App {
             self.check_agent(agent)?;
         }
         if let Some(key) = &req.key {
-            self.check_key(key)?;
+            self.check_key(key, &by)?;
         }
         let project = self.requested_project(&req.project).await?;
         if let Some(found) = self.keyed_task(req.key.as_deref(), &project).await? {
@@ -209,7 +215,7 @@ impl App {
     }
 
     /// An origin key as [`App::create_task_once`] accepts it, or why not.
-    fn check_key(&self, key: &str) -> Result<()> {
+    fn check_key(&self, key: &str, by: &Actor) -> Result<()> {
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             return Err(AppError::invalid(
                 "key",
@@ -219,8 +225,16 @@ impl App {
         if !key.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(AppError::invalid(
                 "key",
-                "`key` must be printable ASCII without spaces (like `schedule:nightly:2026-01-01T00:00:00Z`)",
+                "`key` must be printable ASCII without spaces (like `deploy-2026-01-01`)",
             ));
+        }
+        if by.kind != ActorKind::System {
+            if let Some(prefix) = SYSTEM_KEY_PREFIXES.iter().find(|p| key.starts_with(*p)) {
+                return Err(AppError::invalid(
+                    "key",
+                    format!("`key` may not start with `{prefix}`: gaffer's scheduler and issue intake create tasks under it; choose another key"),
+                ));
+            }
         }
         if self.redacted(key) != key {
             return Err(AppError::invalid(

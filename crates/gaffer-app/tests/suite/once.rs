@@ -58,7 +58,7 @@ async fn racing_creators_make_one_task(postgres: bool) {
     .unwrap();
 
     for round in 0..5 {
-        let key = format!("schedule:nightly:2026-01-0{}T00:00:00Z", round + 1);
+        let key = format!("nightly-build:2026-01-0{}T00:00:00Z", round + 1);
         let mut creators = Vec::new();
         for i in 0..6 {
             let app = if i % 2 == 0 { a.clone() } else { b.clone() };
@@ -90,7 +90,7 @@ async fn racing_creators_make_one_task(postgres: bool) {
             keyed(
                 "demo",
                 "something else",
-                "schedule:nightly:2026-01-01T00:00:00Z",
+                "nightly-build:2026-01-01T00:00:00Z",
             ),
             user("bob"),
         )
@@ -120,7 +120,7 @@ async fn a_bad_key_or_a_key_of_another_project_is_refused_and_nothing_is_stored(
     env.project("other").await;
     let first = env
         .app
-        .create_task_once(keyed("demo", "fix it", "intake:gitea/o/r#7"), user("a"))
+        .create_task_once(keyed("demo", "fix it", "issue:gitea/o/r#7"), user("a"))
         .await
         .unwrap();
     assert!(!first.existing);
@@ -128,14 +128,23 @@ async fn a_bad_key_or_a_key_of_another_project_is_refused_and_nothing_is_stored(
 
     let err = env
         .app
-        .create_task_once(keyed("other", "fix it", "intake:gitea/o/r#7"), user("a"))
+        .create_task_once(keyed("other", "fix it", "issue:gitea/o/r#7"), user("a"))
         .await
         .unwrap_err();
     assert!(
         matches!(&err, AppError::Conflict { code: "key_taken", message } if message.contains(&first.task.id)),
         "{err:?}"
     );
-    for bad in ["", "has space", "tab\there", "é", &"k".repeat(201)] {
+    // gaffer's own namespaces are refused to people (and taken from gaffer).
+    for bad in [
+        "",
+        "has space",
+        "tab\there",
+        "é",
+        &"k".repeat(201),
+        "schedule:nightly:2099-01-01T00:00:00Z",
+        "intake:gitea/o/r#8",
+    ] {
         let err = env
             .app
             .create_task_once(keyed("demo", "fix it", bad), user("a"))
@@ -147,6 +156,15 @@ async fn a_bad_key_or_a_key_of_another_project_is_refused_and_nothing_is_stored(
         );
     }
     assert_eq!(task_created_events(env.app.journal()).await, before);
+    let by_gaffer = env
+        .app
+        .create_task_once(
+            keyed("demo", "fix it", "intake:gitea/o/r#8"),
+            gaffer_core::Actor::system("intake:test"),
+        )
+        .await
+        .unwrap();
+    assert!(!by_gaffer.existing);
 }
 
 #[tokio::test]

@@ -275,3 +275,18 @@ async fn a_schedule_naming_an_unregistered_project_is_refused_naming_the_field()
         Ok(())
     );
 }
+
+/// The keys gaffer creates tasks under are in the namespaces only gaffer may use,
+/// so no client's `Idempotency-Key` can claim an issue or a schedule's slot first.
+#[test]
+fn intake_and_schedule_keys_are_in_the_namespaces_only_gaffer_may_use() {
+    let reserved = |key: &str| {
+        gaffer_app::SYSTEM_KEY_PREFIXES
+            .iter()
+            .any(|p| key.starts_with(p))
+    };
+    let issue = gaffer_engine::origin_key("https://git.example.com/", "acme", "app", 5);
+    assert!(reserved(&issue), "{issue}");
+    let slot = every_second("skip")[0].slot_key(T0);
+    assert!(reserved(&slot), "{slot}");
+}

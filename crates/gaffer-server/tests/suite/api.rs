@@ -1161,6 +1161,16 @@ async fn an_idempotency_key_creates_the_task_once_and_a_repeat_says_so() {
             Some("two words"),
         ),
         (json!({"project": "alpha", "request": "x", "key": ""}), None),
+        // gaffer's own namespaces: a client claiming a schedule's future slot or an
+        // issue's intake would stop that schedule or swallow that issue.
+        (
+            json!({"project": "alpha", "request": "x", "key": "schedule:nightly:2099-01-01T00:00:00Z"}),
+            None,
+        ),
+        (
+            json!({"project": "alpha", "request": "x"}),
+            Some("intake:gitea.example/acme/app#5"),
+        ),
     ] {
         let (s, b) = error_of(post(body, header).await.unwrap()).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
