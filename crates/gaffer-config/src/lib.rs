@@ -9,12 +9,14 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+mod conflict;
 mod intake;
 mod notify;
 mod privacy;
 mod schedules;
 mod setup;
 mod supervision;
+pub use conflict::ConflictStrategy;
 pub use intake::{IntakeSettings, DEFAULT_INTAKE_LABEL, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 pub use notify::{notify_env_var, NotifyEvent, NotifyKind, NotifyTarget, Secret};
 pub use privacy::{Network, Privacy};
@@ -482,7 +484,7 @@ pub struct ForgeSettings {
     /// How the task branch takes in a base that moved under its pull request:
     /// `rebase` (the default: replayed on the new base, pushed with
     /// `--force-with-lease`) or `merge` (the base merged in, a plain push).
-    pub conflict_strategy: String,
+    pub conflict_strategy: ConflictStrategy,
     /// Follow the pull request after the task is done: people's review comments
     /// open it again for a fix, a reply and a new push (default true).
     pub follow: bool,
@@ -1472,16 +1474,10 @@ fn resolve_forge(
         raw.conflict_strategy,
         origin,
     );
-    let conflict_strategy = match strategy.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
-        None => "rebase".to_owned(),
-        Some(s) if s == "rebase" || s == "merge" => s,
-        Some(other) => {
-            return Err(invalid(
-                &from,
-                &field("conflict_strategy"),
-                format!("is `{other}`; use \"rebase\" (replay the branch on the moved base, push with --force-with-lease) or \"merge\" (merge the base in, plain push)"),
-            ))
-        }
+    let conflict_strategy = match strategy.as_deref().map(str::parse::<ConflictStrategy>) {
+        None => ConflictStrategy::default(),
+        Some(Ok(strategy)) => strategy,
+        Some(Err(why)) => return Err(invalid(&from, &field("conflict_strategy"), why)),
     };
     let follow_interval_secs = raw.follow_interval_secs.unwrap_or(120);
     if follow_interval_secs == 0 {

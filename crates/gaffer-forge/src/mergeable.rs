@@ -9,8 +9,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::ApiError;
-
 /// What the forge says about merging a pull request into its base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -121,21 +119,6 @@ impl ConflictStrategy {
     }
 }
 
-impl std::str::FromStr for ConflictStrategy {
-    type Err = ApiError;
-
-    /// `rebase` or `merge`, any case.
-    fn from_str(s: &str) -> Result<Self, ApiError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "rebase" => Ok(Self::Rebase),
-            "merge" => Ok(Self::Merge),
-            other => Err(ApiError::BadInput(format!(
-                "unknown conflict strategy `{other}`; use \"rebase\" (replay the branch on the new base, push with --force-with-lease) or \"merge\" (merge the base in, plain push)"
-            ))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,23 +163,6 @@ mod tests {
         assert_eq!(
             Mergeability::from_gitea(&json!({"state": "closed", "mergeable": false})),
             Mergeability::Unknown
-        );
-    }
-
-    #[test]
-    fn strategies_parse_and_a_bad_one_names_both_choices() {
-        assert_eq!(
-            "Merge".parse::<ConflictStrategy>().unwrap(),
-            ConflictStrategy::Merge
-        );
-        assert_eq!(ConflictStrategy::default(), ConflictStrategy::Rebase);
-        let e = "squash"
-            .parse::<ConflictStrategy>()
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("squash") && e.contains("rebase") && e.contains("merge"),
-            "{e}"
         );
     }
 }

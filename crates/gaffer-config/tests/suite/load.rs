@@ -237,7 +237,7 @@ base_url = "https://git.example.com/gitlab/"
             ci_timeout_secs: 3600,
             ci_fix_attempts: 2,
             wait_for_ci: true,
-            conflict_strategy: "rebase".into(),
+            conflict_strategy: ConflictStrategy::Rebase,
             follow: true,
             follow_interval_secs: 120,
             review_fix_attempts: 3,
@@ -1208,14 +1208,14 @@ fn a_bad_fallback_chain_names_the_entry() {
 fn conflict_strategy_defaults_to_rebase_and_the_environment_overrides_it() {
     let text = "[projects.a.forge]\nkind = \"github\"\n\n[projects.b.forge]\nkind = \"github\"\nconflict_strategy = \"Merge\"\n";
     let c = load_text(text, &[]).unwrap();
-    assert_eq!(c.forges["a"].conflict_strategy, "rebase");
-    assert_eq!(c.forges["b"].conflict_strategy, "merge");
+    assert_eq!(c.forges["a"].conflict_strategy, ConflictStrategy::Rebase);
+    assert_eq!(c.forges["b"].conflict_strategy, ConflictStrategy::Merge);
     let c = load_text(
         text,
         &[("GAFFER_PROJECT_A_FORGE_CONFLICT_STRATEGY", "merge")],
     )
     .unwrap();
-    assert_eq!(c.forges["a"].conflict_strategy, "merge");
+    assert_eq!(c.forges["a"].conflict_strategy, ConflictStrategy::Merge);
     let err = load_text(
         text,
         &[("GAFFER_PROJECT_B_FORGE_CONFLICT_STRATEGY", "ours")],

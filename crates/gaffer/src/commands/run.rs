@@ -128,8 +128,7 @@ fn shipping(config: &Config, settings: &mut Settings) -> Result<Vec<String>> {
                 },
                 ci_fix_attempts: f.ci_fix_attempts,
                 wait_for_ci: f.wait_for_ci,
-                // Validated when the config was read.
-                conflict_strategy: f.conflict_strategy.parse().unwrap_or_default(),
+                conflict_strategy: conflict_strategy(f.conflict_strategy),
                 review_fix_attempts: f.review_fix_attempts,
                 follow: f.follow.then(|| gaffer_engine::Following {
                     every: std::time::Duration::from_secs(f.follow_interval_secs),
@@ -175,6 +174,16 @@ fn check_forge_token(config: &Config, project: &str) -> Result<()> {
 
 /// The request and the issue's URL from `gaffer run --issue`, read through the
 /// project's forge before anything is stored.
+/// The forge's conflict strategy for the config's: the config parsed the setting
+/// (its one parser), and this match stays exhaustive, so no spelling the config
+/// accepts can become another strategy here.
+fn conflict_strategy(s: gaffer_config::ConflictStrategy) -> gaffer_forge::ConflictStrategy {
+    match s {
+        gaffer_config::ConflictStrategy::Rebase => gaffer_forge::ConflictStrategy::Rebase,
+        gaffer_config::ConflictStrategy::Merge => gaffer_forge::ConflictStrategy::Merge,
+    }
+}
+
 async fn read_issue(
     engine: &Engine,
     project: &str,
@@ -692,4 +701,67 @@ fn print_summary(view: &TaskView, summary: &Value) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gaffer_forge::ConflictStrategy::{Merge, Rebase};
+
+    /// The strategy each project ships with, from config `text` and environment `env`.
+    fn shipped(text: &str, env: &[(&str, &str)]) -> Vec<(String, gaffer_forge::ConflictStrategy)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        let env: std::collections::HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let lookup = move |k: &str| env.get(k).cloned();
+        let config = gaffer_config::load(&gaffer_config::Sources {
+            file: Some((path, true)),
+            data_dir_flag: None,
+            database_flag: None,
+            default_data_dir: dir.path().join("data"),
+            env: &lookup,
+        })
+        .unwrap();
+        let mut settings = Settings::new(dir.path().join("data"));
+        shipping(&config, &mut settings).unwrap();
+        settings
+            .shipping
+            .iter()
+            .map(|(name, s)| (name.clone(), s.conflict_strategy))
+            .collect()
+    }
+
+    fn forge(name: &str, strategy: Option<&str>) -> String {
+        let line = strategy.map_or_else(String::new, |s| format!("conflict_strategy = \"{s}\"\n"));
+        format!("[projects.{name}.forge]\nkind = \"gitea\"\nbase_url = \"https://git.example.com\"\ntoken_env = \"GITEA_TOKEN\"\n{line}\n")
+    }
+
+    #[test]
+    fn every_conflict_strategy_spelling_the_config_accepts_ships_as_that_strategy() {
+        let spellings = [
+            ("a", None, Rebase),
+            ("b", Some("rebase"), Rebase),
+            ("c", Some("Rebase"), Rebase),
+            ("d", Some(" REBASE "), Rebase),
+            ("e", Some("merge"), Merge),
+            ("f", Some("Merge"), Merge),
+            ("g", Some(" MERGE "), Merge),
+        ];
+        let text: String = spellings.iter().map(|(n, s, _)| forge(n, *s)).collect();
+        let want: Vec<_> = spellings
+            .iter()
+            .map(|(n, _, strategy)| ((*n).to_owned(), *strategy))
+            .collect();
+        assert_eq!(shipped(&text, &[]), want);
+        // The environment's spelling goes through the same parser.
+        let over = shipped(
+            &forge("a", Some("rebase")),
+            &[("GAFFER_PROJECT_A_FORGE_CONFLICT_STRATEGY", "Merge")],
+        );
+        assert_eq!(over, vec![("a".to_owned(), Merge)]);
+    }
 }
