@@ -35,7 +35,6 @@ use crate::Engine;
 use gaffer_core::{Event, TaskId, TaskState};
 use gaffer_forge::PrComment;
 use gaffer_protocol::receipts::PullRequestReceipt;
-use gaffer_store::TaskFilter;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -91,31 +90,29 @@ impl Engine {
         }
     }
 
-    /// One pass over every followed task.
+    /// One pass over every followed task: the store names them (done, with a pull
+    /// request, following not ended), so done tasks that are not followed are never
+    /// read, however many the journal holds.
     pub async fn follow_once(&self) -> Result<FollowPass> {
         let mut pass = FollowPass::default();
-        let done = self
+        let followed = self
             .journal()
-            .tasks(&TaskFilter {
-                stage: Some("done".into()),
-                ..TaskFilter::default()
-            })
+            .followed_tasks(PullRequestReceipt::STEP)
             .await?;
-        for row in done {
-            let id = TaskId(row.id.clone());
-            match self.follow_task(&id).await {
+        for id in followed {
+            match self.follow_task(&TaskId(id.clone())).await {
                 Ok(Followed::Not) => {}
                 Ok(Followed::Read) => pass.read += 1,
                 Ok(Followed::Opened) => {
                     pass.read += 1;
-                    pass.opened.push(row.id);
+                    pass.opened.push(id);
                 }
                 Ok(Followed::Ended) => {
                     pass.read += 1;
-                    pass.ended.push(row.id);
+                    pass.ended.push(id);
                 }
                 // One pull request that cannot be read does not stop the others.
-                Err(e) => tracing::warn!(task = %row.id, "following its pull request: {e}"),
+                Err(e) => tracing::warn!(task = %id, "following its pull request: {e}"),
             }
         }
         Ok(pass)

@@ -243,6 +243,14 @@ pub trait Journal: Send + Sync {
     /// Tasks, newest first.
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
 
+    /// The ids of the tasks whose pull request is still followed, oldest first: done,
+    /// with a receipt for step `pull_request_step` (the engine's step that opened the
+    /// pull request), and following not ended. The follower reads only these, however
+    /// many done tasks the journal holds. A task whose following ended has
+    /// `following_ended` as its last event (the reducer refuses every event after
+    /// it), so one index seek per done task decides it, without reading its events.
+    async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>>;
+
     /// Approvals of every task, newest first, narrowed by `filter`.
     async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>>;
 

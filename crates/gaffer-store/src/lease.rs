@@ -256,6 +256,9 @@ impl Journal for FencedJournal {
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
         self.inner.tasks(filter).await
     }
+    async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
+        self.inner.followed_tasks(pull_request_step).await
+    }
     async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>> {
         self.inner.approvals(filter).await
     }

@@ -1664,6 +1664,26 @@ macro_rules! journal_backend {
                 Ok(q.build_query_as().fetch_all(&self.pool).await?)
             }
 
+            async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
+                let ended = gaffer_core::Event::FollowingEnded {
+                    reason: String::new(),
+                };
+                Ok(sqlx::query_scalar(
+                    "SELECT t.id FROM tasks t
+                     WHERE t.stage = $1
+                       AND EXISTS (SELECT 1 FROM steps s WHERE s.task_id = t.id
+                                   AND s.step_id = $2 AND s.receipt IS NOT NULL)
+                       AND (SELECT e.type FROM events e WHERE e.stream_id = t.id
+                            ORDER BY e.seq DESC LIMIT 1) <> $3
+                     ORDER BY t.created_at, t.id",
+                )
+                .bind(gaffer_core::Stage::Done.as_str())
+                .bind(pull_request_step)
+                .bind(ended.kind())
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>> {
                 let mut q = sqlx::QueryBuilder::<$DB>::new("SELECT * FROM approvals WHERE 1 = 1");
                 if let Some(s) = &filter.state {

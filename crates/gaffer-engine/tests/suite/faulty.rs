@@ -114,6 +114,8 @@ pub struct Faulty {
     point: Option<Point>,
     death: Death,
     written: Mutex<Vec<String>>,
+    /// The streams whose events or state were read, in order.
+    read: Mutex<Vec<String>>,
     dead: watch::Sender<bool>,
     /// True once the write at the point has begun: held for writing while it is
     /// set, for reading by [`Faulty::unless_dying`].
@@ -158,6 +160,7 @@ impl Faulty {
             point,
             death,
             written: Mutex::default(),
+            read: Mutex::default(),
             dead: watch::channel(false).0,
             dying: tokio::sync::RwLock::new(false),
             lock,
@@ -180,6 +183,15 @@ impl Faulty {
         let r = write.await;
         tokio::time::sleep(l.hold).await;
         r
+    }
+
+    /// The streams read (events or state) since the last call, in order.
+    pub fn take_reads(&self) -> Vec<String> {
+        std::mem::take(&mut *self.read.lock().unwrap())
+    }
+
+    fn reading(&self, stream: &StreamId) {
+        self.read.lock().unwrap().push(stream.0.clone());
     }
 
     /// The signatures of the writes made, in order.
@@ -368,10 +380,12 @@ impl Journal for Faulty {
     }
     async fn state(&self, stream: &StreamId) -> Result<Option<StreamState>> {
         self.alive().await;
+        self.reading(stream);
         self.inner.state(stream).await
     }
     async fn stream_events(&self, stream: &StreamId, after_seq: i64) -> Result<Vec<RecordedEvent>> {
         self.alive().await;
+        self.reading(stream);
         self.inner.stream_events(stream, after_seq).await
     }
     async fn stream_events_after(
@@ -394,6 +408,7 @@ impl Journal for Faulty {
     }
     async fn task(&self, id: &str) -> Result<Option<TaskView>> {
         self.alive().await;
+        self.reading(&StreamId(id.into()));
         self.inner.task(id).await
     }
     async fn task_by_key(&self, key: &str) -> Result<Option<TaskRow>> {
@@ -407,6 +422,10 @@ impl Journal for Faulty {
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
         self.alive().await;
         self.inner.tasks(filter).await
+    }
+    async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
+        self.alive().await;
+        self.inner.followed_tasks(pull_request_step).await
     }
     async fn approvals(&self, filter: &ApprovalFilter) -> Result<Vec<ApprovalRow>> {
         self.alive().await;

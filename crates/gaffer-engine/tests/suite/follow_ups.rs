@@ -332,6 +332,98 @@ async fn two_followers_open_one_follow_up(backend: Backend) {
     assert_eq!(follow_ups(&journal, &s.id).await.len(), 1);
 }
 
+/// Done tasks the follower must pass over: `n` without a pull request (the branch
+/// stayed local), and one whose following ended.
+async fn done_and_not_followed(journal: &Arc<dyn Journal>, project: &str, n: usize) {
+    let done = |id: &str| {
+        vec![
+            Event::TaskCreated {
+                task_id: id.into(),
+                project_id: project.into(),
+                request: format!("local work {id}"),
+                by: gaffer_core::Actor::user("ana", "cli"),
+                options: Default::default(),
+            },
+            Event::TaskStageEntered {
+                stage: Stage::Planning,
+            },
+            Event::TaskStageEntered {
+                stage: Stage::Coding,
+            },
+            Event::TaskStageEntered {
+                stage: Stage::Shipping,
+            },
+            Event::TaskDone {
+                summary: json!({ "branch": format!("gaffer/{id}") }),
+            },
+        ]
+    };
+    for i in 0..n {
+        let id = format!("t-local-{i:03}");
+        let events = done(&id)
+            .into_iter()
+            .map(gaffer_store::NewEvent::now)
+            .collect();
+        journal.append(&StreamId(id), 0, events).await.unwrap();
+    }
+    let mut ended = done("t-merged");
+    ended.push(Event::FollowingEnded {
+        reason: "the pull request was merged".into(),
+    });
+    let events = ended.into_iter().map(gaffer_store::NewEvent::now).collect();
+    journal
+        .append(&StreamId("t-merged".into()), 0, events)
+        .await
+        .unwrap();
+}
+
+async fn the_follower_reads_only_followed_tasks(backend: Backend) {
+    if !backend.available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, _) = backend.journal(dir.path()).await;
+    let counted = super::faulty::Faulty::new(journal.clone(), None, super::faulty::Death::Freeze);
+    let s = shipped_on(Flavor::Gitea, Some(counted.clone()), 3).await;
+    let project = journal
+        .task(s.id.as_str())
+        .await
+        .unwrap()
+        .unwrap()
+        .task
+        .project_id;
+    // More done tasks than one page of a task list (100), none followed.
+    done_and_not_followed(&journal, &project, 150).await;
+    counted.take_reads();
+    // Only the followed task (and its project) is read, none of the done ones.
+    let only_the_followed = |reads: Vec<String>| {
+        assert!(reads.contains(&s.id.0), "{backend:?}: {reads:?}");
+        assert!(
+            reads.iter().all(|r| *r == s.id.0 || *r == project),
+            "{backend:?}: {reads:?}"
+        );
+    };
+    let pass = s.w.engine.follow_once().await.unwrap();
+    assert_eq!(pass.read, 1, "{backend:?}: {pass:?}");
+    only_the_followed(counted.take_reads());
+    // And it still does its job: a comment on the followed task opens a follow-up.
+    s.fake
+        .add_review_comment(s.pr, "ana", "README.md", 7, HUNK, ASK);
+    let pass = s.w.engine.follow_once().await.unwrap();
+    assert_eq!(pass.opened, vec![s.id.0.clone()], "{backend:?}");
+    only_the_followed(counted.take_reads());
+}
+
+#[tokio::test]
+async fn the_follower_reads_only_followed_tasks_on_sqlite() {
+    the_follower_reads_only_followed_tasks(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn the_follower_reads_only_followed_tasks_on_postgres() {
+    the_follower_reads_only_followed_tasks(Backend::Postgres).await;
+}
+
 #[tokio::test]
 async fn two_followers_open_one_follow_up_on_sqlite() {
     two_followers_open_one_follow_up(Backend::Sqlite).await;

@@ -3,6 +3,7 @@ mod copy;
 mod counters;
 mod crash;
 mod discord;
+mod followed;
 mod journal;
 mod keys;
 mod leases;
