@@ -393,6 +393,7 @@ impl App {
             .find(|p| p.id == view.task.project_id)
             .map(|p| p.name)
             .unwrap_or_default();
+        let replayed = self.replayed(id).await?;
         Ok(api::TaskDetail {
             task: convert::task(
                 &view.task,
@@ -411,34 +412,22 @@ impl App {
                 })
                 .collect(),
             sessions: view.sessions.iter().map(convert::session).collect(),
-            switches: self.switches(id).await?,
+            switches: replayed.as_ref().map(switches).unwrap_or_default(),
             worker: view.lease.as_ref().map(convert::worker),
             spend: convert::role_spend(&view.steps, &view.sessions),
+            follow_ups: replayed.as_ref().map(follow_ups).unwrap_or_default(),
+            following_ended: replayed.and_then(|t| t.following_ended),
         })
     }
 
-    /// The task's switches to fallback agents, from its replayed state (they have no
-    /// table of their own).
-    async fn switches(&self, id: &str) -> Result<Vec<api::AgentSwitch>> {
+    /// The task's replayed state: what has no table of its own (switches to fallback
+    /// agents, follow-ups) comes from it.
+    async fn replayed(&self, id: &str) -> Result<Option<gaffer_core::TaskState>> {
         let state = self.journal().state(&StreamId(id.to_owned())).await?;
-        let Some(gaffer_core::StreamState::Task(task)) = state else {
-            return Ok(Vec::new());
-        };
-        Ok(task
-            .switches
-            .into_iter()
-            .map(|s| api::AgentSwitch {
-                step_id: s.step_id.0,
-                role: s.role.as_str().to_owned(),
-                from: s.from,
-                to: s.to,
-                trigger: s.trigger,
-                detail: s.detail,
-                until: s.until,
-                effects: s.effects,
-                at: s.at,
-            })
-            .collect())
+        Ok(match state {
+            Some(gaffer_core::StreamState::Task(task)) => Some(*task),
+            _ => None,
+        })
     }
 
     /// Stop a task: `task_cancelled`, which also withdraws its pending approvals.
@@ -634,6 +623,38 @@ impl App {
             cost_usd: spend.cost_usd(),
         })
     }
+}
+
+/// The task's switches to fallback agents.
+fn switches(task: &gaffer_core::TaskState) -> Vec<api::AgentSwitch> {
+    task.switches
+        .iter()
+        .map(|s| api::AgentSwitch {
+            step_id: s.step_id.0.clone(),
+            role: s.role.as_str().to_owned(),
+            from: s.from.clone(),
+            to: s.to.clone(),
+            trigger: s.trigger.clone(),
+            detail: s.detail.clone(),
+            until: s.until,
+            effects: s.effects,
+            at: s.at,
+        })
+        .collect()
+}
+
+/// What the task's pull request asked after it was done.
+fn follow_ups(task: &gaffer_core::TaskState) -> Vec<api::FollowUp> {
+    task.follow_ups
+        .iter()
+        .map(|f| api::FollowUp {
+            n: f.n,
+            kind: f.kind.clone(),
+            keys: f.keys.clone(),
+            detail: f.detail.clone(),
+            opened_at: f.opened_at,
+        })
+        .collect()
 }
 
 pub(crate) fn is_final(stage: &str) -> bool {

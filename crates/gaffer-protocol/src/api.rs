@@ -375,6 +375,34 @@ pub struct AgentSwitch {
     pub at: i64,
 }
 
+/// What a shipped task's pull request asked after the task was done (the journal's
+/// `follow_up_opened` event): the task opened again to answer it, and was done again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FollowUp {
+    /// 1 for the task's first follow-up, +1 for each next one. Its steps carry it in
+    /// their input as `follow_up` (`push-approval/n`, `reply/n` and
+    /// `follow-up-approval/n` are numbered by it).
+    pub n: u32,
+    /// `review_comments` (people commented on the pull request: an owner fix, a
+    /// push, CI, a reply to each comment) or `merge_conflict` (the base moved and
+    /// the pull request no longer merges: `sync/k`, `resolve/r` rounds, the check,
+    /// a push).
+    pub kind: String,
+    /// What it answers, each answered once per task: `review-comment:ID`,
+    /// `review:ID`, `comment:ID` for comments, `merge_conflict:SHA` for the head
+    /// commit that no longer merged.
+    pub keys: Vec<String>,
+    /// What it is about, as the follower recorded it (redacted). `review_comments`:
+    /// `{pull_request, url, comments: [{key, id, kind, author, body, path?, line?,
+    /// diff_hunk?, url, …}]}`; `merge_conflict`: `{head_sha, base, mergeable}` where
+    /// `mergeable` is `conflicted` or `behind`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub detail: serde_json::Value,
+    /// When it opened (ms).
+    pub opened_at: i64,
+}
+
 /// One task with everything that hangs off it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -398,6 +426,14 @@ pub struct TaskDetail {
     /// the task's `tokens` and `cost_usd`.
     #[serde(default)]
     pub spend: Vec<RoleSpend>,
+    /// What its pull request asked after it was done, oldest first (empty for a
+    /// task never reopened).
+    #[serde(default)]
+    pub follow_ups: Vec<FollowUp>,
+    /// Why its pull request is no longer followed (merged, closed, a person said
+    /// stop); `null` while it is, or was never followed.
+    #[serde(default)]
+    pub following_ended: Option<String>,
 }
 
 /// The worker holding (or last holding) a task's lease.

@@ -6,9 +6,10 @@
 import { html, Component, Data, Diff, DiffLines, Fold, Prose, Text, actor, channel, duration, money, time, tokens, useState } from "./lib.js";
 import { ApprovalLine, Plan } from "./approvals.js";
 import { approval as approvalById, putApproval, useApprovals } from "./live.js";
+import { FOLLOW_UP_STEPS, FollowUpCard, ResolveResult, doneAgain, endedText, replyText, syncText } from "./followup.js";
 
 export function newModel() {
-  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [], stage: "queued" };
+  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [], stage: "queued", followUps: 0 };
 }
 
 function step(m, id) {
@@ -43,7 +44,17 @@ export function apply(m, e) {
       if (ev.generation > 1) note(m, e, `Worker ${ev.worker_id} took the task over (lease generation ${ev.generation})`, "lease");
       break;
     case "task_done":
-      note(m, e, "Task done", "done");
+      note(m, e, m.followUps ? doneAgain(m.followUps) : "Task done", "done");
+      break;
+    case "follow_up_opened":
+      // Numbered as the reducer numbers them: 1 for the first, +1 for each next.
+      m.followUps++;
+      m.items.push({ type: "follow_up", key: "e" + e.seq, at: e.at, n: m.followUps, kind: ev.kind, keys: ev.keys || [], detail: ev.detail || {} });
+      m.stage = "shipping";
+      m.v++;
+      break;
+    case "following_ended":
+      note(m, e, endedText(ev.reason), "ended");
       break;
     case "task_failed":
       note(m, e, ["Task failed: ", ev.reason], "failed");
@@ -191,6 +202,7 @@ export function stepLabel(id) {
     review: `Review, round ${n}`, fix: `Fix, round ${n}`, "commit-fix": `Commit, fix ${n}`, arbiter: `Arbiter, call ${n}`,
     escalation: `Escalation ${n}`, check: `Check, run ${n}`, ship: "Ship", "tracker-open": "Tracker tasks",
     "ship-approval": "Ship approval", push: `Push ${n}`, pr: "Pull request", ci: `CI, run ${n}`, report: "Report",
+    ...FOLLOW_UP_STEPS(n),
   })[k] || id;
 }
 
@@ -354,6 +366,8 @@ function Result({ s }) {
       return html`<${Verdict} v=${r.verdict} />`;
     case "arbiter":
       return html`<${Ruling} r=${r.ruling} />`;
+    case "resolve":
+      return html`<${ResolveResult} r=${r} />`;
     case "test":
     case "code":
     case "fix":
@@ -408,6 +422,13 @@ function SystemStep({ s }) {
       break;
     case "ci":
       text = r.state ? html`CI ${r.state} on ${sha(r.sha)}` : "Waiting for CI";
+      break;
+    case "sync":
+      text = syncText(s);
+      if (r.outcome === "conflicted") cls = "warn";
+      break;
+    case "reply":
+      text = replyText(s);
       break;
     default:
       text = stepLabel(s.id);
@@ -490,6 +511,7 @@ export function Transcript({ model, spend }) {
   return html`<div id="transcript" class="transcript">
     ${model.items.map((it) => {
       if (it.type === "note") return html`<div key=${it.key} class=${"tnote n-" + it.cls}><span class="muted">${time(it.at)}</span> ${it.text}</div>`;
+      if (it.type === "follow_up") return html`<${FollowUpCard} key=${it.key} f=${it} />`;
       const s = model.steps.get(it.id);
       const sp = spend?.[s.id];
       return html`<${Step} key=${"s:" + s.id} s=${s} v=${s.v} spend=${sp} spendKey=${sp ? sp.tokens + ":" + sp.cost_usd : ""} />`;

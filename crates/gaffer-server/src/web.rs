@@ -43,6 +43,7 @@ const ASSETS: &[Asset] = assets! {
     "board.js": "text/javascript; charset=utf-8",
     "task.js": "text/javascript; charset=utf-8",
     "transcript.js": "text/javascript; charset=utf-8",
+    "followup.js": "text/javascript; charset=utf-8",
     "approvals.js": "text/javascript; charset=utf-8",
     "schedules.js": "text/javascript; charset=utf-8",
     "sw.js": "text/javascript; charset=utf-8",

@@ -293,11 +293,34 @@ impl Browser {
         let size = &metrics["cssContentSize"];
         let width = size["width"].as_f64().unwrap_or(0.0).ceil();
         let height = size["height"].as_f64().unwrap_or(0.0).ceil().min(6000.0);
+        self.capture(0.0, width, height, path).await
+    }
+
+    /// A screenshot of the page from the top of the first element `css` matches, the
+    /// page's width and `height` px tall (a close-up of one part of a long page, at
+    /// its real size), saved to `path`.
+    pub async fn screenshot_from(&self, css: &str, height: f64, path: &Path) -> Result<()> {
+        let top = self
+            .eval(&format!(
+                "(() => {{ const e = document.querySelector({css:?}); return e ? e.getBoundingClientRect().top + window.scrollY : null; }})()"
+            ))
+            .await?
+            .as_f64()
+            .ok_or_else(|| anyhow!("no element matches {css}"))?;
+        let metrics = self.cdp("Page.getLayoutMetrics", json!({})).await?;
+        let width = metrics["cssContentSize"]["width"]
+            .as_f64()
+            .unwrap_or(0.0)
+            .ceil();
+        self.capture(top.floor(), width, height, path).await
+    }
+
+    async fn capture(&self, y: f64, width: f64, height: f64, path: &Path) -> Result<()> {
         let shot = self
             .cdp(
                 "Page.captureScreenshot",
                 json!({ "format": "png", "captureBeyondViewport": true,
-                        "clip": { "x": 0, "y": 0, "width": width, "height": height, "scale": 1 } }),
+                        "clip": { "x": 0, "y": y, "width": width, "height": height, "scale": 1 } }),
             )
             .await?;
         let data = shot["data"]

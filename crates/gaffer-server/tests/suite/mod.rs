@@ -2,6 +2,7 @@ mod after;
 mod api;
 mod browser;
 mod browser_after;
+mod browser_follow;
 mod browser_schedules;
 mod browser_switch;
 mod control;
