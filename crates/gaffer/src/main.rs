@@ -5,6 +5,7 @@ mod term;
 mod cli;
 mod commands;
 mod error;
+mod follow_up;
 mod ids;
 mod live;
 mod output;

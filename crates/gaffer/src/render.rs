@@ -393,6 +393,7 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
         out.push("outcome".into());
         out.extend(outcome(o));
     }
+    out.extend(crate::follow_up::section(t));
     let receipt = |id: &str| {
         t.steps
             .iter()
@@ -456,8 +457,14 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
                 .as_deref()
                 .map(|e| format!(" — {}", one_line(e, 120)))
                 .unwrap_or_default();
+            let did = s
+                .receipt
+                .as_ref()
+                .and_then(|r| crate::follow_up::step_words(&s.id, r))
+                .map(|w| format!(" — {w}"))
+                .unwrap_or_default();
             out.push(format!(
-                "  {} {:<14} {:<15} {}{attempt}{error}",
+                "  {} {:<14} {:<15} {}{attempt}{error}{did}",
                 mark(&s.state),
                 one_line(&s.id, 14),
                 s.state,

@@ -76,26 +76,29 @@ pub async fn attach(global: &crate::cli::Global, args: &AttachArgs) -> Result<Ex
         .journal()
         .stream_events(&StreamId(id.clone()), 0)
         .await?;
-    if let Some(end) = events.iter().rev().find(|e| {
-        matches!(
-            e.event,
-            Event::TaskDone { .. }
-                | Event::TaskFailed { .. }
-                | Event::TaskCancelled { .. }
-                | Event::TaskBlocked { .. }
-                | Event::TaskDependencyFailed { .. }
-        )
-    }) {
+    // Ended, unless a follow-up opened the done task again since.
+    if let Some(end) = events
+        .iter()
+        .rev()
+        .find(|e| crate::live::ends(&e.event) || matches!(e.event, Event::FollowUpOpened { .. }))
+        .filter(|e| crate::live::ends(&e.event))
+    {
         return Err(CliError::config(format!(
             "task {id} has ended ({}); `gaffer task show {id}` shows what happened",
             end.event.kind().trim_start_matches("task_")
         )));
     }
-    // From the start of the current (newest) agent session, so what it did so far shows.
+    // From the start of the current (newest) agent session, so what it did so far
+    // shows, or of the follow-up that opened the task again when that came later.
     let after = events
         .iter()
         .rev()
-        .find(|e| matches!(e.event, Event::SessionStarted { .. }))
+        .find(|e| {
+            matches!(
+                e.event,
+                Event::SessionStarted { .. } | Event::FollowUpOpened { .. }
+            )
+        })
         .or(events.last())
         .map_or(0, |e| e.seq - 1);
     if !global.quiet {

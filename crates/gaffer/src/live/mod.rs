@@ -13,24 +13,25 @@
 //! - approvals asked on this terminal when stdin is one ([`prompt`]).
 
 mod prompt;
+mod words;
 
 use crate::output::{count, one_line};
 use crate::term;
 use gaffer_agents::Redactor;
 use gaffer_app::App;
 use gaffer_core::{Event, Spend, StreamId, TaskId};
-use gaffer_protocol::activity::tool_input;
 use gaffer_protocol::api;
 use gaffer_store::{now_ms, RecordedEvent};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use words::{activity_line, receipt_note};
 
 /// How the run is shown.
 #[derive(Debug, Clone, Copy)]
@@ -56,7 +57,9 @@ impl Options {
 
 /// A running view; [`Follow::finish`] shows what is left and ends it.
 pub struct Follow {
-    handle: JoinHandle<()>,
+    /// `None` once [`Follow::ended`] saw it end (a finished handle must not be
+    /// awaited again).
+    handle: Option<JoinHandle<()>>,
     done: CancellationToken,
 }
 
@@ -87,19 +90,39 @@ impl Follow {
             cancel,
             done.clone(),
         ));
-        Self { handle, done }
+        Self {
+            handle: Some(handle),
+            done,
+        }
     }
 
     /// Until the view stopped by itself: the task ended.
     pub async fn ended(&mut self) {
-        let _ = (&mut self.handle).await;
+        if let Some(handle) = &mut self.handle {
+            let _ = handle.await;
+            self.handle = None;
+        }
     }
 
     /// The run is over: show the events not shown yet, then stop.
     pub async fn finish(self) {
         self.done.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.handle).await;
+        if let Some(handle) = self.handle {
+            let _ = tokio::time::timeout(Duration::from_secs(5), handle).await;
+        }
     }
+}
+
+/// Whether `event` ends the task (for now: a follow-up may open a done task again).
+pub(crate) fn ends(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::TaskDone { .. }
+            | Event::TaskFailed { .. }
+            | Event::TaskCancelled { .. }
+            | Event::TaskBlocked { .. }
+            | Event::TaskDependencyFailed { .. }
+    )
 }
 
 /// Where the view reads from, and what it removes before showing.
@@ -119,6 +142,20 @@ async fn follow(
 ) {
     let app = &shown.app;
     let mut input = prompt::Input::default();
+    if seq > 0 {
+        // Follow-ups are numbered from the task's first: count those before the start.
+        if let Ok(before) = app
+            .journal()
+            .stream_events(&StreamId::from(id.as_str()), 0)
+            .await
+        {
+            view.follow_ups = before
+                .iter()
+                .take_while(|e| e.seq <= seq)
+                .filter(|e| matches!(e.event, Event::FollowUpOpened { .. }))
+                .count();
+        }
+    }
     loop {
         let events = match app
             .journal()
@@ -135,6 +172,7 @@ async fn follow(
                 Vec::new()
             }
         };
+        let newest = events.last().map(|e| e.seq);
         for e in events {
             seq = e.seq;
             let e = RecordedEvent {
@@ -142,14 +180,9 @@ async fn follow(
                 ..e
             };
             view.json(&e);
-            let ended = matches!(
-                e.event,
-                Event::TaskDone { .. }
-                    | Event::TaskFailed { .. }
-                    | Event::TaskCancelled { .. }
-                    | Event::TaskBlocked { .. }
-                    | Event::TaskDependencyFailed { .. }
-            );
+            // The end, unless more follows: a done task reopened by a follow-up
+            // (shown from its history) goes on.
+            let ended = Some(e.seq) == newest && ends(&e.event);
             if let Event::ApprovalRequested {
                 approval_id,
                 summary,
@@ -267,6 +300,12 @@ struct View {
     waiting: Option<(String, String)>,
     /// Stdout was closed (`| head -1`): stop writing JSON there, go on.
     stdout_closed: bool,
+    /// Follow-ups the task had so far (numbered as the journal numbers them).
+    follow_ups: usize,
+    /// The steps of follow-ups (their input names the follow-up or the update they
+    /// belong to), with the name the engine recorded: said when they start, since
+    /// `sync/1` or `push-approval/2` alone tell a person little.
+    follow_up_steps: HashMap<String, String>,
 }
 
 impl View {
@@ -285,6 +324,8 @@ impl View {
             answered: HashSet::new(),
             waiting: None,
             stdout_closed: false,
+            follow_ups: 0,
+            follow_up_steps: Default::default(),
         };
         view.resume();
         view
@@ -419,23 +460,33 @@ impl View {
                 self.stage = stage.as_str().to_owned();
                 self.say(at, "▸", &self.stage);
             }
+            Event::StepIntentRecorded {
+                step_id,
+                name,
+                input,
+                ..
+            } if input.get("follow_up").is_some() || input.get("sync").is_some() => {
+                self.follow_up_steps
+                    .insert(step_id.as_str().to_owned(), one_line(name, 80));
+            }
             Event::StepStarted { step_id } => {
                 self.running = Spend::default();
                 self.step = one_line(step_id.as_str(), 30);
                 self.activity.clear();
-                self.say(at, "•", &self.step);
+                match self.follow_up_steps.get(step_id.as_str()) {
+                    Some(name) => self.say(at, "•", &format!("{}: {name}", self.step)),
+                    None => self.say(at, "•", &self.step),
+                }
             }
             Event::StepCompleted { step_id, receipt } => {
                 self.settled += Spend::of_receipt(receipt);
                 self.running = Spend::default();
+                let note = crate::follow_up::step_words(step_id.as_str(), receipt)
+                    .map_or_else(|| receipt_note(receipt), |w| format!(": {w}"));
                 self.say(
                     at,
                     "✓",
-                    &format!(
-                        "{}{}",
-                        one_line(step_id.as_str(), 30),
-                        receipt_note(receipt)
-                    ),
+                    &format!("{}{note}", one_line(step_id.as_str(), 30)),
                 );
             }
             Event::StepFailed {
@@ -603,7 +654,20 @@ impl View {
                     );
                 }
             }
+            Event::TaskDone { .. } if self.follow_ups > 0 => {
+                self.say(at, "■", &crate::follow_up::done_again(self.follow_ups));
+            }
             Event::TaskDone { .. } => self.say(at, "■", "done"),
+            Event::FollowUpOpened { kind, keys, detail } => {
+                self.follow_ups += 1;
+                let lines = crate::follow_up::opened(self.follow_ups, kind, keys, detail);
+                for (i, line) in lines.iter().enumerate() {
+                    self.say(at, if i == 0 { "↻" } else { " " }, line);
+                }
+            }
+            Event::FollowingEnded { reason } => {
+                self.say(at, "■", &crate::follow_up::ended(reason));
+            }
             Event::TaskFailed { reason } => {
                 self.say(at, "✗", &format!("failed: {}", one_line(reason, 300)));
             }
@@ -667,97 +731,5 @@ impl View {
             _ => {}
         }
         self.refresh();
-    }
-}
-
-/// What a finished step produced, in a few words.
-fn receipt_note(receipt: &Value) -> String {
-    if let Some(sha) = receipt["sha"].as_str() {
-        return format!(" {}", one_line(&sha[..sha.len().min(10)], 10));
-    }
-    if let Some(v) = receipt.get("verdict") {
-        return format!(
-            " verdict: {}",
-            one_line(v["verdict"].as_str().unwrap_or("?"), 30)
-        );
-    }
-    if let Some(r) = receipt.get("ruling") {
-        return format!(
-            " ruling: {}",
-            one_line(r["ruling"].as_str().unwrap_or("?"), 30)
-        );
-    }
-    if let Some(p) = receipt["passed"].as_bool() {
-        return if p {
-            " check passed".into()
-        } else {
-            " check failed".into()
-        };
-    }
-    if let Some(n) = receipt["plan"]["subtasks"].as_array().map(Vec::len) {
-        return format!(" {n} subtask{}", if n == 1 { "" } else { "s" });
-    }
-    String::new()
-}
-
-/// An agent's action in one line.
-fn activity_line(a: &Value) -> Option<String> {
-    match a["type"].as_str()? {
-        "tool_call" => Some(format!(
-            "↳ {} {}",
-            one_line(a["name"].as_str().unwrap_or("tool"), 30),
-            one_line(&tool_input(&a["input"]), 100)
-        )),
-        "file_change" => Some(format!(
-            "✎ {} ({})",
-            one_line(a["path"].as_str().unwrap_or("?"), 100),
-            one_line(a["kind"].as_str().unwrap_or("edit"), 20)
-        )),
-        "rate_limited" => Some(format!(
-            "⏸ rate limited until {}",
-            one_line(a["until"].as_str().unwrap_or("?"), 40)
-        )),
-        "assistant_text" => Some(format!(
-            "“{}”",
-            one_line(a["text"].as_str().unwrap_or(""), 100)
-        )),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_tool_call_shows_its_command_or_path_or_fields_never_json() {
-        let line = |name: &str, input: Value| {
-            activity_line(&json!({"type": "tool_call", "name": name, "input": input})).unwrap()
-        };
-        assert_eq!(
-            line("Bash", json!({"command": "make test", "timeout": 5})),
-            "↳ Bash make test"
-        );
-        assert_eq!(
-            line(
-                "commandExecution",
-                json!({"command": ["bash", "-lc", "ls"]})
-            ),
-            "↳ commandExecution bash -lc ls"
-        );
-        assert_eq!(
-            line("Read", json!({"file_path": "src/lib.rs"})),
-            "↳ Read src/lib.rs"
-        );
-        assert_eq!(
-            line("Task", json!({"description": "look", "max": 3})),
-            "↳ Task description look · max 3"
-        );
-        // Control sequences from the agent are shown, not sent to the terminal.
-        assert_eq!(
-            line("Bash", json!({"command": "ls \u{1b}]0;pwned\u{7}"})),
-            "↳ Bash ls \\x1b]0;pwned\\x07"
-        );
     }
 }

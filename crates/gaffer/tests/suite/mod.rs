@@ -6,6 +6,7 @@ mod contain;
 mod context;
 mod db;
 mod failover;
+mod follow_ups;
 mod listing;
 mod live;
 mod masked_messages;
