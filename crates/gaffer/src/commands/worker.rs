@@ -114,8 +114,10 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
         config.lease_secs
     );
     let notifier = crate::commands::notifications::start_beside(global, &config, &app, &stop)?;
+    // Best effort, as `serve`'s lines after its address: a reader that closed the
+    // pipe after the first line (a supervisor, a test) must not stop the worker.
     if scheduler.is_some() {
-        outln!("Schedules: {}", schedule_names(&config));
+        let _ = writeln!(std::io::stdout(), "Schedules: {}", schedule_names(&config));
     }
     let work = engine.work(&me, limits, stop.clone());
     tokio::pin!(work);

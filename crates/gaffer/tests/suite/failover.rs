@@ -48,7 +48,7 @@ fn signal(pid: u32, sig: &str) {
 /// Everything the processes share: one database, one data dir (worktrees), the
 /// fake agents' scripts and effect log.
 pub(super) struct Cluster {
-    home: Home,
+    pub(super) home: Home,
     url: String,
     pub(super) journal: Arc<dyn Journal>,
 }

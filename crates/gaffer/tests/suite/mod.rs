@@ -22,6 +22,7 @@ mod real_cli;
 mod real_fallback;
 mod real_live;
 mod run;
+mod schedule_slots;
 mod schedules;
 mod secrets;
 mod serve;
