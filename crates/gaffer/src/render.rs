@@ -3,6 +3,8 @@
 //! outcome, plan, verdicts and steps. Every value from an agent, a repository or a
 //! request is escaped here (see [`crate::term`]).
 
+pub mod after;
+
 use crate::output::{age, count, one_line, utc};
 use crate::term;
 use gaffer_protocol::api;
@@ -370,7 +372,7 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
     if let Some(agent) = &task.agent {
         out.push(format!("agent    {} (every role)", one_line(agent, 40)));
     }
-    out.extend(after(task));
+    out.extend(after::lines(task));
     out.push(format!(
         "usage    {} tokens · {}",
         count(task.tokens),
@@ -555,28 +557,6 @@ pub fn context(pack: &api::ContextPack) -> Vec<String> {
         out.push(format!(
             "        … {} more (gaffer task show --json lists every file)",
             pack.files.len() - CONTEXT_FILES_SHOWN
-        ));
-    }
-    out
-}
-
-/// The tasks it runs after with their stages, and, while it waits, which of them
-/// it still waits for.
-fn after(task: &api::Task) -> Vec<String> {
-    if task.after.is_empty() {
-        return Vec::new();
-    }
-    let listed = |deps: &mut dyn Iterator<Item = &api::TaskDependency>| {
-        deps.map(|d| format!("{} ({})", d.id, d.stage))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut out = vec![format!("after    {}", listed(&mut task.after.iter()))];
-    if task.stage == gaffer_core::Stage::Waiting.as_str() {
-        let mut open = task.after.iter().filter(|d| d.stage != "done");
-        out.push(format!(
-            "waits    for {}; it starts when they are done",
-            listed(&mut open)
         ));
     }
     out

@@ -10,7 +10,6 @@ use gaffer_core::Stage;
 use gaffer_store::{now_ms, TaskFilter, TaskRow};
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -27,20 +26,6 @@ fn row_json<T: Serialize>(row: &T, json_columns: &[&str]) -> Value {
         }
     }
     value
-}
-
-/// The STAGE column: a waiting task names what it still waits for.
-fn stage_cell(t: &gaffer_protocol::api::Task, short: &HashMap<String, String>) -> String {
-    if t.stage != Stage::Waiting.as_str() {
-        return t.stage.clone();
-    }
-    let open: Vec<&str> = t
-        .after
-        .iter()
-        .filter(|d| d.stage != Stage::Done.as_str())
-        .map(|d| short.get(&d.id).map_or(d.id.as_str(), String::as_str))
-        .collect();
-    format!("waiting for {}", open.join(", "))
 }
 
 fn task_json(task: &TaskRow) -> Value {
@@ -128,7 +113,7 @@ pub async fn list(global: &Global, args: &TaskListArgs) -> Result<ExitCode> {
         .map(|t| {
             vec![
                 short.get(&t.id).cloned().unwrap_or_else(|| t.id.clone()),
-                stage_cell(t, &short),
+                render::after::stage_cell(t, &short),
                 one_line(&t.project, 24),
                 output::age(t.created_at, now),
                 one_line(&t.request, 400),
