@@ -7,6 +7,7 @@ mod context;
 mod db;
 mod failover;
 mod follow_ups;
+mod intake;
 mod listing;
 mod live;
 mod masked_messages;
