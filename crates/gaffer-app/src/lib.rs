@@ -82,6 +82,8 @@
 //! [`App::cancel_task`], [`App::retry_task`], [`App::tasks`], [`App::task`].
 //! [`App::schedules`] shows the configured `[[schedules]]` with each one's next
 //! slot and the task its newest slot made.
+//! [`App::add_schedule`] and [`App::remove_schedule`] change the schedules kept
+//! in the journal's database beside the config's (see `added_schedules.rs`).
 //!
 //! # Live control
 //!
@@ -93,6 +95,7 @@
 
 #![deny(missing_docs)]
 
+mod added_schedules;
 mod approvals;
 pub mod audit;
 mod convert;
@@ -107,6 +110,7 @@ pub mod sanitize;
 mod schedules;
 mod tasks;
 
+pub use added_schedules::AddedSchedule;
 pub use approvals::{ApprovalRequest, Decided, Outcome, Resolution, Scope};
 pub use audit::AuditEntry;
 pub use error::{AppError, Result};
@@ -141,6 +145,8 @@ struct Inner {
     /// What decides whether a task may be stored at all (the engine: each project's
     /// privacy); set once, shared by every copy of this service.
     admission: Arc<std::sync::OnceLock<Arc<dyn TaskAdmission>>>,
+    /// Bumped when this process adds or removes a schedule; shared by every copy.
+    schedules_changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// approval id → (task id, project id): facts that never change once recorded.
     homes: Mutex<HashMap<String, (String, String)>>,
     /// project id → name (a project is never renamed).
@@ -150,7 +156,14 @@ struct Inner {
 impl App {
     /// An app over `journal`, judging new approvals by `policy`.
     pub fn new(journal: Arc<dyn Journal>, policy: Policy) -> Self {
-        Self::build(journal, policy, None, Arc::default(), Arc::default())
+        Self::build(
+            journal,
+            policy,
+            None,
+            Arc::default(),
+            Arc::default(),
+            Arc::new(tokio::sync::watch::Sender::new(0)),
+        )
     }
 
     fn build(
@@ -159,6 +172,7 @@ impl App {
         redact: Option<Redact>,
         acp_agents: Arc<std::collections::BTreeSet<String>>,
         admission: Arc<std::sync::OnceLock<Arc<dyn TaskAdmission>>>,
+        schedules_changed: Arc<tokio::sync::watch::Sender<u64>>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -167,6 +181,7 @@ impl App {
                 redact,
                 acp_agents,
                 admission,
+                schedules_changed,
                 homes: Mutex::new(HashMap::new()),
                 names: Mutex::new(HashMap::new()),
             }),
@@ -187,6 +202,7 @@ impl App {
             Some(redact),
             self.inner.acp_agents.clone(),
             self.inner.admission.clone(),
+            self.inner.schedules_changed.clone(),
         )
     }
 
@@ -199,6 +215,7 @@ impl App {
             self.inner.redact.clone(),
             Arc::new(names.into_iter().collect()),
             self.inner.admission.clone(),
+            self.inner.schedules_changed.clone(),
         )
     }
 
@@ -212,6 +229,7 @@ impl App {
             self.inner.redact.clone(),
             self.inner.acp_agents.clone(),
             self.inner.admission.clone(),
+            self.inner.schedules_changed.clone(),
         )
     }
 

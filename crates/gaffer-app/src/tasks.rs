@@ -98,7 +98,7 @@ const AGENTS: &[&str] = &["claude", "codex", "gemini", "openai", "anthropic"];
 impl App {
     /// A built-in agent, or `acp:<name>` for an ACP agent the config declares: an
     /// undeclared name would start whatever executable of that name is on PATH.
-    fn check_agent(&self, agent: &str) -> Result<()> {
+    pub(crate) fn check_agent(&self, agent: &str) -> Result<()> {
         if AGENTS.contains(&agent) {
             return Ok(());
         }
@@ -304,7 +304,7 @@ impl App {
     }
 
     /// The project a request names, refused naming `project` when it is not registered.
-    async fn requested_project(&self, name: &str) -> Result<ProjectRow> {
+    pub(crate) async fn requested_project(&self, name: &str) -> Result<ProjectRow> {
         match self.project_row(name.trim()).await {
             Err(AppError::NotFound { id, .. }) => Err(AppError::invalid(
                 "project",

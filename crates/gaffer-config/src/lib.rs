@@ -20,7 +20,9 @@ pub use conflict::ConflictStrategy;
 pub use intake::{IntakeSettings, DEFAULT_INTAKE_LABEL, DEFAULT_POLL_INTERVAL, MIN_POLL_INTERVAL};
 pub use notify::{notify_env_var, NotifyEvent, NotifyKind, NotifyTarget, Secret};
 pub use privacy::{Network, Privacy};
-pub use schedules::{parse_cron, slot_text, Missed, Schedule, MAX_SCHEDULE_NAME};
+pub use schedules::{
+    parse_cron, slot_text, BadScheduleField, Missed, Schedule, ScheduleSpec, MAX_SCHEDULE_NAME,
+};
 pub use setup::WorktreeSetup;
 pub use supervision::{parse_duration, Budget, Watchdog};
 

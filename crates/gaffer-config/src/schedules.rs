@@ -149,6 +149,108 @@ pub fn parse_cron(expr: &str) -> Result<croner::Cron, String> {
         .map_err(|e| format!("is not a cron expression ({e}); write 5 fields like \"0 3 * * *\" (03:00 every day) or 6 with seconds first"))
 }
 
+/// A schedule as written, in the config or an API body: nothing checked yet.
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleSpec {
+    /// See [`Schedule::name`].
+    pub name: String,
+    /// See [`Schedule::cron`].
+    pub cron: String,
+    /// See [`Schedule::tz`]; `None` is UTC.
+    pub tz: Option<String>,
+    /// See [`Schedule::project`].
+    pub project: String,
+    /// See [`Schedule::request`].
+    pub request: String,
+    /// See [`Schedule::agent`] (not checked here: who calls knows the agents).
+    pub agent: Option<String>,
+    /// `skip` or `run_once`; `None` is `skip`.
+    pub missed: Option<String>,
+}
+
+/// A field of a [`ScheduleSpec`] that is wrong, and what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadScheduleField {
+    /// `name`, `cron`, `tz`, `project`, `request` or `missed`.
+    pub field: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+fn bad(field: &'static str, message: impl Into<String>) -> BadScheduleField {
+    BadScheduleField {
+        field,
+        message: message.into(),
+    }
+}
+
+impl Schedule {
+    /// Check `spec` and parse its cron expression and time zone. The agent is
+    /// taken as written; the first wrong field is named.
+    pub fn parse(spec: ScheduleSpec) -> Result<Self, BadScheduleField> {
+        let name = spec.name;
+        let fine = !name.is_empty()
+            && name.len() <= MAX_SCHEDULE_NAME
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !fine {
+            return Err(bad(
+                "name",
+                format!("is `{name}`; give each schedule a name of letters, digits, - and _ (at most {MAX_SCHEDULE_NAME}, like \"nightly-deps\"), unique among schedules"),
+            ));
+        }
+        let cron = spec.cron;
+        let parsed = parse_cron(&cron).map_err(|m| bad("cron", format!("`{cron}` {m}")))?;
+        let tz = spec.tz.unwrap_or_else(|| "UTC".to_owned());
+        let zone = if tz == "UTC" {
+            jiff::tz::TimeZone::UTC
+        } else {
+            jiff::tz::TimeZone::get(&tz).map_err(|_| {
+                bad(
+                    "tz",
+                    format!("is `{tz}`, which is not a time zone this machine knows; write an IANA name like \"Europe/Berlin\" or leave it out for UTC"),
+                )
+            })?
+        };
+        let project = spec.project.trim().to_owned();
+        if project.is_empty() {
+            return Err(bad(
+                "project",
+                "is missing; name the registered project its tasks run in (see `gaffer project list`)",
+            ));
+        }
+        let request = spec.request.trim().to_owned();
+        if request.is_empty() {
+            return Err(bad(
+                "request",
+                "is missing; write what each run asks for, like \"update the dependencies and fix what breaks\"",
+            ));
+        }
+        let missed = match spec.missed.as_deref() {
+            None | Some("skip") => Missed::Skip,
+            Some("run_once") => Missed::RunOnce,
+            Some(other) => {
+                return Err(bad(
+                    "missed",
+                    format!("is `{other}`; write \"skip\" (slots missed while no scheduler ran are dropped) or \"run_once\" (one task for the newest missed slot)"),
+                ))
+            }
+        };
+        Ok(Schedule {
+            name,
+            cron,
+            tz,
+            project,
+            request,
+            agent: spec.agent,
+            missed,
+            spec: parsed,
+            zone,
+        })
+    }
+}
+
 /// Resolve every `[[schedules]]` entry.
 pub(crate) fn resolve(
     origin: &str,
@@ -158,18 +260,22 @@ pub(crate) fn resolve(
     let mut out: Vec<Schedule> = Vec::new();
     for (i, s) in raw.into_iter().enumerate() {
         let name = s.name.unwrap_or_default();
-        let fine = !name.is_empty()
-            && name.len() <= MAX_SCHEDULE_NAME
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !fine {
-            return Err(invalid(
-                origin,
-                &format!("schedules[{i}].name"),
-                format!("is `{name}`; give each schedule a name of letters, digits, - and _ (at most {MAX_SCHEDULE_NAME}, like \"nightly-deps\"), unique among schedules"),
-            ));
-        }
+        let schedule = Schedule::parse(ScheduleSpec {
+            name: name.clone(),
+            cron: s.cron.unwrap_or_default(),
+            tz: s.tz,
+            project: s.project.unwrap_or_default(),
+            request: s.request.unwrap_or_default(),
+            agent: s.agent,
+            missed: s.missed,
+        })
+        .map_err(|b| {
+            let field = match b.field {
+                "name" => format!("schedules[{i}].name"),
+                other => format!("schedules.{name}.{other}"),
+            };
+            invalid(origin, &field, b.message)
+        })?;
         if out.iter().any(|o| o.name == name) {
             return Err(invalid(
                 origin,
@@ -177,63 +283,15 @@ pub(crate) fn resolve(
                 format!("`{name}` names two schedules; names must be unique (each slot's task is keyed by it)"),
             ));
         }
-        let at = |key: &str| format!("schedules.{name}.{key}");
-        let cron = s.cron.unwrap_or_default();
-        let spec =
-            parse_cron(&cron).map_err(|m| invalid(origin, &at("cron"), format!("`{cron}` {m}")))?;
-        let tz = s.tz.unwrap_or_else(|| "UTC".to_owned());
-        let zone = if tz == "UTC" {
-            jiff::tz::TimeZone::UTC
-        } else {
-            jiff::tz::TimeZone::get(&tz).map_err(|_| {
-                invalid(
-                    origin,
-                    &at("tz"),
-                    format!("is `{tz}`, which is not a time zone this machine knows; write an IANA name like \"Europe/Berlin\" or leave it out for UTC"),
-                )
-            })?
-        };
-        let project = s.project.unwrap_or_default().trim().to_owned();
-        if project.is_empty() {
-            return Err(invalid(
+        if let Some(agent) = &schedule.agent {
+            check_agent(
                 origin,
-                &at("project"),
-                "is missing; name the registered project its tasks run in (see `gaffer project list`)",
-            ));
+                &format!("schedules.{name}.agent"),
+                agent,
+                acp_agents,
+            )?;
         }
-        let request = s.request.unwrap_or_default().trim().to_owned();
-        if request.is_empty() {
-            return Err(invalid(
-                origin,
-                &at("request"),
-                "is missing; write what each run asks for, like \"update the dependencies and fix what breaks\"",
-            ));
-        }
-        if let Some(agent) = &s.agent {
-            check_agent(origin, &at("agent"), agent, acp_agents)?;
-        }
-        let missed = match s.missed.as_deref() {
-            None | Some("skip") => Missed::Skip,
-            Some("run_once") => Missed::RunOnce,
-            Some(other) => {
-                return Err(invalid(
-                    origin,
-                    &at("missed"),
-                    format!("is `{other}`; write \"skip\" (slots missed while no scheduler ran are dropped) or \"run_once\" (one task for the newest missed slot)"),
-                ))
-            }
-        };
-        out.push(Schedule {
-            name,
-            cron,
-            tz,
-            project,
-            request,
-            agent: s.agent,
-            missed,
-            spec,
-            zone,
-        });
+        out.push(schedule);
     }
     Ok(out)
 }

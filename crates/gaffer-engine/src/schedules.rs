@@ -13,6 +13,13 @@
 //! read from the journal (its newest slot key) when a scheduler starts; a schedule
 //! that never ran has missed nothing.
 //!
+//! Schedules added at run time ([`App::add_schedule`]) run the same way: a
+//! scheduler reads them again at once when its own process adds or removes one,
+//! and every [`RELOAD_EVERY`] for what other processes did; a removed one stops. An
+//! added schedule's slots start at the time it was added, so a name removed and
+//! added again runs neither the slots its first life ran (their keys are taken)
+//! nor those that passed while it was removed.
+//!
 //! Which slots are due ([`due`]) is a pure function of the schedule, the last
 //! handled time and now; the clock is a [`Clock`], so tests move time by hand
 //! ([`ManualClock`]).
@@ -137,23 +144,40 @@ pub async fn check_projects(app: &App, schedules: &[Schedule]) -> std::result::R
     Ok(())
 }
 
-/// Turns the slots of `schedules` into tasks, on `clock`, until stopped.
+/// How often a scheduler reads the added schedules again (on its clock), to see
+/// what other processes added or removed.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// One schedule a scheduler runs, and the time up to which its slots are handled.
+struct Running {
+    schedule: Schedule,
+    /// The stored row of an added schedule (`None`: from the config): a name removed
+    /// and added again is another row, so another schedule.
+    added: Option<i64>,
+    cursor: i64,
+}
+
+/// Turns the slots of the config's `schedules` and of the schedules added at run
+/// time ([`App::add_schedule`]) into tasks, on `clock`, until stopped.
 pub struct Scheduler {
     app: App,
     schedules: Vec<Schedule>,
     clock: Arc<dyn Clock>,
     late_after_ms: i64,
+    reload_ms: i64,
     progress: watch::Sender<i64>,
 }
 
 impl Scheduler {
-    /// A scheduler for `schedules` that creates tasks through `app`.
+    /// A scheduler for `schedules` (the config's) and the added ones, creating
+    /// tasks through `app`.
     pub fn new(app: App, schedules: Vec<Schedule>, clock: Arc<dyn Clock>) -> Self {
         Self {
             app,
             schedules,
             clock,
             late_after_ms: LATE_AFTER.as_millis() as i64,
+            reload_ms: RELOAD_EVERY.as_millis() as i64,
             progress: watch::Sender::new(i64::MIN),
         }
     }
@@ -164,36 +188,100 @@ impl Scheduler {
         self
     }
 
-    /// The time up to which every schedule's slots have been handled (for tests
-    /// and status); `i64::MIN` before the first look at the clock.
+    /// The same, reading the added schedules again every `every` of its clock.
+    pub fn reload_every(mut self, every: Duration) -> Self {
+        self.reload_ms = (every.as_millis() as i64).max(1);
+        self
+    }
+
+    /// The time up to which every schedule's slots have been handled, the added
+    /// schedules read at least once at that time or later (for tests and status);
+    /// `i64::MIN` before the first look at the clock.
     pub fn progress(&self) -> watch::Receiver<i64> {
         self.progress.subscribe()
     }
 
+    /// The newest slot of `s` that made a task, if any.
+    async fn last_slot(&self, s: &Schedule) -> gaffer_store::Result<Option<i64>> {
+        Ok(self
+            .app
+            .journal()
+            .newest_task_with_key_prefix(&s.key_prefix())
+            .await?
+            .and_then(|t| t.origin_key)
+            .and_then(|k| s.slot_of_key(&k)))
+    }
+
+    /// Bring `running`'s added schedules in line with the store: drop the removed,
+    /// start the new. A new one's slots start at the time it was added (what came
+    /// before is not its own), or after its name's newest slot.
+    async fn reload(&self, running: &mut Vec<Running>) -> std::result::Result<(), AppError> {
+        let added = self.app.added_schedules().await?;
+        running.retain(|r| match r.added {
+            None => true,
+            Some(id) => added.iter().any(|a| a.record.id == id),
+        });
+        for a in added {
+            if running.iter().any(|r| r.added == Some(a.record.id)) {
+                continue;
+            }
+            if running.iter().any(|r| r.schedule.name == a.schedule.name) {
+                // The config took the name after it was added: the config's runs.
+                continue;
+            }
+            let created = a.record.created_at;
+            let cursor = self
+                .last_slot(&a.schedule)
+                .await?
+                .map_or(created, |l| l.max(created));
+            tracing::info!(schedule = %a.schedule.name, "added schedule runs");
+            running.push(Running {
+                schedule: a.schedule,
+                added: Some(a.record.id),
+                cursor,
+            });
+        }
+        Ok(())
+    }
+
     /// Run until `stop`. Fails only when the journal cannot be read at start.
     pub async fn run(self, stop: CancellationToken) -> Result<()> {
-        if self.schedules.is_empty() {
-            return Ok(());
-        }
         let start = self.clock.now_ms();
-        let mut cursors = Vec::with_capacity(self.schedules.len());
+        let mut running = Vec::with_capacity(self.schedules.len());
         for s in &self.schedules {
-            let last = self
-                .app
-                .journal()
-                .newest_task_with_key_prefix(&s.key_prefix())
-                .await?
-                .and_then(|t| t.origin_key)
-                .and_then(|k| s.slot_of_key(&k));
             // A schedule that never ran has missed nothing.
-            cursors.push(last.unwrap_or(start - self.late_after_ms));
+            let cursor = self
+                .last_slot(s)
+                .await?
+                .unwrap_or(start - self.late_after_ms);
+            running.push(Running {
+                schedule: s.clone(),
+                added: None,
+                cursor,
+            });
         }
+        let mut changed = self.app.schedules_changed();
+        let mut reload_at = i64::MIN;
         loop {
             let now = self.clock.now_ms();
             let mut failed = false;
-            for (s, cursor) in self.schedules.iter().zip(cursors.iter_mut()) {
-                match self.fire(s, due(s, *cursor, now, self.late_after_ms)).await {
-                    Ok(()) => *cursor = (*cursor).max(now),
+            if now >= reload_at || changed.has_changed().unwrap_or(false) {
+                changed.borrow_and_update();
+                match self.reload(&mut running).await {
+                    Ok(()) => reload_at = now + self.reload_ms,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the added schedules; trying again");
+                        reload_at = now + RETRY_AFTER_MS;
+                    }
+                }
+            }
+            for r in &mut running {
+                let s = &r.schedule;
+                match self
+                    .fire(s, due(s, r.cursor, now, self.late_after_ms))
+                    .await
+                {
+                    Ok(()) => r.cursor = r.cursor.max(now),
                     Err(e) => {
                         // The cursor stays: the next look tries these slots again
                         // (their keys keep a slot from running twice).
@@ -203,20 +291,21 @@ impl Scheduler {
                 }
             }
             self.progress.send_replace(now);
-            let next = self
-                .schedules
+            let next = running
                 .iter()
-                .zip(&cursors)
-                .filter_map(|(s, c)| s.next_after(*c))
-                .min();
-            let wake = match (failed, next) {
-                (true, next) => next.unwrap_or(i64::MAX).min(now + RETRY_AFTER_MS),
-                (false, Some(next)) => next,
-                (false, None) => i64::MAX,
+                .filter_map(|r| r.schedule.next_after(r.cursor))
+                .min()
+                .unwrap_or(i64::MAX)
+                .min(reload_at.max(now));
+            let wake = if failed {
+                next.min(now + RETRY_AFTER_MS)
+            } else {
+                next
             };
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
                 () = self.clock.sleep_until(wake) => {}
+                Ok(()) = changed.changed() => {}
             }
         }
     }

@@ -705,19 +705,62 @@ pub struct HookTask {
     pub created: bool,
 }
 
-/// `GET /api/schedules`: one `[[schedules]]` entry of the server's config, with its
-/// next slot and what its last slot made. Schedules come from the config file, so
-/// the API only reads them.
+/// `POST /api/schedules`: a schedule to add at run time (beside the config's
+/// `[[schedules]]`). Each slot becomes one task, once across every scheduler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AddScheduleParams {
+    /// Unique among schedules, the config's included: letters, digits, `-` and `_`,
+    /// at most 64.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")
+    )]
+    pub name: String,
+    /// 5 fields (`0 3 * * *`: 03:00 every day), or 6 with seconds first; `@daily`
+    /// and the other aliases too.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
+    pub cron: String,
+    /// The IANA time zone the fields are read in (`Europe/Berlin`); UTC when absent.
+    #[serde(default)]
+    pub tz: Option<String>,
+    /// Project name or id.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
+    pub project: String,
+    /// What each task is asked to do.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
+    pub request: String,
+    /// Which agent plays every role (`claude`, `codex`, `gemini`, `openai`,
+    /// `anthropic`, `acp:<name>`); the configured ones when absent.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^(claude|codex|gemini|openai|anthropic|acp:[A-Za-z0-9._-]+)$")
+    )]
+    pub agent: Option<String>,
+    /// Slots that passed while no scheduler ran: `skip` (default) drops them,
+    /// `run_once` makes one task for the newest.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = "^(skip|run_once)$"))]
+    pub missed: Option<String>,
+}
+
+/// A schedule: from the config file (`source: "config"`) or added at run time
+/// (`source: "api"`, with who added it and when).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Schedule {
     /// Unique among schedules (letters, digits, `-`, `_`).
     pub name: String,
+    /// `config` (change it in the config file) or `api` (added at run time;
+    /// `DELETE /api/schedules/{name}` removes it).
+    pub source: String,
     /// The cron expression as written (5 fields, or 6 with seconds first).
     pub cron: String,
-    /// The IANA time zone its fields are read in (`UTC` when the config names none).
+    /// The IANA time zone its fields are read in (`UTC` when none was named).
     pub tz: String,
-    /// The project its tasks run in, as the config names it (name or id).
+    /// The project its tasks run in.
     pub project: String,
     /// What each task is asked to do.
     pub request: String,
@@ -733,6 +776,12 @@ pub struct Schedule {
     /// The same instant in ms since the epoch.
     #[serde(default)]
     pub next_at: Option<i64>,
+    /// Who added it (`name via`), for `api`.
+    #[serde(default)]
+    pub created_by: Option<String>,
+    /// When it was added (ms), for `api`.
+    #[serde(default)]
+    pub created_at: Option<i64>,
     /// The newest slot that made a task, RFC 3339 in UTC; `null` when none has yet.
     #[serde(default)]
     pub last_slot: Option<String>,

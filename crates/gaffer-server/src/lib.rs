@@ -19,6 +19,7 @@ pub mod link;
 pub mod local;
 pub mod metrics;
 pub mod routes;
+pub mod schedule_changes;
 pub mod schedules;
 pub mod serve;
 pub mod sse;
@@ -66,7 +67,9 @@ pub struct ServerConfig {
     pub commit: String,
     /// One-tap links from notifications (see [`link`]); `None`: refused.
     pub links: Option<gaffer_notify::Links>,
-    /// The config's `[[schedules]]`, shown by `GET /api/schedules` and the page.
+    /// The config's `[[schedules]]`, shown by `GET /api/schedules` and the page;
+    /// their names are not free for added schedules, and only the config file
+    /// changes them.
     pub schedules: Vec<gaffer_config::Schedule>,
 }
 
@@ -225,7 +228,14 @@ pub fn router(app: App, config: &ServerConfig) -> Router {
         .route("/api/approvals/{id}", get(r::get_approval))
         .route("/api/approvals/{id}/decision", post(r::decide))
         .route("/api/usage", get(r::usage))
-        .route("/api/schedules", get(schedules::list))
+        .route(
+            "/api/schedules",
+            get(schedules::list).post(schedule_changes::add_schedule),
+        )
+        .route(
+            "/api/schedules/{name}",
+            axum::routing::delete(schedule_changes::remove_schedule),
+        )
         .route("/api/hooks/{forge}", post(hooks::receive))
         .route("/", get(web::page))
         .route("/approvals", get(web::page))

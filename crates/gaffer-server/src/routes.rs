@@ -26,6 +26,7 @@ use utoipa::OpenApi;
         list_approvals, get_approval, decide,
         usage,
         crate::schedules::list,
+        crate::schedule_changes::add_schedule, crate::schedule_changes::remove_schedule,
         crate::sse::all_events, crate::sse::task_events,
         crate::link::confirm_page, crate::link::decide,
         crate::hooks::receive,

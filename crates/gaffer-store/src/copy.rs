@@ -1,6 +1,6 @@
 //! Copying a journal (SQLite to PostgreSQL, say): every event in order, every
 //! hash chain checked on the way, into an empty target; then the Discord ids
-//! recorded beside it.
+//! and the run-time schedules recorded beside it.
 
 use crate::hash::{event_hash, GENESIS_HASH};
 use crate::journal::{Journal, NewEvent, RecordedEvent};
@@ -19,6 +19,8 @@ pub struct Copied {
     /// Discord message ids copied (so an adapter on the target re-attaches to
     /// its threads and messages instead of posting them again).
     pub discord_messages: usize,
+    /// Schedules added at run time, removed ones included (who removed them).
+    pub schedules: usize,
 }
 
 /// Events read from the source at a time.
@@ -79,10 +81,15 @@ pub async fn copy_journal(from: &dyn Journal, to: &dyn Journal) -> Result<Copied
     for m in &messages {
         to.discord_message_put(m).await?;
     }
+    let schedules = from.schedules(true).await?;
+    for s in &schedules {
+        to.schedule_add(s).await?;
+    }
     Ok(Copied {
         streams: heads.len(),
         events,
         discord_messages: messages.len(),
+        schedules: schedules.len(),
     })
 }
 

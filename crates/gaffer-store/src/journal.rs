@@ -331,6 +331,24 @@ pub trait Journal: Send + Sync {
     /// The outbox, newest first, at most `limit`.
     async fn notify_outbox(&self, limit: i64) -> Result<Vec<NotifyItem>>;
 
+    /// Store a schedule added at run time (its `id` is assigned; the rest is
+    /// stored as given). A name a schedule not removed has is
+    /// [`crate::StoreError::Constraint`] and nothing is written.
+    async fn schedule_add(&self, s: &crate::StoredSchedule) -> Result<crate::StoredSchedule>;
+
+    /// Mark the schedule `name` (not removed yet) removed by `by` at `at` (ms): it
+    /// stops running, its row stays. `None` when no such schedule runs.
+    async fn schedule_remove(
+        &self,
+        name: &str,
+        by: &gaffer_core::Actor,
+        at: i64,
+    ) -> Result<Option<crate::StoredSchedule>>;
+
+    /// The schedules added at run time, oldest first: those running, or with
+    /// `with_removed` every one ever added.
+    async fn schedules(&self, with_removed: bool) -> Result<Vec<crate::StoredSchedule>>;
+
     /// Record a worker process as started (and heartbeating now).
     async fn register_worker(&self, worker: &WorkerInfo) -> Result<()>;
 

@@ -306,6 +306,20 @@ impl Journal for FencedJournal {
     async fn discord_messages(&self) -> Result<Vec<crate::DiscordMessage>> {
         self.inner.discord_messages().await
     }
+    async fn schedule_add(&self, s: &crate::StoredSchedule) -> Result<crate::StoredSchedule> {
+        self.inner.schedule_add(s).await
+    }
+    async fn schedule_remove(
+        &self,
+        name: &str,
+        by: &gaffer_core::Actor,
+        at: i64,
+    ) -> Result<Option<crate::StoredSchedule>> {
+        self.inner.schedule_remove(name, by, at).await
+    }
+    async fn schedules(&self, with_removed: bool) -> Result<Vec<crate::StoredSchedule>> {
+        self.inner.schedules(with_removed).await
+    }
     async fn notify_enqueue(
         &self,
         items: &[crate::NotifyItem],

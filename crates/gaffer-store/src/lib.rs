@@ -17,6 +17,7 @@ mod lease;
 mod open;
 mod postgres;
 mod projection;
+mod schedules;
 mod shared;
 mod sqlite;
 
@@ -35,4 +36,5 @@ pub use lease::{
 pub use open::{open, schema_found, Location, SchemaFound};
 pub use postgres::{mask_url, PgJournal, NOTIFY_CHANNEL};
 pub use projection::{ApprovalRow, ProjectRow, Projections, SessionRow, StepRow, TaskRow};
+pub use schedules::StoredSchedule;
 pub use sqlite::{Durability, SqliteJournal};

@@ -1300,6 +1300,8 @@ macro_rules! journal_backend {
             }
         }
 
+        $crate::schedules::schedule_sql!($J, $Row);
+
         #[async_trait::async_trait]
         impl Journal for $J {
             async fn append(
@@ -1806,6 +1808,23 @@ macro_rules! journal_backend {
 
             async fn discord_messages(&self) -> Result<Vec<DiscordMessage>> {
                 <$J>::discord_messages(self).await
+            }
+
+            async fn schedule_add(&self, s: &$crate::StoredSchedule) -> Result<$crate::StoredSchedule> {
+                <$J>::schedule_add(self, s).await
+            }
+
+            async fn schedule_remove(
+                &self,
+                name: &str,
+                by: &gaffer_core::Actor,
+                at: i64,
+            ) -> Result<Option<$crate::StoredSchedule>> {
+                <$J>::schedule_remove(self, name, by, at).await
+            }
+
+            async fn schedules(&self, with_removed: bool) -> Result<Vec<$crate::StoredSchedule>> {
+                <$J>::schedules(self, with_removed).await
             }
 
             async fn notify_enqueue(&self, items: &[NotifyItem], cursor: Option<i64>) -> Result<usize> {

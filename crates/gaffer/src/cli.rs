@@ -186,9 +186,13 @@ pub enum Command {
     /// share the database: each leases tasks, and takes over a dead worker's tasks
     /// once their leases expire (workers.lease_secs).
     Worker(WorkerArgs),
-    /// List the configured schedules (`[[schedules]]` in the config file): each
-    /// one's cron expression, project, next run (in this machine's local time and
-    /// how soon) and the task its last run made, with that task's stage.
+    /// List the schedules (`[[schedules]]` in the config file, and those added with
+    /// `gaffer schedules add`): each one's cron expression, project, next run (in
+    /// this machine's local time and how soon) and the task its last run made, with
+    /// that task's stage. `add` and `remove` change the schedules kept in the
+    /// journal's database while gaffer runs (like `POST /api/schedules`): every
+    /// `gaffer serve` and `gaffer worker` on this journal picks a change up within
+    /// seconds.
     ///
     /// Schedules run in `gaffer serve` and `gaffer worker`; each slot makes one task,
     /// however many of them run.
@@ -196,8 +200,8 @@ pub enum Command {
     /// `--json` prints [{"name","cron","tz","project","request","agent","missed",
     /// "next_slot","next_at","last_slot","last_task":{"id","stage","created_at"}}]
     /// (`GET /api/schedules` answers the same). Exits 78 when the config is invalid.
-    #[command(after_long_help = schedules_help())]
-    Schedules(JsonFlag),
+    #[command(after_long_help = schedules_help(), args_conflicts_with_subcommands = true)]
+    Schedules(SchedulesArgs),
     /// List live workers, the tasks they hold and their last heartbeats.
     ///
     /// `--json` prints [{"id","host","pid","lease_ms","started_at","heartbeat_at",
@@ -393,6 +397,69 @@ pub enum ProjectCommand {
     Add(ProjectAddArgs),
     /// List registered projects.
     List(JsonFlag),
+}
+
+#[derive(Debug, Args)]
+pub struct SchedulesArgs {
+    /// Add or remove one; without, list them.
+    #[command(subcommand)]
+    pub command: Option<SchedulesCommand>,
+    /// Print JSON for scripts instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// Add a schedule. Each slot of --cron becomes one task of --project asking
+    /// --request. Example: `gaffer schedules add nightly-deps --cron "0 3 * * *"
+    /// --tz Europe/Berlin --project api --request "update the dependencies and fix
+    /// what breaks"`. A bad value exits 2 naming the option; a name the config or
+    /// another added schedule has exits 1.
+    Add(ScheduleAddArgs),
+    /// Remove a schedule added with `gaffer schedules add` (or the API): it stops
+    /// in every scheduler; the tasks it made stay. The config's schedules are
+    /// removed in the config file.
+    Remove(ScheduleRemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleAddArgs {
+    /// Unique among schedules: letters, digits, - and _ (at most 64).
+    pub name: String,
+    /// 5 fields (minute hour day-of-month month day-of-week: "0 3 * * *" is 03:00
+    /// every day), or 6 with seconds first; @daily, @hourly and the like too.
+    #[arg(long)]
+    pub cron: String,
+    /// The IANA time zone the fields are read in, like Europe/Berlin [default: UTC].
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// The project its tasks run in (`gaffer project list`).
+    #[arg(long)]
+    pub project: String,
+    /// What each task asks for, in words.
+    #[arg(long)]
+    pub request: String,
+    /// The agent for every role (claude, codex, gemini, openai, anthropic,
+    /// acp:NAME) [default: the configured ones].
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Slots that passed while no scheduler ran: skip drops them, run_once makes
+    /// one task for the newest.
+    #[arg(long, default_value = "skip")]
+    pub missed: String,
+    /// Print JSON (the schedule as `POST /api/schedules` answers it).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleRemoveArgs {
+    /// The schedule's name.
+    pub name: String,
+    /// Print JSON ({"removed","removed_by","removed_at"}).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -513,6 +513,26 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.discord_messages().await
     }
+    async fn schedule_add(
+        &self,
+        s: &gaffer_store::StoredSchedule,
+    ) -> Result<gaffer_store::StoredSchedule> {
+        self.alive().await;
+        self.inner.schedule_add(s).await
+    }
+    async fn schedule_remove(
+        &self,
+        name: &str,
+        by: &gaffer_core::Actor,
+        at: i64,
+    ) -> Result<Option<gaffer_store::StoredSchedule>> {
+        self.alive().await;
+        self.inner.schedule_remove(name, by, at).await
+    }
+    async fn schedules(&self, with_removed: bool) -> Result<Vec<gaffer_store::StoredSchedule>> {
+        self.alive().await;
+        self.inner.schedules(with_removed).await
+    }
     async fn workers(&self) -> Result<Vec<WorkerRow>> {
         self.alive().await;
         self.inner.workers().await

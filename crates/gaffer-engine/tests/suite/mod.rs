@@ -1,3 +1,4 @@
+mod added_schedules;
 mod budget;
 mod challenge;
 mod conflict_crashes;

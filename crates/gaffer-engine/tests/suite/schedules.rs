@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 /// 2026-05-01T00:00:00Z.
 const T0: i64 = 1_777_593_600_000;
 const LATE: Duration = Duration::from_millis(500);
+/// Each tick (a second) reads the added schedules again.
+const RELOAD: Duration = Duration::from_millis(1000);
 
 fn at(seconds: i64, ms: i64) -> i64 {
     T0 + seconds * 1000 + ms
@@ -43,13 +45,13 @@ fn every_second(missed: &str) -> Vec<Schedule> {
     ))
 }
 
-struct Two {
+pub(super) struct Two {
     _dir: tempfile::TempDir,
-    apps: [App; 2],
+    pub(super) apps: [App; 2],
 }
 
 /// Two processes' apps on one new journal (PostgreSQL or SQLite) with project `demo`.
-async fn two_processes(postgres: bool) -> Two {
+pub(super) async fn two_processes(postgres: bool) -> Two {
     let dir = tempfile::tempdir().unwrap();
     let url = if postgres {
         gaffer_testkit::postgres::fresh_database().await
@@ -77,19 +79,20 @@ async fn two_processes(postgres: bool) -> Two {
 }
 
 /// Schedulers running in both processes on `clock`.
-struct Running {
+pub(super) struct Running {
     stop: CancellationToken,
     progress: Vec<tokio::sync::watch::Receiver<i64>>,
     joins: Vec<tokio::task::JoinHandle<gaffer_engine::Result<()>>>,
 }
 
-fn start(two: &Two, schedules: &[Schedule], clock: &ManualClock) -> Running {
+pub(super) fn start(two: &Two, schedules: &[Schedule], clock: &ManualClock) -> Running {
     let stop = CancellationToken::new();
     let mut progress = Vec::new();
     let mut joins = Vec::new();
     for app in &two.apps {
         let s = Scheduler::new(app.clone(), schedules.to_vec(), Arc::new(clock.clone()))
-            .late_after(LATE);
+            .late_after(LATE)
+            .reload_every(RELOAD);
         progress.push(s.progress());
         joins.push(tokio::spawn(s.run(stop.clone())));
     }
@@ -102,7 +105,7 @@ fn start(two: &Two, schedules: &[Schedule], clock: &ManualClock) -> Running {
 
 impl Running {
     /// Both schedulers have handled the clock up to `now`.
-    async fn handled(&mut self, now: i64) {
+    pub(super) async fn handled(&mut self, now: i64) {
         for p in &mut self.progress {
             tokio::time::timeout(Duration::from_secs(30), p.wait_for(|t| *t >= now))
                 .await
@@ -111,7 +114,7 @@ impl Running {
         }
     }
 
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         self.stop.cancel();
         for j in self.joins {
             j.await.unwrap().unwrap();
@@ -120,13 +123,13 @@ impl Running {
 }
 
 /// Move the clock to `now` and wait until both schedulers have handled it.
-async fn tick(clock: &ManualClock, run: &mut Running, now: i64) {
+pub(super) async fn tick(clock: &ManualClock, run: &mut Running, now: i64) {
     clock.set(now);
     run.handled(now).await;
 }
 
 /// Every task's origin key, sorted, and how many `task_created` events there are.
-async fn keys(app: &App) -> (Vec<String>, usize) {
+pub(super) async fn keys(app: &App) -> (Vec<String>, usize) {
     let mut keys: Vec<String> = app
         .journal()
         .projections()

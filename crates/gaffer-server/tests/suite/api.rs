@@ -722,13 +722,14 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
     let mut seen = Vec::new();
     for (path, item) in paths {
         for method in item.as_object().unwrap().keys() {
-            if !["get", "post"].contains(&method.as_str()) {
+            if !["get", "post", "delete"].contains(&method.as_str()) {
                 continue;
             }
             seen.push(format!("{} {path}", method.to_uppercase()));
             let concrete = path.replace("{id}", "x-missing");
             let req = match method.as_str() {
                 "get" => h.http.get(h.url(&concrete)),
+                "delete" => h.http.delete(h.url(&concrete)),
                 _ => h.http.post(h.url(&concrete)).json(&json!({})),
             };
             let r = tokio::time::timeout(std::time::Duration::from_secs(5), req.send())
@@ -754,6 +755,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
     }
     seen.sort();
     let expected = [
+        "DELETE /api/schedules/{name}",
         "GET /api/approvals",
         "GET /api/approvals/{id}",
         "GET /api/events",
@@ -776,6 +778,7 @@ async fn openapi_describes_exactly_the_routes_that_exist() {
         "POST /api/hooks/{forge}",
         "POST /api/projects",
         "POST /api/projects/{id}/auto",
+        "POST /api/schedules",
         "POST /api/tasks",
         "POST /api/tasks/{id}/cancel",
         "POST /api/tasks/{id}/interrupt",
@@ -1044,7 +1047,7 @@ async fn openapi_documents_every_answer_and_parameter_as_served() {
             }
         }
     }
-    assert_eq!(operations, 28);
+    assert_eq!(operations, 30);
     let params = |path: &str| -> Vec<Value> {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

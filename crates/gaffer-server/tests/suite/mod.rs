@@ -9,6 +9,7 @@ mod control;
 mod limits;
 mod metrics;
 mod scene;
+mod schedule_changes;
 mod schedules;
 mod sse;
 mod support;

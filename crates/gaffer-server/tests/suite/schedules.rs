@@ -83,6 +83,9 @@ async fn schedules_show_their_next_slot_and_the_task_their_newest_slot_made() {
         json!([
             {
                 "name": "nightly-deps",
+                "source": "config",
+                "created_by": null,
+                "created_at": null,
                 "cron": "0 3 * * *",
                 "tz": "Europe/Berlin",
                 "project": "alpha",
@@ -94,6 +97,9 @@ async fn schedules_show_their_next_slot_and_the_task_their_newest_slot_made() {
             },
             {
                 "name": "weekly-audit",
+                "source": "config",
+                "created_by": null,
+                "created_at": null,
                 "cron": "30 9 * * 1",
                 "tz": "UTC",
                 "project": "alpha",
@@ -135,12 +141,13 @@ async fn a_schedules_next_slot_is_read_in_its_time_zone() {
 }
 
 #[tokio::test]
-async fn without_schedules_the_list_is_empty_and_the_spec_says_it_is_read_only() {
+async fn without_schedules_the_list_is_empty_and_the_spec_says_config_ones_are_read_only() {
     let h = start(false).await;
     let r = h.http.get(h.url("/api/schedules")).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.json::<Value>().await.unwrap(), json!([]));
-    // Writing is not a thing: no POST route.
+    // Config schedules are only read: added ones come from POST (see
+    // schedule_changes.rs), which refuses a body without its fields.
     let r = h
         .http
         .post(h.url("/api/schedules"))
@@ -148,7 +155,7 @@ async fn without_schedules_the_list_is_empty_and_the_spec_says_it_is_read_only()
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let doc: Value = h
         .http
         .get(h.url("/api/openapi.json"))
@@ -163,7 +170,7 @@ async fn without_schedules_the_list_is_empty_and_the_spec_says_it_is_read_only()
         op["description"]
             .as_str()
             .unwrap()
-            .contains("only reads them"),
+            .contains("change only in the config file"),
         "{op}"
     );
     let item = &doc["components"]["schemas"]["Schedule"]["properties"];

@@ -45,6 +45,11 @@ pub async fn start_limited(limits: gaffer_server::Limits) -> Harness {
     start_configured(false, "", |c| c.limits = limits).await
 }
 
+/// A server with tokens whose config file has `schedules`.
+pub async fn start_with_schedules(schedules: Vec<gaffer_config::Schedule>) -> Harness {
+    start_configured(true, "", |c| c.schedules = schedules).await
+}
+
 /// A server without tokens whose config has the `[[schedules]]` of `toml`.
 pub async fn start_scheduled(toml: &str) -> Harness {
     let schedules = schedules(toml);

@@ -8,6 +8,7 @@ mod journal;
 mod keys;
 mod leases;
 mod notify;
+mod schedules;
 mod schema;
 mod support;
 mod upgrade;

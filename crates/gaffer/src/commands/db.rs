@@ -32,10 +32,11 @@ pub async fn copy(global: &Global, args: &DbCopyArgs) -> Result<ExitCode> {
         output::json(&copied)?;
     } else {
         outln!(
-            "ok: {} events in {} streams copied and verified, and {} Discord message ids",
+            "ok: {} events in {} streams copied and verified, {} Discord message ids and {} schedules added at run time",
             copied.events,
             copied.streams,
-            copied.discord_messages
+            copied.discord_messages,
+            copied.schedules
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -17,6 +17,7 @@ mod memory;
 mod notifications;
 mod project;
 mod run;
+mod schedule_changes;
 mod schedules;
 mod serve;
 mod service;
@@ -25,7 +26,7 @@ mod worker;
 
 use crate::cli::{
     ApprovalCommand, Cli, Command, DbCommand, JournalCommand, MemoryCommand, ProjectCommand,
-    ServiceCommand, TaskCommand, TokenCommand,
+    SchedulesCommand, ServiceCommand, TaskCommand, TokenCommand,
 };
 use crate::error::Result;
 use std::process::ExitCode;
@@ -95,7 +96,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Service(ServiceCommand::Status(args)) => service::status(&cli.global, &args).await,
         Command::Worker(args) => worker::worker(&cli.global, &args).await,
-        Command::Schedules(args) => schedules::run(&cli.global, args.json).await,
+        Command::Schedules(args) => match args.command {
+            None => schedules::run(&cli.global, args.json).await,
+            Some(SchedulesCommand::Add(args)) => schedule_changes::add(&cli.global, &args).await,
+            Some(SchedulesCommand::Remove(args)) => {
+                schedule_changes::remove(&cli.global, &args).await
+            }
+        },
         Command::Workers(args) => worker::workers(&cli.global, &args).await,
         Command::Token(TokenCommand::New(args)) => audit::new_token(&args),
         Command::Completions(args) => manual::completions(&args),

@@ -51,7 +51,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
     // Schedules run where workers run; one naming an unknown project is refused here.
     let scheduler = match args.workers {
         Some(0) => None,
-        _ => worker::start_scheduler(&config, &app, &stop).await?,
+        _ => Some(worker::start_scheduler(&config, &app, &stop).await?),
     };
     let addr = listen_address(args.listen.as_deref(), &config)?;
     // The port agents must not reach is the one served here.
@@ -139,7 +139,7 @@ pub async fn run(global: &Global, args: ServeArgs) -> Result<ExitCode> {
             if rooms == 1 { "" } else { "s" }
         );
     }
-    if scheduler.is_some() {
+    if scheduler.is_some() && !config.schedules.is_empty() {
         let _ = writeln!(
             std::io::stdout(),
             "Schedules: {}",

@@ -45,17 +45,15 @@ pub fn spawn_workers(
     })
 }
 
-/// The scheduler of `[[schedules]]`, in the background until `stop`, where workers
-/// run; `None` when there is none. A schedule naming an unregistered project is
-/// refused first (exit 78 naming `schedules.<name>.project`).
+/// The scheduler of `[[schedules]]` and of the schedules added at run time
+/// (`gaffer schedules add`), in the background until `stop`, where workers run. A
+/// config schedule naming an unregistered project is refused first (exit 78 naming
+/// `schedules.<name>.project`).
 pub async fn start_scheduler(
     config: &Config,
     app: &gaffer_app::App,
     stop: &CancellationToken,
-) -> Result<Option<tokio::task::JoinHandle<()>>> {
-    if config.schedules.is_empty() {
-        return Ok(None);
-    }
+) -> Result<tokio::task::JoinHandle<()>> {
     gaffer_engine::schedules::check_projects(app, &config.schedules)
         .await
         .map_err(CliError::config)?;
@@ -65,11 +63,11 @@ pub async fn start_scheduler(
         std::sync::Arc::new(gaffer_engine::SystemClock),
     );
     let stop = stop.clone();
-    Ok(Some(tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         if let Err(e) = scheduler.run(stop).await {
             tracing::error!(error = %e, "the scheduler stopped");
         }
-    })))
+    }))
 }
 
 /// Ctrl-C or SIGTERM (a service manager stopping us).
@@ -116,7 +114,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     let notifier = crate::commands::notifications::start_beside(global, &config, &app, &stop)?;
     // Best effort, as `serve`'s lines after its address: a reader that closed the
     // pipe after the first line (a supervisor, a test) must not stop the worker.
-    if scheduler.is_some() {
+    if !config.schedules.is_empty() {
         let _ = writeln!(std::io::stdout(), "Schedules: {}", schedule_names(&config));
     }
     let work = engine.work(&me, limits, stop.clone());
@@ -133,9 +131,7 @@ pub async fn worker(global: &Global, args: &WorkerArgs) -> Result<ExitCode> {
     if let Some(n) = notifier {
         n.stop().await;
     }
-    if let Some(s) = scheduler {
-        let _ = s.await;
-    }
+    let _ = scheduler.await;
     result.map_err(|e| CliError::failed(format!("worker {} stopped: {e}", me.id)))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -25,6 +25,7 @@ mod real_live;
 mod run;
 mod schedule_slots;
 mod schedules;
+mod schedules_cli;
 mod secrets;
 mod serve;
 mod ship;

@@ -150,13 +150,15 @@ fn schedules_show_the_next_run_in_local_time_and_the_last_task_with_its_stage() 
         shown,
         json!([
             {
-                "name": "new-year", "cron": "0 3 1 1 *", "tz": "Europe/Berlin", "project": "demo",
+                "name": "new-year", "source": "config", "created_by": null, "created_at": null,
+                "cron": "0 3 1 1 *", "tz": "Europe/Berlin", "project": "demo",
                 "request": "Bump the copyright year", "agent": null, "missed": "run_once",
                 "last_slot": "2026-01-01T02:00:00Z",
                 "last_task": { "id": "t-0193000b-new-year-2", "stage": "queued" },
             },
             {
-                "name": "idle", "cron": "*/5 * * * *", "tz": "UTC", "project": "demo",
+                "name": "idle", "source": "config", "created_by": null, "created_at": null,
+                "cron": "*/5 * * * *", "tz": "UTC", "project": "demo",
                 "request": "Look at the logs", "agent": null, "missed": "skip",
                 "last_slot": null, "last_task": null,
             },
