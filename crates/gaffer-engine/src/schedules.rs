@@ -249,11 +249,9 @@ impl Scheduler {
         let start = self.clock.now_ms();
         let mut running = Vec::with_capacity(self.schedules.len());
         for s in &self.schedules {
-            // A schedule that never ran has missed nothing.
-            let cursor = self
-                .last_slot(s)
-                .await?
-                .unwrap_or(start - self.late_after_ms);
+            // A schedule that never ran has missed nothing, not even the slots of
+            // the last LATE_AFTER (a schedule every second would start with 60).
+            let cursor = self.last_slot(s).await?.unwrap_or(start);
             running.push(Running {
                 schedule: s.clone(),
                 added: None,

@@ -14,7 +14,24 @@ use std::process::ExitCode;
 
 pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
     let config = load_config(global)?;
-    if config.schedules.is_empty() {
+    // Schedules added at run time live in the journal: list from it when it exists,
+    // but never create one just to say there is nothing.
+    let no_journal = matches!(
+        gaffer_store::Location::parse(&config.database_location()),
+        Ok(gaffer_store::Location::Sqlite(path)) if !path.exists()
+    );
+    let now = now_ms();
+    let opened = if config.schedules.is_empty() && no_journal {
+        None
+    } else {
+        let (config, _, app) = open_app(global).await?;
+        let schedules = app
+            .schedules(&config.schedules, now)
+            .await
+            .map_err(app_error)?;
+        Some((app, schedules))
+    };
+    let Some((app, schedules)) = opened.filter(|(_, s)| !s.is_empty()) else {
         if json {
             output::json(&Vec::<api::Schedule>::new())?;
         } else {
@@ -23,7 +40,7 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
             let mut out = term::stdout();
             writeln!(
                 out,
-                "No schedule is configured in {}.\nTo queue a request on a schedule, add to that file:\n",
+                "No schedule is configured in {} or added with `gaffer schedules add`.\nTo queue a request on a schedule, add to that file:\n",
                 file.display()
             )?;
             for line in crate::cli::SCHEDULE_EXAMPLE.lines() {
@@ -31,17 +48,11 @@ pub async fn run(global: &Global, json: bool) -> Result<ExitCode> {
             }
             writeln!(
                 out,
-                "\nthen restart `gaffer serve` (or `gaffer worker`), which run schedules. `gaffer init` writes a config file with every field explained."
+                "\nthen restart `gaffer serve` (or `gaffer worker`), which run schedules; or add one while they run with `gaffer schedules add NAME --cron … --project … --request …`. `gaffer init` writes a config file with every field explained."
             )?;
         }
         return Ok(ExitCode::SUCCESS);
-    }
-    let (config, _, app) = open_app(global).await?;
-    let now = now_ms();
-    let schedules = app
-        .schedules(&config.schedules, now)
-        .await
-        .map_err(app_error)?;
+    };
     if json {
         output::json(&schedules)?;
         return Ok(ExitCode::SUCCESS);

@@ -175,7 +175,7 @@ fn without_schedules_it_says_how_to_add_one_and_opens_no_journal() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.starts_with(&format!(
-            "No schedule is configured in {}.",
+            "No schedule is configured in {} or added with `gaffer schedules add`.",
             home.config().display()
         )),
         "{text}"
@@ -201,6 +201,54 @@ fn without_schedules_it_says_how_to_add_one_and_opens_no_journal() {
     assert_eq!(
         serde_json::from_slice::<Value>(&out.stdout).unwrap(),
         json!([])
+    );
+}
+
+/// A schedule added at run time is in the journal, not the config: the listing
+/// finds it there even when the config has none.
+#[test]
+fn a_schedule_added_with_an_empty_config_is_listed() {
+    let home = Home::new();
+    home.seed();
+    let out = home.gaffer().arg("schedules").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("No schedule is configured in "), "{text}");
+    let out = home
+        .gaffer()
+        .args([
+            "schedules",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--project",
+            "demo",
+            "--request",
+            "Tidy the logs",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = home.gaffer().arg("schedules").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(
+        text.contains("nightly") && text.contains("0 3 * * *"),
+        "{text}"
+    );
+    let out = home
+        .gaffer()
+        .args(["schedules", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            &listed[0]["name"],
+            &listed[0]["source"],
+            listed.as_array().unwrap().len()
+        ),
+        (&json!("nightly"), &json!("api"), 1)
     );
 }
 
