@@ -1,6 +1,6 @@
-// Schedules (/schedules): the config's [[schedules]], each with its next run in
-// the reader's local time and the task its newest slot made (GET /api/schedules).
-// Read-only: schedules live in the config file.
+// Schedules (/schedules): the config's [[schedules]] and those added at run time
+// (`gaffer schedules add`, POST /api/schedules), each with its next run in the
+// reader's local time and the task its newest slot made (GET /api/schedules).
 import { html, api, errorText, ago, badge, firstLine, clip, useEffect, useState, useNow } from "./lib.js";
 import { onEvent } from "./live.js";
 
@@ -41,6 +41,8 @@ function Schedule({ s, now }) {
       <dt>Last task</dt>
       <dd class="last">${t ? html`<a href=${"/tasks/" + encodeURIComponent(t.id)}><code>${t.id.slice(0, 10)}</code></a> ${badge(t.stage)} <span class="muted">${ago(t.created_at, now)}</span>` : html`<span class="muted">none yet</span>`}</dd>
       ${s.agent ? html`<dt>Agent</dt><dd><code>${s.agent}</code></dd>` : null}
+      <dt>From</dt>
+      <dd class="source">${s.source === "api" ? html`added by ${s.created_by || "someone"}${s.created_at ? html` <span class="muted">${ago(s.created_at, now)}</span>` : null}` : html`the config file`}</dd>
     </dl>
   </li>`;
 }
@@ -66,15 +68,15 @@ export function SchedulesPage() {
   }, [now]);
   document.title = "Schedules — gaffer";
   return html`<main class="page narrow" id="main">
-    <div class="page-head"><h1>Schedules</h1><span class="muted">${schedules ? (schedules.length ? `${schedules.length} configured` : "") : error ? "" : "Loading…"}</span></div>
+    <div class="page-head"><h1>Schedules</h1><span class="muted">${schedules ? (schedules.length ? `${schedules.length} schedule${schedules.length === 1 ? "" : "s"}` : "") : error ? "" : "Loading…"}</span></div>
     ${error ? html`<p class="err" role="alert" id="schedules-error">${error}</p>` : null}
     ${schedules && schedules.length ? html`<ul id="schedules" class="schedules">${schedules.map((s) => html`<${Schedule} key=${s.name} s=${s} now=${now} />`)}</ul>` : null}
     ${schedules && !schedules.length ? html`<div class="empty" id="schedules-empty">
       <p><strong>No schedule is configured.</strong></p>
-      <p class="muted">A schedule queues a request as a task at every slot of a cron expression. Add one to gaffer's config file and restart <code>gaffer serve</code>:</p>
+      <p class="muted">A schedule queues a request as a task at every slot of a cron expression. Add one to gaffer's config file and restart <code>gaffer serve</code>, or add one while it runs with <code>gaffer schedules add</code>:</p>
       <pre class="example">${EXAMPLE}</pre>
       <p class="muted small"><code>gaffer init</code> writes a config file with every field explained; <code>gaffer schedules</code> lists them in a terminal.</p>
     </div>` : null}
-    ${schedules && schedules.length ? html`<p class="muted small">Schedules come from the config file (<code>[[schedules]]</code>); change them there and restart <code>gaffer serve</code>. Times are in your time zone.</p>` : null}
+    ${schedules && schedules.length ? html`<p class="muted small">Schedules from the config file (<code>[[schedules]]</code>) change there, with a restart of <code>gaffer serve</code>; added ones are removed with <code>gaffer schedules remove NAME</code>. Times are in your time zone.</p>` : null}
   </main>`;
 }

@@ -17,6 +17,21 @@ async fn schedules_show_the_next_run_and_link_the_last_task_at_phone_and_laptop_
     h.project("alpha").await;
     slot_task(&h, "nightly-deps", "2026-01-01T02:00:00Z").await;
     let last = slot_task(&h, "nightly-deps", "2026-01-02T02:00:00Z").await;
+    // One added at run time (`gaffer schedules add`, POST /api/schedules).
+    h.app
+        .add_schedule(
+            gaffer_config::ScheduleSpec {
+                name: "hourly-logs".into(),
+                cron: "0 * * * *".into(),
+                project: "alpha".into(),
+                request: "Read the logs and report anything new".into(),
+                ..gaffer_config::ScheduleSpec::default()
+            },
+            &super::support::schedules(TWO_SCHEDULES),
+            gaffer_core::Actor::user("ana", "web"),
+        )
+        .await
+        .unwrap();
     let api: Value = h
         .http
         .get(h.url("/api/schedules"))
@@ -31,7 +46,7 @@ async fn schedules_show_the_next_run_and_link_the_last_task_at_phone_and_laptop_
         b.goto(&h.url("/schedules")).await.unwrap();
         b.wait_for(
             "the schedules",
-            "document.querySelectorAll('#schedules li').length === 2",
+            "document.querySelectorAll('#schedules li').length === 3",
         )
         .await
         .unwrap();
@@ -46,6 +61,7 @@ async fn schedules_show_the_next_run_and_link_the_last_task_at_phone_and_laptop_
                     last: li.querySelector('.last a')?.getAttribute('href') ?? null,
                     stage: li.querySelector('.last .badge')?.textContent ?? null,
                     none: li.querySelector('.last a') ? null : li.querySelector('.last').textContent,
+                    from: li.querySelector('.source').textContent.replace(/ \\S+ ago$| just now$/, ''),
                 }))",
             )
             .await
@@ -57,12 +73,19 @@ async fn schedules_show_the_next_run_and_link_the_last_task_at_phone_and_laptop_
                     "name": "nightly-deps", "title": "nightly-deps", "cron": "0 3 * * *",
                     "next": api[0]["next_slot"], "soon": true,
                     "last": format!("/tasks/{last}"), "stage": "queued",
-                    "none": null,
+                    "none": null, "from": "the config file",
                 },
                 {
                     "name": "weekly-audit", "title": "weekly-audit", "cron": "30 9 * * 1",
                     "next": api[1]["next_slot"], "soon": true,
                     "last": null, "stage": null, "none": "none yet",
+                    "from": "the config file",
+                },
+                {
+                    "name": "hourly-logs", "title": "hourly-logs", "cron": "0 * * * *",
+                    "next": api[2]["next_slot"], "soon": true,
+                    "last": null, "stage": null, "none": "none yet",
+                    "from": "added by ana via web",
                 },
             ])
         );
