@@ -17,7 +17,8 @@ fn short(sha: &Value) -> String {
     one_line(&sha[..sha.len().min(8)], 8)
 }
 
-fn files(v: &Value) -> String {
+/// The paths of a JSON list, each on one line, joined with commas.
+pub(crate) fn files(v: &Value) -> String {
     let names: Vec<String> = v
         .as_array()
         .into_iter()

@@ -50,15 +50,9 @@ pub fn plan(plan: &Value) -> Vec<String> {
         if let Some(d) = st["description"].as_str().filter(|d| !d.trim().is_empty()) {
             out.extend(block(d, "    ", 6));
         }
-        let files: Vec<String> = st["files"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(|f| one_line(f, 80))
-            .collect();
+        let files = crate::follow_up::files(&st["files"]);
         if !files.is_empty() {
-            out.push(format!("    files: {}", files.join(", ")));
+            out.push(format!("    files: {files}"));
         }
         if let Some(a) = st["acceptance"].as_str().filter(|a| !a.trim().is_empty()) {
             out.push(format!("    done when: {}", one_line(a, 200)));
