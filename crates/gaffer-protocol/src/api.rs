@@ -106,7 +106,9 @@ pub struct CreateTaskParams {
     /// Create the task once for this key: a repeat with the same key answers the
     /// task first created (200, header `Idempotent-Replayed: true`) instead of a
     /// second one. Same as the `Idempotency-Key` header (if both are given they
-    /// must be equal). Printable ASCII without spaces, at most 200 bytes.
+    /// must be equal). Printable ASCII without spaces, at most 200 bytes, not
+    /// starting with `schedule:` or `intake:` (gaffer's own: its scheduler and
+    /// issue intake create tasks under them).
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
