@@ -44,6 +44,18 @@ impl Engine {
     }
 }
 
+/// The receipt of a step that asked a person: the approval and its reason when
+/// approved; else the person's reason, for the step's failure.
+pub(crate) fn answered(resolution: &gaffer_app::Resolution) -> Result<Value, String> {
+    if resolution.approved() {
+        Ok(
+            json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
+        )
+    } else {
+        Err(resolution.reason())
+    }
+}
+
 /// Turns every permission request of one step into one gaffer approval.
 pub(crate) struct Gate {
     engine: Engine,

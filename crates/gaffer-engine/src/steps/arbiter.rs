@@ -114,12 +114,6 @@ impl Engine {
                 Subject::default(),
             )
             .await?;
-        if resolution.approved() {
-            Ok(
-                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
-            )
-        } else {
-            Err(fail(resolution.reason()))
-        }
+        crate::gate::answered(&resolution).map_err(fail)
     }
 }

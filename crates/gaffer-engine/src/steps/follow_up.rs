@@ -121,13 +121,7 @@ impl Engine {
                 Subject::default(),
             )
             .await?;
-        if resolution.approved() {
-            Ok(
-                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
-            )
-        } else {
-            Err(fail(resolution.reason()))
-        }
+        crate::gate::answered(&resolution).map_err(fail)
     }
 
     /// `push-approval/n`: the ship approval rules for pushing the fix (or, for a

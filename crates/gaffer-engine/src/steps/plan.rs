@@ -164,16 +164,8 @@ impl Engine {
                 Subject::default(),
             )
             .await?;
-        if resolution.approved() {
-            Ok(
-                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
-            )
-        } else {
-            Err(fail(format!(
-                "the plan was not approved ({})",
-                resolution.reason()
-            )))
-        }
+        crate::gate::answered(&resolution)
+            .map_err(|reason| fail(format!("the plan was not approved ({reason})")))
     }
 }
 

@@ -294,13 +294,7 @@ impl Engine {
         let resolution = self
             .ask(task, step, 1, ApprovalKind::Ship, summary, details, subject)
             .await?;
-        if resolution.approved() {
-            Ok(
-                json!({ "approval": resolution.approval.id, "decision": "approve", "reason": resolution.reason() }),
-            )
-        } else {
-            Err(fail(resolution.reason()))
-        }
+        crate::gate::answered(&resolution).map_err(fail)
     }
 
     pub(crate) fn push_auth(ship: &Shipping) -> std::result::Result<GitAuth, String> {
