@@ -822,8 +822,7 @@ async fn a_flipped_sqlite_header_byte_is_found_by_quick_check() {
     let mut t = temp_journal(Backend::Sqlite).await;
     seeded(&t.journal, "p-1", "t-1").await;
     assert_eq!(t.journal.verify().await.unwrap().broken, None);
-    t.journal.shutdown().await;
-    let path = t.path();
+    let path = t.close_into_main_file().await;
     let mut bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..16], b"SQLite format 3\0");
     bytes[39] ^= 0x40; // bytes 36..40: the number of freelist pages

@@ -107,6 +107,15 @@ impl TempJournal {
         }
     }
 
+    /// Close a SQLite journal with everything in its main file, for a test that
+    /// edits that file. Shutdown's checkpoint is best effort (a reader may still
+    /// hold the WAL); a page left there would shadow the edited main file.
+    pub async fn close_into_main_file(&mut self) -> PathBuf {
+        self.journal.shutdown().await;
+        self.sql("PRAGMA wal_checkpoint(TRUNCATE)").await.unwrap();
+        self.path()
+    }
+
     /// Change one byte of a stored event (`installation` → `installatioX` in the
     /// request of the event whose request names `task`) behind the journal's back:
     /// in the SQLite file itself, or in PostgreSQL with triggers disabled.
@@ -114,11 +123,7 @@ impl TempJournal {
         let needle = format!("request for {task}: add an installation");
         match &self.target {
             Target::Sqlite(_) => {
-                self.journal.shutdown().await;
-                // Shutdown's checkpoint is best effort (a reader may still hold
-                // the WAL); a page left there would shadow the edited main file.
-                self.sql("PRAGMA wal_checkpoint(TRUNCATE)").await.unwrap();
-                let path = self.path();
+                let path = self.close_into_main_file().await;
                 let mut bytes = std::fs::read(&path).unwrap();
                 let at = bytes
                     .windows(needle.len())
