@@ -599,7 +599,12 @@ fn outcome(o: &Value) -> Vec<String> {
     .filter_map(Value::as_str)
     .take(1)
     {
-        out.push(format!("  pr       {}", one_line(pr, 200)));
+        // A GitLab receipt's link is a merge request: labelled as its users say it.
+        let label = match str_at(o, "/forge/kind") {
+            Some("gitlab") => "mr",
+            _ => "pr",
+        };
+        out.push(format!("  {label:<9}{}", one_line(pr, 200)));
     }
     if let Some(note) = str_at(o, "/note") {
         out.extend(labeled("  note     ", note, 12));
@@ -744,5 +749,18 @@ mod tests {
         // Without a challenger: only the plan.
         let plain = approval_body(&plan_approval(json!({ "plan": sub("x") })), None);
         assert_eq!(plain.len(), 3, "{plain:#?}");
+    }
+
+    #[test]
+    fn a_shipped_outcome_labels_its_link_as_the_forge_calls_it() {
+        let shipped = |kind: &str| {
+            outcome(&json!({
+                "forge": { "kind": kind },
+                "pull_request": { "url": "https://forge.example/x/1" },
+            }))
+        };
+        assert_eq!(shipped("gitlab"), ["  mr       https://forge.example/x/1"]);
+        assert_eq!(shipped("github"), ["  pr       https://forge.example/x/1"]);
+        assert_eq!(shipped("gitea"), ["  pr       https://forge.example/x/1"]);
     }
 }
