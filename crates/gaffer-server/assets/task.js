@@ -3,7 +3,8 @@
 import { html, api, errorText, actor, channel, ago, badge, clip, firstLine, money, stageName, tokens, useEffect, useRef, useState, useNow, FINAL, RETRYABLE, Diff, throttle } from "./lib.js";
 import { ApprovalCard } from "./approvals.js";
 import { follow, putApproval, useApprovals, useListed } from "./live.js";
-import { newModel, apply, Transcript, RawEvents } from "./transcript.js";
+import { newModel, apply, liveSession, Transcript, RawEvents } from "./transcript.js";
+import { Steer } from "./steer.js";
 
 const PROGRESS = ["queued", "planning", "awaiting_plan_approval", "coding", "reviewing", "testing", "shipping", "done"];
 
@@ -236,6 +237,7 @@ export function TaskPage({ id }) {
         </section>` : null}
         <h2>Conversation</h2>
         <${Transcript} model=${model.current} spend=${spend} />
+        <${Steer} t=${t} live=${liveSession(model.current)} />
         ${diff && diff.diff.trim() ? html`<section id="diff" aria-labelledby="diff-h"><h2 id="diff-h">Changes on <code>${diff.branch}</code></h2><${Diff} text=${diff.diff} /></section>` : null}
         <${RawEvents} model=${model.current} />
       </div>

@@ -9,7 +9,10 @@ import { approval as approvalById, putApproval, useApprovals } from "./live.js";
 import { FOLLOW_UP_STEPS, FollowUpCard, ResolveResult, doneAgain, endedText, replyText, syncText } from "./followup.js";
 
 export function newModel() {
-  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [], stage: "queued", followUps: 0 };
+  return { items: [], steps: new Map(), calls: new Map(), lastPos: 0, lastSeq: 0, v: 0, raw: [], stage: "queued", followUps: 0,
+    // Agent sessions by id ({step, role, open, interrupted}, in start order) and
+    // people's messages by id ({entry, step}), for steering the running agent.
+    sessions: new Map(), messages: new Map() };
 }
 
 function step(m, id) {
@@ -104,6 +107,7 @@ export function apply(m, e) {
       // session starts, the step is the arbiter's, hearing its panel.
       if (ev.role !== "panelist") s.session = { id: ev.session_id, role: ev.role, agent: ev.agent };
       else if (!s.session) s.session = { id: ev.session_id, role: "arbiter", agent: "panel" };
+      m.sessions.set(ev.session_id, { step: s.id, role: ev.role, agent: ev.agent, open: true, interrupted: false });
       touch(m, s);
       break;
     }
@@ -113,8 +117,47 @@ export function apply(m, e) {
       touch(m, s);
       break;
     }
-    case "session_ended":
+    case "session_ended": {
+      const sess = m.sessions.get(ev.session_id);
+      if (sess) { sess.open = false; m.v++; }
       break;
+    }
+    case "message_sent": {
+      // Into the step of the agent that will read it: the running session, as the server picks it.
+      const to = liveSession(m);
+      const entry = { key: "e" + e.seq, kind: "message", by: ev.by, text: ev.text, at: e.at, delivery: null, masked: false, role: to?.role };
+      if (to) {
+        const s = step(m, to.step);
+        s.entries.push(entry);
+        m.messages.set(ev.message_id, { entry, step: s });
+        touch(m, s);
+      } else {
+        m.items.push({ type: "message", key: entry.key, entry });
+        m.messages.set(ev.message_id, { entry, step: null });
+        m.v++;
+      }
+      break;
+    }
+    case "message_delivered": {
+      const sent = m.messages.get(ev.message_id);
+      const sess = m.sessions.get(ev.session_id);
+      if (sess) sess.interrupted = false; // a message after an interrupt starts the next turn
+      if (sent) {
+        Object.assign(sent.entry, { delivery: ev.delivery, masked: !!ev.masked });
+        if (sent.step) touch(m, sent.step);
+      }
+      m.v++;
+      break;
+    }
+    case "turn_interrupted": {
+      const sess = m.sessions.get(ev.session_id);
+      if (!sess) break;
+      sess.interrupted = true;
+      const s = step(m, sess.step);
+      s.entries.push({ key: "e" + e.seq, kind: "interrupted", by: ev.by, at: e.at });
+      touch(m, s);
+      break;
+    }
     case "agent_activity":
       activity(m, step(m, ev.step_id), ev.activity || {}, e);
       break;
@@ -191,9 +234,17 @@ function activity(m, s, a, e) {
   touch(m, s);
 }
 
+/** The agent session a person's message goes to now: the open one started last
+ *  (as the server's `running_session`), or null when no agent runs. */
+export function liveSession(m) {
+  let last = null;
+  for (const [id, sess] of m.sessions) if (sess.open) last = { id, ...sess };
+  return last;
+}
+
 // ---------- view ----------
 
-const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger", tester: "Tester", panelist: "Panel member" };
+export const ROLE = { planner: "Planner", owner: "Owner", reviewer: "Reviewer", arbiter: "Arbiter", challenger: "Challenger", tester: "Tester", panelist: "Panel member" };
 
 export function stepLabel(id) {
   const [k, n] = String(id).split("/");
@@ -310,9 +361,35 @@ function Entry({ entry }) {
         <p class="muted">${entry.from} is tried again after ${new Date(entry.until).toLocaleString()}.</p></div></div>`;
     case "wait":
       return html`<div class="entry wait"><span class="icon" aria-hidden="true">⏸</span><div class="body">${entry.text}</div></div>`;
+    case "message":
+      return html`<${Message} entry=${entry} />`;
+    case "interrupted":
+      return html`<div class="entry interrupted"><span class="icon" aria-hidden="true">‖</span><div class="body">
+        <div><strong>${actor(entry.by)}</strong> stopped the turn <span class="muted small">${time(entry.at)}</span></div>
+        <p class="muted small">The agent waits; the next message starts its next turn.</p></div></div>`;
     default:
       return null;
   }
+}
+
+/** How a person's message reached the agent, in words (`message_delivered`). */
+function deliveryText(entry) {
+  const who = ROLE[entry.role] ? `The ${ROLE[entry.role].toLowerCase()}` : "The agent";
+  if (!entry.delivery) return `Waiting for ${who.toLowerCase()} to read it`;
+  const how = entry.delivery === "live" ? `${who} got it in its running turn` : `${who} got it as its next turn`;
+  return entry.masked ? `${how}, masked: its names replaced by the step's placeholders (a cloud model of a masked project)` : how;
+}
+
+/** A person's message to the running agent, and whether the agent got it. */
+function Message({ entry }) {
+  return html`<div class=${"entry message" + (entry.delivery ? " delivered" : " pending")}>
+    <span class="icon" aria-hidden="true">✉</span>
+    <div class="body">
+      <div class="msg-head"><strong>${entry.by?.name || "someone"}</strong> <span class="muted small">via ${channel(entry.by?.via)} · ${time(entry.at)}</span></div>
+      <p class="msg-text"><${Text} text=${entry.text} /></p>
+      <div class="muted small delivery" role="status">${deliveryText(entry)}</div>
+    </div>
+  </div>`;
 }
 
 /** Why a role's agent was out, in words (`agent_switched` triggers). */
@@ -512,6 +589,7 @@ export function Transcript({ model, spend }) {
     ${model.items.map((it) => {
       if (it.type === "note") return html`<div key=${it.key} class=${"tnote n-" + it.cls}><span class="muted">${time(it.at)}</span> ${it.text}</div>`;
       if (it.type === "follow_up") return html`<${FollowUpCard} key=${it.key} f=${it} />`;
+      if (it.type === "message") return html`<div key=${it.key} class="loose"><${Message} entry=${it.entry} /></div>`;
       const s = model.steps.get(it.id);
       const sp = spend?.[s.id];
       return html`<${Step} key=${"s:" + s.id} s=${s} v=${s.v} spend=${sp} spendKey=${sp ? sp.tokens + ":" + sp.cost_usd : ""} />`;

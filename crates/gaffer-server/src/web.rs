@@ -46,6 +46,7 @@ const ASSETS: &[Asset] = assets! {
     "followup.js": "text/javascript; charset=utf-8",
     "approvals.js": "text/javascript; charset=utf-8",
     "schedules.js": "text/javascript; charset=utf-8",
+    "steer.js": "text/javascript; charset=utf-8",
     "sw.js": "text/javascript; charset=utf-8",
     "vendor/preact.mjs": "text/javascript; charset=utf-8",
     "vendor/hooks.mjs": "text/javascript; charset=utf-8",
