@@ -409,7 +409,7 @@ impl Adapter {
                 Event::AgentActivity { activity, .. } => {
                     render::transcript_line(activity).map(|l| (e.seq, l))
                 }
-                _ => None,
+                other => render::steer_line(other).map(|l| (e.seq, l)),
             })
             .collect();
         let batches = render::transcript_batches(&lines);

@@ -294,6 +294,8 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
             if let Some(ci) = CiReceipt::from_receipt(r) {
                 out.push(ci_note(&ci, key, at));
             }
+        } else if let Some(note) = follow_up_step_note(&s.id, r, &key, at) {
+            out.push(note);
         } else if let Some(n) = s.id.strip_prefix("fix/") {
             let title = format!("🔧 Fix {n} {}", fix_reason(r["reason"].as_str()))
                 .trim_end()
@@ -301,6 +303,18 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
             let summary = r["summary"].as_str().unwrap_or_default();
             out.push(with_output(title, summary, "fix.txt", key, at));
         }
+    }
+    out.extend(detail.follow_ups.iter().map(follow_up_note));
+    if let Some(reason) = &detail.following_ended {
+        out.push(Note {
+            key: "following-ended".into(),
+            body: body(format!(
+                "⏹ No longer following the pull request: {}",
+                clip(reason, 1500)
+            )),
+            attachment: None,
+            at: detail.task.updated_at,
+        });
     }
     let t = &detail.task;
     if matches!(
@@ -329,6 +343,137 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
         });
     }
     out
+}
+
+/// Why a follow-up opened on the done task: people's review comments on the pull
+/// request (each with its file:line and author; all of them attached when long), or
+/// a base that moved under it.
+fn follow_up_note(f: &api::FollowUp) -> Note {
+    let d = &f.detail;
+    let key = format!("follow-up/{}", f.n);
+    match f.kind.as_str() {
+        "review_comments" => {
+            let comments = d["comments"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+            let n = if comments.is_empty() {
+                f.keys.len()
+            } else {
+                comments.len()
+            };
+            let on = d["pull_request"]
+                .as_u64()
+                .map(|p| format!(" on pull request #{p}"))
+                .unwrap_or_default();
+            let text: String = comments
+                .iter()
+                .map(|c| {
+                    let place = match (c["path"].as_str(), c["line"].as_u64()) {
+                        (Some(p), Some(l)) => format!("{p}:{l}"),
+                        (Some(p), None) => p.to_owned(),
+                        _ => "the conversation".to_owned(),
+                    };
+                    format!(
+                        "{} on {place}: {}\n",
+                        c["author"].as_str().unwrap_or("someone"),
+                        c["body"].as_str().unwrap_or_default().trim()
+                    )
+                })
+                .collect();
+            let title = format!(
+                "↻ Follow-up {}: {n} review comment{}{on}; the owner works on {}",
+                f.n,
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "it" } else { "them" }
+            );
+            with_output(title, &text, "review-comments.txt", key, f.opened_at)
+        }
+        "merge_conflict" => {
+            let base = clip(d["base"].as_str().unwrap_or("?"), 100).replace('`', "'");
+            let how = if d["mergeable"] == "behind" {
+                "the pull request must catch up with it"
+            } else {
+                "the pull request conflicts with it"
+            };
+            Note {
+                key,
+                body: body(format!(
+                    "↻ Follow-up {}: the base `{base}` moved and {how}; the branch is brought onto it, checked and pushed again",
+                    f.n
+                )),
+                attachment: None,
+                at: f.opened_at,
+            }
+        }
+        other => Note {
+            key,
+            body: body(format!("↻ Follow-up {}: {}", f.n, clip(other, 100))),
+            attachment: None,
+            at: f.opened_at,
+        },
+    }
+}
+
+/// What a follow-up's own steps did, for the thread: the update onto the base
+/// (`sync/k`), the owner's conflict resolution (`resolve/r`), the replies posted
+/// under the review comments (`reply/n`). `None`: not one of them.
+fn follow_up_step_note(id: &str, r: &Value, key: &str, at: i64) -> Option<Note> {
+    let kind = id.split('/').next().unwrap_or_default();
+    let files = || {
+        r["files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|f| format!("`{}`", clip(f, 100).replace('`', "'")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let text = match (kind, r["outcome"].as_str()) {
+        ("sync", Some("updated")) => format!(
+            "🔀 Brought onto `{}`: no conflicts, the branch is at `{}`",
+            clip(r["base"].as_str().unwrap_or("the base"), 100).replace('`', "'"),
+            short_sha(r["head"].as_str().unwrap_or_default())
+        ),
+        ("sync", Some("conflicted")) => format!(
+            "🔀 Bringing the branch onto its base stopped on conflicts in {}; the owner resolves them",
+            files()
+        ),
+        ("sync", Some("up_to_date")) => {
+            "🔀 The branch already holds its base: nothing to push".to_owned()
+        }
+        ("resolve", Some("updated")) => format!(
+            "✅ Conflicts resolved: the branch is at `{}`",
+            short_sha(r["head"].as_str().unwrap_or_default())
+        ),
+        ("resolve", Some("conflicted")) => format!(
+            "🔀 Resolved; the update stopped again on conflicts in {}",
+            files()
+        ),
+        ("resolve", Some("unresolved")) => format!(
+            "⚠️ Conflict markers left in {}; the owner gets another round",
+            files()
+        ),
+        ("reply", _) => {
+            let replies = r["replies"].as_array()?;
+            let links: Vec<String> = replies
+                .iter()
+                .filter_map(|x| x["url"].as_str())
+                .map(|u| format!("<{u}>"))
+                .collect();
+            format!(
+                "↩ Replied to {} review comment{}: {}",
+                replies.len(),
+                if replies.len() == 1 { "" } else { "s" },
+                links.join(" ")
+            )
+        }
+        _ => return None,
+    };
+    Some(Note {
+        key: key.to_owned(),
+        body: body(clip(&text, MAX_CONTENT)),
+        attachment: None,
+        at,
+    })
 }
 
 /// The arbiter's ruling and, when it has a panel, each member's opinion (or why it
@@ -531,6 +676,64 @@ mod tests {
     }
 
     #[test]
+    fn a_follow_up_says_why_it_opened_and_its_steps_what_they_did() {
+        let review = api::FollowUp {
+            n: 2,
+            kind: "review_comments".into(),
+            keys: vec!["review-comment:7".into(), "comment:9".into()],
+            detail: json!({ "pull_request": 12, "comments": [
+                { "author": "rita", "path": "src/list.rs", "line": 4, "body": "Name this flag --json, like the others." },
+                { "author": "sam", "body": "  Please add a changelog entry.\n" },
+            ]}),
+            opened_at: 5,
+        };
+        let note = follow_up_note(&review);
+        assert_eq!(note.key, "follow-up/2");
+        assert_eq!(note.at, 5);
+        assert_eq!(
+            note.body["content"],
+            "↻ Follow-up 2: 2 review comments on pull request #12; the owner works on them\n```\nrita on src/list.rs:4: Name this flag --json, like the others.\nsam on the conversation: Please add a changelog entry.\n```"
+        );
+        let conflict = api::FollowUp {
+            n: 3,
+            kind: "merge_conflict".into(),
+            keys: vec!["merge_conflict:abc".into()],
+            detail: json!({ "head_sha": "abc", "base": "main", "mergeable": "conflicted" }),
+            opened_at: 9,
+        };
+        assert_eq!(
+            follow_up_note(&conflict).body["content"],
+            "↻ Follow-up 3: the base `main` moved and the pull request conflicts with it; the branch is brought onto it, checked and pushed again"
+        );
+        let step = |id: &str, r: Value| {
+            follow_up_step_note(id, &r, "k", 1)
+                .map(|n| n.body["content"].as_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            step("sync/1", json!({ "outcome": "conflicted", "files": ["src/list.rs", "README.md"] })).unwrap(),
+            "🔀 Bringing the branch onto its base stopped on conflicts in `src/list.rs`, `README.md`; the owner resolves them"
+        );
+        assert_eq!(
+            step(
+                "resolve/1",
+                json!({ "outcome": "updated", "head": "0123456789abcdef" })
+            )
+            .unwrap(),
+            "✅ Conflicts resolved: the branch is at `0123456789`"
+        );
+        assert_eq!(
+            step("reply/2", json!({ "follow_up": 2, "replies": [{ "url": "https://forge/c/1" }, { "url": "https://forge/c/2" }] })).unwrap(),
+            "↩ Replied to 2 review comments: <https://forge/c/1> <https://forge/c/2>"
+        );
+        assert_eq!(step("code/1", json!({ "outcome": "updated" })), None);
+        assert_eq!(
+            step("reply/1", json!({})),
+            None,
+            "no replies listed: nothing to say"
+        );
+    }
+
+    #[test]
     fn stall_and_budget_buttons_say_what_they_do() {
         let labels = |kind: &str| {
             let mut a = approval_of("pending", None);
@@ -667,6 +870,27 @@ pub fn transcript_line(a: &Value) -> Option<String> {
     }
 }
 
+/// The transcript line for a person steering the agent from elsewhere (the page, the
+/// CLI, the API): their message, or the turn they stopped. A reply in the thread is
+/// already there in its author's own words, so it is not repeated.
+pub fn steer_line(e: &gaffer_core::Event) -> Option<String> {
+    let flat = |s: &str, max: usize| clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), max);
+    match e {
+        gaffer_core::Event::MessageSent { text, by, .. } if by.via != "discord" => Some(format!(
+            "✉ **{}** ({}) to the agent: {}",
+            flat(&by.name, 60),
+            flat(&by.via, 40),
+            flat(text, 800)
+        )),
+        gaffer_core::Event::TurnInterrupted { by, .. } => Some(format!(
+            "‖ **{}** ({}) stopped the turn; the agent waits for a message",
+            flat(&by.name, 60),
+            flat(&by.via, 40)
+        )),
+        _ => None,
+    }
+}
+
 /// Transcript lines `(seq, line)` packed, in order, into messages of at most
 /// [`MAX_CONTENT`] characters: `(first seq, last seq, body)` each.
 pub fn transcript_batches(lines: &[(i64, String)]) -> Vec<(i64, i64, Value)> {
@@ -698,6 +922,29 @@ pub fn transcript_batches(lines: &[(i64, String)]) -> Vec<(i64, i64, Value)> {
 #[cfg(test)]
 mod transcript_tests {
     use super::*;
+    use gaffer_core::{Actor, Event, SessionId};
+
+    #[test]
+    fn a_message_from_elsewhere_is_a_transcript_line_and_a_thread_reply_is_not_repeated() {
+        let sent = |via: &str| Event::MessageSent {
+            message_id: "m-1".into(),
+            text: "Use the Row printer\n  in src/print.rs".into(),
+            by: Actor::user("ana", via),
+        };
+        assert_eq!(
+            steer_line(&sent("web:login-link")).as_deref(),
+            Some("✉ **ana** (web:login-link) to the agent: Use the Row printer in src/print.rs")
+        );
+        assert_eq!(steer_line(&sent("discord")), None);
+        let stopped = Event::TurnInterrupted {
+            session_id: SessionId("s-1".into()),
+            by: Actor::user("bo", "cli"),
+        };
+        assert_eq!(
+            steer_line(&stopped).as_deref(),
+            Some("‖ **bo** (cli) stopped the turn; the agent waits for a message")
+        );
+    }
 
     #[test]
     fn batches_keep_every_line_once_in_order_within_discords_limit() {

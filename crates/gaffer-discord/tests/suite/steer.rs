@@ -205,3 +205,53 @@ async fn the_agents_transcript_reaches_its_thread_in_batches_within_discords_lim
         .collect();
     assert_eq!(lines, expected, "every line once, in order");
 }
+
+#[tokio::test]
+async fn steering_from_elsewhere_shows_in_the_thread_and_a_thread_reply_is_not_repeated() {
+    let w = World::new().await;
+    let task = w.task("tidy the README").await;
+    let thread = recorded_thread(&w, &task).await;
+    running(&w, &task).await;
+    w.discord
+        .say(&thread, &ana(), "use the staging database, not prod");
+    w.discord
+        .wait_for("the confirmation", WAIT, |d| {
+            d.messages(&thread)
+                .into_iter()
+                .find(|m| m.content.contains("Sent to the agent"))
+        })
+        .await;
+    // From the page and the CLI: the people in the thread see them too.
+    w.app
+        .send_message(
+            &task,
+            "keep the changelog too",
+            gaffer_core::Actor::user("bo", "web"),
+        )
+        .await
+        .unwrap();
+    w.app
+        .interrupt(&task, gaffer_core::Actor::user("bo", "cli"))
+        .await
+        .unwrap();
+    w.discord
+        .wait_for("the page's message and the interrupt", WAIT, |d| {
+            let all: Vec<String> = d.messages(&thread).into_iter().map(|m| m.content).collect();
+            (all.iter()
+                .any(|c| c.contains("✉ **bo** (web) to the agent: keep the changelog too"))
+                && all.iter().any(|c| {
+                    c.contains("‖ **bo** (cli) stopped the turn; the agent waits for a message")
+                }))
+            .then_some(())
+        })
+        .await;
+    // ana's reply is in the thread as she wrote it: gaffer does not post it again.
+    let repeated: Vec<String> = w
+        .discord
+        .messages(&thread)
+        .into_iter()
+        .map(|m| m.content)
+        .filter(|c| c.contains("use the staging database"))
+        .collect();
+    assert_eq!(repeated, Vec::<String>::new());
+}
