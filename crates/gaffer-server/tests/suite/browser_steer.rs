@@ -10,7 +10,7 @@ use super::browser::{
 };
 use super::scene::Scene;
 use super::support::*;
-use gaffer_core::{Delivery, Event, Intent, Role, SessionId, Stage, StepId};
+use gaffer_core::{Delivery, Event, Role, SessionId, Stage};
 
 fn messages_js() -> &'static str {
     "[...document.querySelectorAll('#transcript .entry.message')].map((e) => e.innerText)"
@@ -24,17 +24,8 @@ async fn a_message_typed_on_the_page_reaches_the_journal_and_shows_when_the_agen
     let s = Scene::new(&h.app, "alpha", "Add a --json flag to the list command").await;
     s.stage(Stage::Planning).await;
     s.stage(Stage::Coding).await;
+    s.agent_step("code/1", Role::Owner, "claude").await;
     let session = SessionId(format!("s-{}-code/1", s.task));
-    s.step("code/1", Intent::NonIdempotent).await;
-    s.push(vec![Event::SessionStarted {
-        session_id: session.clone(),
-        agent: "claude".into(),
-        role: Role::Owner,
-        workspace_key: "/work/demo".into(),
-        agent_session_id: None,
-        step_id: Some(StepId("code/1".into())),
-    }])
-    .await;
     s.say(
         "code/1",
         "Let me look at how the list command prints its rows.",
