@@ -308,7 +308,7 @@ impl App {
         match self.project_row(name.trim()).await {
             Err(AppError::NotFound { id, .. }) => Err(AppError::invalid(
                 "project",
-                format!("`project` `{id}` is not registered; see GET /api/projects or `gaffer project list`"),
+                format!("`project` `{id}` is not registered; `gaffer project list` (GET /api/projects) lists those that are, `gaffer project add PATH` adds one"),
             )),
             other => other,
         }

@@ -22,6 +22,9 @@ function Progress({ stage, reached, waits }) {
   </ol>`;
 }
 
+/** What the forge calls the change it shipped as, as its users say it. */
+const changeRequest = (summary) => (summary?.forge?.kind === "gitlab" ? "Merge request" : "Pull request");
+
 /** How the task ended, in words, for every end state. */
 function Outcome({ t }) {
   const o = t.outcome || {};
@@ -29,7 +32,7 @@ function Outcome({ t }) {
     const pr = o.pull_request?.url;
     return html`<div class="outcome ok" id="outcome" role="status">
       <strong>${pr ? "Shipped" : "Done"}</strong>
-      ${pr ? html`<p>Pull request <a href=${pr} target="_blank" rel="noopener">${pr}</a> waits for a review${o.ci?.state ? ` (CI ${o.ci.state})` : ""}.</p>`
+      ${pr ? html`<p>${changeRequest(o)} <a href=${pr} target="_blank" rel="noopener">${pr}</a> waits for a review${o.ci?.state ? ` (CI ${o.ci.state})` : ""}.</p>`
         : html`<p>${o.note || "The work is on its branch."}</p>`}
       ${o.branch ? html`<p class="muted">Branch <code>${o.branch}</code>${o.commits?.length ? ` · ${o.commits.length} commit${o.commits.length === 1 ? "" : "s"}` : ""}</p>` : null}
     </div>`;
@@ -124,7 +127,10 @@ function Links({ d }) {
   const wt = receipt("worktree");
   const pr = receipt("pr") || d.outcome?.pull_request;
   const rows = [];
-  if (pr?.url) rows.push(html`<li>Pull request <a href=${pr.url} target="_blank" rel="noopener">#${pr.number ?? ""}</a></li>`);
+  // GitLab numbers merge requests !N; the others #N.
+  const shipped = d.outcome || receipt("ship");
+  const sigil = shipped?.forge?.kind === "gitlab" ? "!" : "#";
+  if (pr?.url) rows.push(html`<li>${changeRequest(shipped)} <a href=${pr.url} target="_blank" rel="noopener">${sigil}${pr.number ?? ""}</a></li>`);
   if (wt?.branch) rows.push(html`<li>Branch <code>${wt.branch}</code></li>`);
   if (d.worker) rows.push(html`<li id="worker" class="muted small">${workerLine(d.worker)}</li>`);
   return rows.length ? html`<ul class="links">${rows}</ul>` : null;

@@ -371,3 +371,49 @@ async fn the_task_api_lists_each_follow_up_and_the_end_of_following_and_the_sche
         );
     }
 }
+
+/// A task shipped to GitLab says merge request, numbered `!N`, as GitLab's users
+/// say it; one shipped to Gitea says pull request `#N`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_shipped_to_gitlab_names_its_merge_request_as_gitlab_does() {
+    let Some(driver) = driver() else { return };
+    let h = start(false).await;
+    h.project("alpha").await;
+    let mut pages = Vec::new();
+    for kind in ["gitlab", "gitea"] {
+        let s = conversation(&h.app, "alpha").await;
+        s.stage(gaffer_core::Stage::Shipping).await;
+        step(&s, "ship", Intent::Idempotent, json!({})).await;
+        let forge = json!({"kind": kind});
+        s.complete(
+            "ship",
+            json!({"branch": BRANCH, "commits": [], "forge": forge}),
+        )
+        .await;
+        step(&s, "pr", Intent::NonIdempotent, json!({})).await;
+        let pr =
+            json!({"number": 7, "url": PR_URL, "head": BRANCH, "base": "main", "created": true});
+        s.complete("pr", pr.clone()).await;
+        s.push(vec![Event::TaskDone {
+            summary: json!({"branch": BRANCH, "forge": forge, "pull_request": pr}),
+        }])
+        .await;
+        pages.push(s.task);
+    }
+    let b = logged_in(&driver, &h, "gitlab-mr", PHONE).await;
+    for (task, words) in pages.iter().zip(["Merge request !7", "Pull request #7"]) {
+        b.goto(&h.url(&format!("/tasks/{task}"))).await.unwrap();
+        b.wait_for("the loaded task", "document.body.dataset.loaded === 'task'")
+            .await
+            .unwrap();
+        let outcome = text_of(&b, "#outcome").await;
+        let first = words.split(' ').next().unwrap();
+        assert!(
+            outcome.contains(&format!("{first} request {PR_URL} waits for a review")),
+            "{outcome}"
+        );
+        let links = text_of(&b, ".links").await;
+        assert!(links.contains(words), "{links}");
+    }
+    b.close().await.unwrap();
+}

@@ -79,13 +79,22 @@ pub async fn remove(global: &Global, args: &ScheduleRemoveArgs) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-/// A refused field, named as the option that gave it (exit 2).
+/// A refused field, named as the option that gave it (exit 2). The service's
+/// message names the field as the API does (`` `cron` `nope` has…``): the option
+/// already says which, so the field's name is not said twice.
 fn option_error(e: AppError) -> CliError {
     match e {
-        AppError::Invalid { field, message } if field == "name" => {
-            CliError::usage(format!("NAME: {message}"))
+        AppError::Invalid { field, message } => {
+            let option = if field == "name" {
+                "NAME".to_owned()
+            } else {
+                format!("--{field}")
+            };
+            let message = message
+                .strip_prefix(&format!("`{field}` "))
+                .unwrap_or(&message);
+            CliError::usage(format!("{option}: {message}"))
         }
-        AppError::Invalid { field, message } => CliError::usage(format!("--{field}: {message}")),
         other => app_error(other),
     }
 }

@@ -252,6 +252,43 @@ fn a_schedule_added_with_an_empty_config_is_listed() {
     );
 }
 
+/// A bad option of `schedules add` exits 2 naming the option once, with what to do,
+/// and adds nothing.
+#[test]
+fn a_bad_schedule_option_exits_2_naming_the_option_and_adds_nothing() {
+    let home = Home::new();
+    home.seed();
+    let add = |cron: &str, project: &str| {
+        let out = home
+            .gaffer()
+            .args(["schedules", "add", "nightly", "--cron", cron])
+            .args(["--project", project, "--request", "Tidy the logs"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = add("nope", "demo");
+    assert!(
+        err.starts_with("gaffer: --cron: `nope` has 1 fields; write 5"),
+        "{err}"
+    );
+    let err = add("0 3 * * *", "nosuch");
+    assert!(
+        err.starts_with("gaffer: --project: `nosuch` is not registered; `gaffer project list`"),
+        "{err}"
+    );
+    let out = home
+        .gaffer()
+        .args(["schedules", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
+}
+
 #[test]
 fn a_bad_schedule_exits_78_naming_the_field() {
     let home = Home::new();
