@@ -9,6 +9,7 @@ mod fallback;
 mod faulty;
 mod follow_ups;
 mod intake;
+mod intake_gitlab;
 mod panel;
 mod pipeline;
 mod rate_limits;

@@ -607,6 +607,17 @@ fn closes(issue: &str, repo: Option<&(String, String)>) -> Option<String> {
     let (owner, name) = repo
         .map(|(o, r)| (o.as_str(), r.as_str()))
         .unwrap_or(("", ""));
+    if let Some((project, number)) = gitlab_issue(issue) {
+        // The project's path may follow a self-hosted GitLab's own path prefix.
+        let ours = format!("{owner}/{name}").to_lowercase();
+        let path = project.to_lowercase();
+        let same = path == ours || path.ends_with(&format!("/{ours}"));
+        return Some(if same {
+            format!("#{number}")
+        } else {
+            format!("{project}#{number}")
+        });
+    }
     let r = IssueRef::parse(issue, owner, name).ok()?;
     let same = r.owner.eq_ignore_ascii_case(owner) && r.repo.eq_ignore_ascii_case(name);
     Some(match (same, r.owner.is_empty()) {
@@ -615,9 +626,79 @@ fn closes(issue: &str, repo: Option<&(String, String)>) -> Option<String> {
     })
 }
 
+/// A GitLab issue URL's project path (groups and sub-groups included) and number:
+/// GitLab puts `/-/` between them (`https://HOST/acme/tools/demo/-/issues/7`, also
+/// `/-/work_items/7`). `None` for any other reference.
+fn gitlab_issue(reference: &str) -> Option<(String, u64)> {
+    let (_, rest) = reference.trim().split_once("://")?;
+    let path = rest.split(['?', '#']).next()?;
+    let (_, path) = path.split_once('/')?;
+    let (project, tail) = path.split_once("/-/")?;
+    let mut tail = tail.split('/');
+    if !matches!(tail.next()?, "issues" | "work_items") {
+        return None;
+    }
+    let number = tail.next()?.parse().ok()?;
+    let project = project.trim_matches('/');
+    (!project.is_empty()).then(|| (project.to_owned(), number))
+}
+
 /// A task's request from an issue: its title and body.
 pub(crate) fn issue_request(issue: &gaffer_forge::Issue) -> String {
     format!("{}\n\n{}", issue.title.trim(), issue.body.trim())
         .trim()
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closes;
+
+    #[test]
+    fn a_pull_request_closes_its_issue_in_each_forges_words() {
+        let repo = |o: &str, r: &str| Some((o.to_owned(), r.to_owned()));
+        let gitlab = repo("acme/tools", "demo");
+        for (issue, repo, want) in [
+            (
+                "https://gitlab.example.com/acme/tools/demo/-/issues/7",
+                &gitlab,
+                "#7",
+            ),
+            (
+                "https://gitlab.example.com/acme/tools/demo/-/work_items/7?x=1",
+                &gitlab,
+                "#7",
+            ),
+            (
+                "https://example.com/gitlab/acme/tools/demo/-/issues/7",
+                &gitlab,
+                "#7",
+            ),
+            (
+                "https://gitlab.example.com/acme/other/-/issues/3",
+                &gitlab,
+                "acme/other#3",
+            ),
+            ("https://github.com/o/r/issues/12", &repo("o", "r"), "#12"),
+            (
+                "https://github.com/x/y/issues/12",
+                &repo("o", "r"),
+                "x/y#12",
+            ),
+            ("#5", &repo("o", "r"), "#5"),
+        ] {
+            assert_eq!(
+                closes(issue, repo.as_ref()).as_deref(),
+                Some(want),
+                "{issue}"
+            );
+        }
+        assert_eq!(
+            closes(
+                "https://gitlab.example.com/acme/demo/-/merge_requests/2",
+                gitlab.as_ref()
+            ),
+            None
+        );
+    }
 }
