@@ -19,7 +19,6 @@ use crate::failure::{fail_spent, Failure};
 use crate::Engine;
 use gaffer_app::Subject;
 use gaffer_core::{ApprovalKind, ApprovalState, Spend, Step, TaskState};
-use gaffer_store::TaskFilter;
 use serde_json::{json, Value};
 
 /// Approval keys of a step attempt's budget questions: `BUDGET_KEYS + attempt × 1000 + n`,
@@ -285,37 +284,19 @@ impl Engine {
     }
 
     /// What the project's tasks spent today (UTC): the receipts of their steps that
-    /// ended today.
+    /// ended today, of every task of the project however old.
     async fn project_day_spend(&self, task: &TaskState) -> Result<Spend, Failure> {
         let since = day_start(gaffer_store::now_ms());
-        let rows = self
+        let receipts = self
             .journal()
-            .tasks(&TaskFilter {
-                project_id: Some(task.project_id.as_str().to_owned()),
-                ..TaskFilter::default()
-            })
+            .project_receipts_since(task.project_id.as_str(), since)
             .await
             .map_err(crate::error::EngineError::from)?;
-        let mut total = Spend::default();
-        for row in rows.iter().filter(|r| r.updated_at >= since) {
-            let Some(view) = self
-                .journal()
-                .task(&row.id)
-                .await
-                .map_err(crate::error::EngineError::from)?
-            else {
-                continue;
-            };
-            total += view
-                .steps
-                .iter()
-                .filter(|s| s.updated_at >= since)
-                .filter_map(|s| s.receipt.as_deref())
-                .filter_map(|r| serde_json::from_str::<Value>(r).ok())
-                .map(|r| Spend::of_receipt(&r))
-                .sum();
-        }
-        Ok(total)
+        Ok(receipts
+            .iter()
+            .filter_map(|r| serde_json::from_str::<Value>(r).ok())
+            .map(|r| Spend::of_receipt(&r))
+            .sum())
     }
 }
 

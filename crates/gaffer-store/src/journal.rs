@@ -243,6 +243,16 @@ pub trait Journal: Send + Sync {
     /// Tasks, newest first.
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>>;
 
+    /// The receipts, as stored, of every step of project `project_id`'s tasks that
+    /// changed at or after `since` (ms): what the project's daily spending cap adds
+    /// up, however many tasks the project has (no page limit, unlike
+    /// [`Journal::tasks`]).
+    async fn project_receipts_since(
+        &self,
+        project_id: &str,
+        since: Timestamp,
+    ) -> Result<Vec<String>>;
+
     /// The ids of the tasks whose pull request is still followed, oldest first: done,
     /// with a receipt for step `pull_request_step` (the engine's step that opened the
     /// pull request), and following not ended. The follower reads only these, however

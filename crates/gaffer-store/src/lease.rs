@@ -18,7 +18,7 @@ use crate::journal::{
 };
 use crate::projection::{ApprovalRow, ProjectRow, Projections, TaskRow};
 use crate::Result;
-use gaffer_core::{StreamId, StreamState};
+use gaffer_core::{StreamId, StreamState, Timestamp};
 use serde::Serialize;
 use std::sync::Arc;
 use tokio::sync::broadcast;
@@ -255,6 +255,13 @@ impl Journal for FencedJournal {
     }
     async fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRow>> {
         self.inner.tasks(filter).await
+    }
+    async fn project_receipts_since(
+        &self,
+        project_id: &str,
+        since: Timestamp,
+    ) -> Result<Vec<String>> {
+        self.inner.project_receipts_since(project_id, since).await
     }
     async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
         self.inner.followed_tasks(pull_request_step).await

@@ -1666,6 +1666,21 @@ macro_rules! journal_backend {
                 Ok(q.build_query_as().fetch_all(&self.pool).await?)
             }
 
+            async fn project_receipts_since(&self, project_id: &str, since: gaffer_core::Timestamp) -> Result<Vec<String>> {
+                // A step changed since then changed its task too: the tasks' index
+                // by project narrows the steps to read.
+                Ok(sqlx::query_scalar(
+                    "SELECT s.receipt FROM tasks t JOIN steps s ON s.task_id = t.id
+                     WHERE t.project_id = $1 AND t.updated_at >= $2
+                       AND s.updated_at >= $2 AND s.receipt IS NOT NULL
+                     ORDER BY t.id, s.ord",
+                )
+                .bind(project_id)
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
             async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
                 let ended = gaffer_core::Event::FollowingEnded {
                     reason: String::new(),

@@ -144,3 +144,29 @@ async fn a_projects_daily_cap_pauses_its_next_task_before_its_first_turn() {
     decide_as_ana(&w, &b, Decision::Deny, Some("enough for today")).await;
     assert_eq!(finish(&w, &second, run).await, Stage::Failed);
 }
+
+#[tokio::test]
+async fn the_projects_daily_cap_counts_a_task_older_than_the_newest_hundred() {
+    let w = world(gaffer_config::Budget {
+        project_day_tokens: Some(1000),
+        ..Default::default()
+    })
+    .await;
+    // The task that spends today is older than the project's 100 newest tasks: a
+    // count of the newest page only would miss its 1,500 tokens and let it finish.
+    let old = w.task(REQUEST, true).await;
+    for n in 0..101 {
+        w.task(&format!("a later task {n}"), true).await;
+    }
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&old);
+    let (approval, summary, details) = next_approval(&mut events, ApprovalKind::Budget).await;
+    assert_eq!(
+        (details["cap"].as_str(), details["step"].as_str()),
+        (Some("project_day_tokens"), Some("review/1"))
+    );
+    assert_eq!(details["spent"], 1500.0);
+    assert!(summary.contains("the project's tasks today"), "{summary}");
+    decide_as_ana(&w, &approval, Decision::Deny, Some("enough for today")).await;
+    assert_eq!(finish(&w, &old, run).await, Stage::Failed);
+}

@@ -423,6 +423,14 @@ impl Journal for Faulty {
         self.alive().await;
         self.inner.tasks(filter).await
     }
+    async fn project_receipts_since(
+        &self,
+        project_id: &str,
+        since: gaffer_core::Timestamp,
+    ) -> Result<Vec<String>> {
+        self.alive().await;
+        self.inner.project_receipts_since(project_id, since).await
+    }
     async fn followed_tasks(&self, pull_request_step: &str) -> Result<Vec<String>> {
         self.alive().await;
         self.inner.followed_tasks(pull_request_step).await

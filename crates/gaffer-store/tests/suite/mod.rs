@@ -2,6 +2,7 @@ mod backup;
 mod copy;
 mod counters;
 mod crash;
+mod day_receipts;
 mod discord;
 mod followed;
 mod journal;
