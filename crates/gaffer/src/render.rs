@@ -4,6 +4,10 @@
 //! request is escaped here (see [`crate::term`]).
 
 pub mod after;
+mod plan;
+
+use plan::challenged;
+pub use plan::plan;
 
 use crate::output::{age, count, one_line, utc};
 use crate::term;
@@ -34,81 +38,6 @@ fn labeled(label: &str, text: &str, max: usize) -> Vec<String> {
         .enumerate()
         .map(|(i, l)| format!("{}{l}", if i == 0 { label } else { &indent }))
         .collect()
-}
-
-/// The plan's subtasks as a numbered list: title, description, files, acceptance.
-pub fn plan(plan: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, st) in plan["subtasks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let title = st["title"].as_str().unwrap_or("(untitled)");
-        out.push(format!("{:>2}. {}", i + 1, one_line(title, 200)));
-        if let Some(d) = st["description"].as_str().filter(|d| !d.trim().is_empty()) {
-            out.extend(block(d, "    ", 6));
-        }
-        let files = crate::follow_up::files(&st["files"]);
-        if !files.is_empty() {
-            out.push(format!("    files: {files}"));
-        }
-        if let Some(a) = st["acceptance"].as_str().filter(|a| !a.trim().is_empty()) {
-            out.push(format!("    done when: {}", one_line(a, 200)));
-        }
-    }
-    out
-}
-
-/// What the challenger loop left on a plan approval: each revision's changes and
-/// answers, then the challenges still open (nothing when no challenger ran).
-fn challenged(d: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in d["revisions"].as_array().into_iter().flatten().skip(1) {
-        out.push(format!(
-            "revision {} ({}):",
-            r["revision"],
-            one_line(r["step"].as_str().unwrap_or("?"), 20)
-        ));
-        for change in r["changes"].as_array().into_iter().flatten() {
-            out.push(format!(
-                "    {}",
-                one_line(change.as_str().unwrap_or(""), 200)
-            ));
-        }
-        for a in r["answers"].as_array().into_iter().flatten() {
-            out.push(format!(
-                "    [{}] {}: {}",
-                one_line(a["id"].as_str().unwrap_or("?"), 20),
-                one_line(a["decision"].as_str().unwrap_or("?"), 20),
-                one_line(a["reason"].as_str().unwrap_or(""), 200)
-            ));
-        }
-    }
-    let open = d["open_challenges"]
-        .as_array()
-        .map_or(&[][..], Vec::as_slice);
-    if !open.is_empty() {
-        out.push(format!(
-            "open     {} challenge{} the planner did not settle:",
-            open.len(),
-            if open.len() == 1 { "" } else { "s" }
-        ));
-        for c in open {
-            out.push(format!(
-                "    [{}] ({}) {}",
-                one_line(c["id"].as_str().unwrap_or("?"), 20),
-                one_line(c["severity"].as_str().unwrap_or("?"), 10),
-                one_line(c["claim"].as_str().unwrap_or(""), 200)
-            ));
-            out.push(format!(
-                "        evidence: {}",
-                one_line(c["evidence"].as_str().unwrap_or(""), 200)
-            ));
-        }
-    }
-    out
 }
 
 /// Files, added and removed lines of a unified diff.
@@ -390,24 +319,7 @@ pub fn task(t: &api::TaskDetail, short_id: &str, now: i64) -> Vec<String> {
         out.extend(outcome(o));
     }
     out.extend(crate::follow_up::section(t));
-    let receipt = |id: &str| {
-        t.steps
-            .iter()
-            .find(|s| s.id == id)
-            .and_then(|s| s.receipt.clone())
-    };
-    if let Some(p) = receipt("plan")
-        .map(|r| r["plan"].clone())
-        .filter(|p| p.is_object())
-    {
-        let n = p["subtasks"].as_array().map_or(0, Vec::len);
-        out.push(String::new());
-        out.push(format!(
-            "plan ({n} subtask{})",
-            if n == 1 { "" } else { "s" }
-        ));
-        out.extend(plan(&p).into_iter().map(|l| format!("  {l}")));
-    }
+    out.extend(plan::running(t));
     let verdicts: Vec<String> = t
         .steps
         .iter()

@@ -1,145 +1,11 @@
-//! What the adapter shows, as Discord message bodies: pure functions of the
-//! app's wire types, so every message can be recomputed from the journal at any
-//! time and compared with what was last sent (see [`digest`]).
+//! The notes posted once into a task's thread: plan, verdicts, checks, fixes,
+//! the pull request, CI, follow-ups and how the task ended.
 
+use super::{body, clip, cost, pull_request, stage_mark, INLINE_LIMIT, MAX_CONTENT};
 use crate::rest::Attachment;
 use gaffer_protocol::api;
-use gaffer_protocol::receipts::{short_sha, CiReceipt, PullRequestReceipt};
-use serde_json::{json, Value};
-
-/// Discord's limit for a message's content, in characters.
-pub const MAX_CONTENT: usize = 2000;
-/// Text longer than this goes into an attached file instead.
-const INLINE_LIMIT: usize = 1500;
-
-/// `custom_id` prefix of an approval's Allow button.
-pub const ALLOW: &str = "gaffer:allow:";
-/// `custom_id` prefix of an approval's Deny button.
-pub const DENY: &str = "gaffer:deny:";
-/// `custom_id` prefix of a tool approval's "Allow for this task" button.
-pub const ALLOW_TASK: &str = "gaffer:allow-task:";
-
-/// The `custom_id`s of approval `id`'s buttons: how its message is recognised.
-pub fn button_ids(id: &str) -> Vec<String> {
-    [ALLOW, ALLOW_TASK, DENY]
-        .iter()
-        .map(|p| format!("{p}{id}"))
-        .collect()
-}
-
-/// At most `max` characters of `s`, with `…` when cut.
-pub fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// A short digest of a message body: equal bodies, equal digests.
-pub fn digest(body: &Value) -> String {
-    use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(body.to_string().as_bytes())[..12])
-}
-
-fn stage_mark(stage: &str) -> &'static str {
-    match stage {
-        "done" => "✅",
-        "failed" | "blocked" => "❌",
-        "cancelled" => "⏹️",
-        "queued" => "🕓",
-        _ => "⏳",
-    }
-}
-
-/// Body with nobody pinged, whatever the text holds (`@everyone` in a request).
-fn body(content: String) -> Value {
-    json!({ "content": clip(&content, MAX_CONTENT), "allowed_mentions": { "parse": [] } })
-}
-
-/// The thread's name: id and request, within Discord's 100 characters.
-pub fn thread_name(task: &api::Task) -> String {
-    let first = task.request.lines().next().unwrap_or("").trim();
-    clip(&format!("{} {first}", task.id), 100)
-}
-
-/// The message in the room that the task's thread hangs from; edited as the stage moves.
-pub fn header(task: &api::Task) -> Value {
-    body(format!(
-        "{} **{}** · `{}` in **{}** · {}\n> {}\nasked by {}",
-        stage_mark(&task.stage),
-        task.stage,
-        task.id,
-        task.project,
-        cost(task),
-        clip(&task.request.replace('\n', "\n> "), 800),
-        task.created_by,
-    ))
-}
-
-fn cost(task: &api::Task) -> String {
-    format!(
-        "{} tokens, {}",
-        task.tokens,
-        gaffer_core::format_cost(task.cost_usd)
-    )
-}
-
-fn step_mark(state: &str) -> &'static str {
-    match state {
-        "completed" => "✅",
-        "failed" | "manual_required" | "effect_unknown" => "❌",
-        "started" | "reconciling" => "⏳",
-        _ => "▫️",
-    }
-}
-
-/// The pull request shipping opened (or found), once it has: from the finished
-/// task's summary, or the `pr` step's receipt while CI runs.
-pub fn pull_request(detail: &api::TaskDetail) -> Option<PullRequestReceipt> {
-    let step = || {
-        detail
-            .steps
-            .iter()
-            .find(|s| s.id == PullRequestReceipt::STEP && s.state == "completed")
-            .and_then(|s| s.receipt.as_ref())
-            .and_then(PullRequestReceipt::from_receipt)
-    };
-    detail
-        .task
-        .outcome
-        .as_ref()
-        .and_then(PullRequestReceipt::from_summary)
-        .or_else(step)
-}
-
-/// The status message at the top of the thread, edited in place: stage, steps,
-/// cost, pull request, outcome.
-pub fn status(detail: &api::TaskDetail) -> Value {
-    let t = &detail.task;
-    let mut out = format!("{} **{}** · {}\n", stage_mark(&t.stage), t.stage, cost(t));
-    // The newest steps when there are many: the message must stay one message.
-    let skip = detail.steps.len().saturating_sub(20);
-    if skip > 0 {
-        out.push_str(&format!("… {skip} earlier steps\n"));
-    }
-    for s in &detail.steps[skip..] {
-        out.push_str(&format!("{} `{}` {}\n", step_mark(&s.state), s.id, s.name));
-    }
-    if let Some(pr) = pull_request(detail) {
-        out.push_str(&format!("🔗 Pull request: {}\n", pr.url));
-    }
-    if let Some(o) = &t.outcome {
-        if let Some(branch) = o["branch"].as_str() {
-            out.push_str(&format!("🌿 Branch `{branch}`\n"));
-        }
-        if let Some(reason) = o["reason"].as_str().or_else(|| o.as_str()) {
-            out.push_str(&format!("Reason: {}\n", clip(reason, 500)));
-        }
-    }
-    body(out)
-}
+use gaffer_protocol::receipts::{short_sha, CiReceipt, PullRequestReceipt, RunningPlan};
+use serde_json::Value;
 
 /// A message posted once into the thread for something worth reading there.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,7 +68,7 @@ fn with_output(title: String, text: &str, filename: &str, key: String, at: i64) 
 /// kept), and how it ended. Each is keyed so it is posted once, when what it says
 /// has happened.
 pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
-    let mut out = Vec::new();
+    let mut out: Vec<Note> = plan_note(detail).into_iter().collect();
     for s in &detail.steps {
         let key = format!("{}#{}", s.id, s.attempt);
         let at = s.updated_at;
@@ -219,29 +85,7 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
             }
             continue;
         };
-        if s.id == "plan" {
-            let mut text = String::new();
-            for (n, st) in r["plan"]["subtasks"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                text.push_str(&format!(
-                    "{}. {} — {}\n",
-                    n + 1,
-                    st["title"].as_str().unwrap_or(""),
-                    st["description"].as_str().unwrap_or("")
-                ));
-            }
-            out.push(with_output(
-                "📝 **Plan**".into(),
-                &text,
-                "plan.txt",
-                key,
-                at,
-            ));
-        } else if s.id.starts_with("review/") {
+        if s.id.starts_with("review/") {
             let v = &r["verdict"];
             let verdict = v["verdict"].as_str().unwrap_or("?");
             // `feedback` for changes requested, `reason` for blocked (the verdict contract).
@@ -343,6 +187,66 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
         });
     }
     out
+}
+
+/// The plan that runs, once the challenger (if the project has one) is done with
+/// it: the planner's last revision, which one it is after how many rounds, and the
+/// challenges left open. Posted once, when the plan approval is asked (or the plan
+/// was approved without one), so it is never the first draft a revision replaced.
+fn plan_note(detail: &api::TaskDetail) -> Option<Note> {
+    let first = detail
+        .steps
+        .iter()
+        .find(|s| s.id == RunningPlan::PLAN_STEP)?;
+    let asked = detail.approvals.iter().any(|a| a.kind == "plan")
+        || detail
+            .steps
+            .iter()
+            .any(|s| s.id == RunningPlan::APPROVAL_STEP && s.state == "completed");
+    if !asked {
+        return None;
+    }
+    let running = RunningPlan::of(&detail.steps, &detail.approvals)?;
+    let mut text = String::new();
+    for (n, st) in running.subtasks().iter().enumerate() {
+        text.push_str(&format!(
+            "{}. {} — {}\n",
+            n + 1,
+            st["title"].as_str().unwrap_or(""),
+            st["description"].as_str().unwrap_or("")
+        ));
+    }
+    if !running.open_challenges.is_empty() {
+        text.push_str("\nLeft open by the challenger:\n");
+        for c in &running.open_challenges {
+            text.push_str(&format!(
+                "[{}] ({}) {} — evidence: {}\n",
+                c["id"].as_str().unwrap_or("?"),
+                c["severity"].as_str().unwrap_or("?"),
+                c["claim"].as_str().unwrap_or(""),
+                c["evidence"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    // When the loop's last step ended: before the approval it leads to.
+    let at = detail
+        .steps
+        .iter()
+        .filter(|s| {
+            s.id == RunningPlan::PLAN_STEP
+                || s.id.starts_with(RunningPlan::CHALLENGE_PREFIX)
+                || s.id.starts_with(RunningPlan::REVISE_PREFIX)
+        })
+        .map(|s| s.updated_at)
+        .max()
+        .unwrap_or(first.updated_at);
+    Some(with_output(
+        format!("📝 **Plan** ({})", running.headline()),
+        &text,
+        "plan.txt",
+        format!("{}#{}", first.id, first.attempt),
+        at,
+    ))
 }
 
 /// Why a follow-up opened on the done task: people's review comments on the pull
@@ -568,111 +472,105 @@ fn fix_reason(reason: Option<&str>) -> &'static str {
     }
 }
 
-/// Who settled an approval, in words: a person (`approved by ana (via web)`,
-/// `approved for this task by ana (via discord)`) or a policy, whose name says
-/// it all (`approved: allowed for this task by ana via discord`).
-pub fn decided_by(a: &api::Approval) -> String {
-    match (&a.decided_by, a.state.as_str()) {
-        (Some(d), state) if d.kind == "policy" => format!("{state}: {}", d.name),
-        (Some(d), state) if a.for_task => {
-            format!("{state} for this task by {} (via {})", d.name, d.via)
-        }
-        (Some(d), state) => format!("{state} by {} (via {})", d.name, d.via),
-        (None, "expired") => "expired: nobody decided in time".into(),
-        (None, "withdrawn") => "withdrawn: the task no longer waits for it".into(),
-        (None, state) => state.to_owned(),
-    }
-}
-
-/// One approval: the question with Allow / Deny while pending; who decided (and
-/// no buttons) once settled.
-pub fn approval(a: &api::Approval) -> Value {
-    let mut text = format!(
-        "🙋 **Approval** `{}` · {} · task `{}`\n{}\n",
-        a.id,
-        a.kind,
-        a.task_id,
-        clip(&a.summary, 600)
-    );
-    let d = &a.details;
-    if let Some(cmd) = d["input"]["command"]
-        .as_str()
-        .or_else(|| d["command"].as_str())
-    {
-        text.push_str(&format!("```\n{}\n```\n", clip(cmd, 400)));
-    } else if let Some(plan) = d["text"].as_str() {
-        text.push_str(&format!("```\n{}\n```\n", clip(plan, 900)));
-    } else if let Some(memory) = d["memory"].as_str().filter(|_| a.kind == "memory") {
-        // What every later task's agents would be told, whole as far as it fits.
-        text.push_str(&format!("```\n{}\n```\n", clip(memory, 1500)));
-    }
-    // What the buttons do, for kinds that name it: a stall continues or interrupts
-    // (or the task is cancelled with /cancel), a budget raises the cap or stops.
-    let (allow, deny) = match a.kind.as_str() {
-        "stall" => ("Continue", "Interrupt"),
-        "budget" => ("Raise cap", "Stop task"),
-        _ => ("Allow", "Deny"),
-    };
-    if a.state == "pending" {
-        match a.kind.as_str() {
-            "stall" => text.push_str(&format!("Interrupt sends your `/deny` note to the agent; `/cancel {}` stops the task.\n", a.task_id)),
-            "budget" => text.push_str("Raise by the amount in an `/approve` note (like `$5` or `200k`), else by the cap again.\n"),
-            _ => {}
-        }
-    }
-    let components = if a.state == "pending" {
-        let mut buttons = vec![
-            json!({ "type": 2, "style": 3, "label": allow, "custom_id": format!("{ALLOW}{}", a.id) }),
-        ];
-        // A grant needs a command to match later requests against.
-        if a.kind == "tool" && gaffer_core::granted_command(&a.details).is_some() {
-            buttons.push(json!({ "type": 2, "style": 1, "label": "Allow for this task", "custom_id": format!("{ALLOW_TASK}{}", a.id) }));
-        }
-        buttons.push(
-            json!({ "type": 2, "style": 4, "label": deny, "custom_id": format!("{DENY}{}", a.id) }),
-        );
-        json!([{ "type": 1, "components": buttons }])
-    } else {
-        let mark = if a.state == "approved" { "✅" } else { "🚫" };
-        text.push_str(&format!("{mark} **{}**", decided_by(a)));
-        if let Some(note) = a.note.as_deref().filter(|_| a.decided_by.is_some()) {
-            text.push_str(&format!(": {}", clip(note, 300)));
-        }
-        json!([])
-    };
-    let mut b = body(text);
-    b["components"] = components;
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+    use serde_json::json;
 
-    fn approval_of(state: &str, by: Option<(&str, &str)>) -> api::Approval {
-        api::Approval {
-            id: "ap-1".into(),
-            task_id: "t-1".into(),
-            project_id: "p-1".into(),
-            project: "demo".into(),
-            step_id: "plan-approval".into(),
-            attempt: 1,
-            kind: "plan".into(),
-            state: state.into(),
-            summary: "Approve the plan?".into(),
-            details: json!({ "text": "1. add a section" }),
-            decided_by: by.map(|(name, via)| api::DecidedBy {
-                kind: "user".into(),
-                name: name.into(),
-                via: via.into(),
-            }),
-            note: None,
-            requested_at: 1,
-            decided_at: None,
-            expires_at: None,
-            for_task: false,
-        }
+    fn sub(title: &str) -> Value {
+        json!({ "subtasks": [{ "title": title, "description": "write it", "files": [], "acceptance": "a" }] })
+    }
+
+    fn detail_with(steps: Vec<Value>, approvals: Vec<Value>) -> api::TaskDetail {
+        let steps: Vec<Value> = steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut s)| {
+                s["updated_at"] = json!(i as i64 + 10);
+                s
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "id": "t-1", "project_id": "p-1", "project": "demo", "request": "docs",
+            "stage": "awaiting_plan_approval", "after": [], "created_by": "ana", "agent": null,
+            "key": null, "outcome": null, "tokens": 0, "cost_usd": 0.0, "created_at": 0, "updated_at": 0,
+            "steps": steps, "approvals": approvals, "sessions": [],
+        }))
+        .unwrap()
+    }
+
+    fn step(id: &str, state: &str, receipt: Value) -> Value {
+        json!({ "id": id, "name": id, "intent": "idempotent", "state": state, "attempt": 1,
+                "receipt": receipt, "error": null })
+    }
+
+    /// The thread's plan note is the plan that runs: after a challenge, the last
+    /// revision (it showed the first draft), with the rounds and what stayed open;
+    /// posted once the loop is over, not while a revision may still replace it.
+    #[test]
+    fn the_plan_note_shows_the_revision_that_runs_once_the_challenge_is_over() {
+        let open = json!([{ "id": "C2", "claim": "MSRV missing", "severity": "medium", "evidence": "Cargo.toml" }]);
+        let steps = vec![
+            step("plan", "completed", json!({ "plan": sub("First draft") })),
+            step(
+                "challenge/1",
+                "completed",
+                json!({ "challenges": { "agreement": false, "challenges": open } }),
+            ),
+            step(
+                "revise/1",
+                "completed",
+                json!({ "revision": { "plan": sub("Name the install command"), "answers": [] } }),
+            ),
+            step(
+                "challenge/2",
+                "completed",
+                json!({ "challenges": { "agreement": false, "challenges": open } }),
+            ),
+        ];
+        let plan_note = |d: &api::TaskDetail| {
+            notes(d).into_iter().find(|n| {
+                n.body["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("📝"))
+            })
+        };
+        assert_eq!(
+            plan_note(&detail_with(steps.clone(), vec![])),
+            None,
+            "still in the loop: nothing to post yet"
+        );
+        let approval = json!({
+            "id": "ap-1", "task_id": "t-1", "project_id": "p-1", "project": "demo",
+            "step_id": "plan-approval", "attempt": 1, "kind": "plan", "state": "pending",
+            "summary": "Approve the plan", "details": { "open_challenges": open },
+            "decided_by": null, "note": null, "requested_at": 20, "decided_at": null, "expires_at": null,
+        });
+        let mut asked = steps.clone();
+        asked.push(step("plan-approval", "started", Value::Null));
+        let note = plan_note(&detail_with(asked, vec![approval])).unwrap();
+        assert_eq!(note.key, "plan#1");
+        assert_eq!(
+            note.at, 13,
+            "after the loop's last step, before the approval"
+        );
+        assert_eq!(
+            note.body["content"],
+            "📝 **Plan** (1 subtask, revision 2 after 2 challenge rounds, 1 challenge left open)\n```\n1. Name the install command — write it\n\nLeft open by the challenger:\n[C2] (medium) MSRV missing — evidence: Cargo.toml\n```"
+        );
+        // Without a challenger, approved by a policy: the planner's plan, plainly.
+        let plain = detail_with(
+            vec![
+                step("plan", "completed", json!({ "plan": sub("First draft") })),
+                step("plan-approval", "completed", json!({})),
+            ],
+            vec![],
+        );
+        assert_eq!(
+            plan_note(&plain).unwrap().body["content"],
+            "📝 **Plan** (1 subtask)\n```\n1. First draft — write it\n```"
+        );
     }
 
     #[test]
@@ -734,48 +632,6 @@ mod tests {
     }
 
     #[test]
-    fn stall_and_budget_buttons_say_what_they_do() {
-        let labels = |kind: &str| {
-            let mut a = approval_of("pending", None);
-            a.kind = kind.into();
-            let m = approval(&a);
-            let labels: Vec<String> = m["components"][0]["components"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|b| b["label"].as_str().unwrap().to_owned())
-                .collect();
-            (labels, m["content"].as_str().unwrap_or_default().to_owned())
-        };
-        let (stall, text) = labels("stall");
-        assert_eq!(stall, ["Continue", "Interrupt"]);
-        assert!(text.contains("/cancel t-1"), "{text}");
-        let (budget, text) = labels("budget");
-        assert_eq!(budget, ["Raise cap", "Stop task"]);
-        assert!(text.contains("$5"), "{text}");
-        assert_eq!(labels("plan").0, ["Allow", "Deny"]);
-    }
-
-    #[test]
-    fn a_pending_approval_has_allow_and_deny_and_a_settled_one_names_the_decider_without_buttons() {
-        let pending = approval(&approval_of("pending", None));
-        let ids: Vec<&str> = pending["components"][0]["components"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["custom_id"].as_str().unwrap())
-            .collect();
-        assert_eq!(ids, ["gaffer:allow:ap-1", "gaffer:deny:ap-1"]);
-        let settled = approval(&approval_of("denied", Some(("ana", "web"))));
-        assert_eq!(settled["components"], json!([]));
-        assert!(settled["content"]
-            .as_str()
-            .unwrap()
-            .contains("denied by ana (via web)"));
-        assert_ne!(digest(&pending), digest(&settled));
-    }
-
-    #[test]
     fn a_ruling_note_lists_each_panel_opinion_and_the_failures() {
         // The arbiter receipt's shape (`gaffer-engine` suite::panel checks it).
         let receipt = json!({
@@ -807,187 +663,5 @@ mod tests {
         let long = with_output("t".into(), &long_text, "o.txt", "k".into(), 0);
         assert_eq!(long.attachment, Some(("o.txt".into(), long_text)));
         assert!(long.body["content"].as_str().unwrap().chars().count() <= MAX_CONTENT);
-    }
-
-    #[test]
-    fn mentions_in_a_request_ping_nobody_and_content_stays_within_the_limit() {
-        let task = api::Task {
-            id: "t-1".into(),
-            project_id: "p-1".into(),
-            project: "demo".into(),
-            request: format!("@everyone {}", "y".repeat(5000)),
-            stage: "queued".into(),
-            after: Vec::new(),
-            created_by: "ana via discord".into(),
-            agent: None,
-            key: None,
-            outcome: None,
-            tokens: 0,
-            cost_usd: Some(0.0),
-            created_at: 0,
-            updated_at: 0,
-        };
-        let h = header(&task);
-        assert_eq!(h["allowed_mentions"], json!({ "parse": [] }));
-        assert!(h["content"].as_str().unwrap().chars().count() <= MAX_CONTENT);
-        assert!(thread_name(&task).chars().count() <= 100);
-    }
-}
-
-/// One transcript line for an agent activity (`None`: not shown, like usage).
-/// Backticks in what the agent wrote are replaced so it cannot close the code span.
-pub fn transcript_line(a: &Value) -> Option<String> {
-    let flat = |v: &Value, max: usize| {
-        let text: String = v
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        clip(&text, max)
-    };
-    let code = |s: String| s.replace('`', "'");
-    match a["type"].as_str()? {
-        "tool_call" => Some(format!(
-            "↳ **{}** `{}`",
-            code(flat(&a["name"], 40)),
-            code(clip(
-                &gaffer_protocol::activity::tool_input(&a["input"])
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                300
-            ))
-        )),
-        "file_change" => Some(format!(
-            "✎ `{}` ({})",
-            code(flat(&a["path"], 200)),
-            flat(&a["kind"], 20)
-        )),
-        "assistant_text" => Some(format!("💬 {}", flat(&a["text"], 800))),
-        "rate_limited" => Some(format!("⏸ rate limited until {}", flat(&a["until"], 40))),
-        _ => None,
-    }
-}
-
-/// The transcript line for a person steering the agent from elsewhere (the page, the
-/// CLI, the API): their message, or the turn they stopped. A reply in the thread is
-/// already there in its author's own words, so it is not repeated.
-pub fn steer_line(e: &gaffer_core::Event) -> Option<String> {
-    let flat = |s: &str, max: usize| clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), max);
-    match e {
-        gaffer_core::Event::MessageSent { text, by, .. } if by.via != "discord" => Some(format!(
-            "✉ **{}** ({}) to the agent: {}",
-            flat(&by.name, 60),
-            flat(&by.via, 40),
-            flat(text, 800)
-        )),
-        gaffer_core::Event::TurnInterrupted { by, .. } => Some(format!(
-            "‖ **{}** ({}) stopped the turn; the agent waits for a message",
-            flat(&by.name, 60),
-            flat(&by.via, 40)
-        )),
-        _ => None,
-    }
-}
-
-/// Transcript lines `(seq, line)` packed, in order, into messages of at most
-/// [`MAX_CONTENT`] characters: `(first seq, last seq, body)` each.
-pub fn transcript_batches(lines: &[(i64, String)]) -> Vec<(i64, i64, Value)> {
-    let mut out = Vec::new();
-    let mut current: Vec<&str> = Vec::new();
-    let (mut first, mut last, mut size) = (0, 0, 0);
-    for (seq, line) in lines {
-        let n = line.chars().count();
-        if !current.is_empty() && size + 1 + n > MAX_CONTENT {
-            out.push((first, last, body(current.join("\n"))));
-            current.clear();
-            size = 0;
-        }
-        if current.is_empty() {
-            first = *seq;
-            size = n;
-        } else {
-            size += 1 + n;
-        }
-        current.push(line);
-        last = *seq;
-    }
-    if !current.is_empty() {
-        out.push((first, last, body(current.join("\n"))));
-    }
-    out
-}
-
-#[cfg(test)]
-mod transcript_tests {
-    use super::*;
-    use gaffer_core::{Actor, Event, SessionId};
-
-    #[test]
-    fn a_message_from_elsewhere_is_a_transcript_line_and_a_thread_reply_is_not_repeated() {
-        let sent = |via: &str| Event::MessageSent {
-            message_id: "m-1".into(),
-            text: "Use the Row printer\n  in src/print.rs".into(),
-            by: Actor::user("ana", via),
-        };
-        assert_eq!(
-            steer_line(&sent("web:login-link")).as_deref(),
-            Some("✉ **ana** (web:login-link) to the agent: Use the Row printer in src/print.rs")
-        );
-        assert_eq!(steer_line(&sent("discord")), None);
-        let stopped = Event::TurnInterrupted {
-            session_id: SessionId("s-1".into()),
-            by: Actor::user("bo", "cli"),
-        };
-        assert_eq!(
-            steer_line(&stopped).as_deref(),
-            Some("‖ **bo** (cli) stopped the turn; the agent waits for a message")
-        );
-    }
-
-    #[test]
-    fn batches_keep_every_line_once_in_order_within_discords_limit() {
-        let lines: Vec<(i64, String)> = (1..=300)
-            .map(|i| {
-                (
-                    i,
-                    format!("↳ **Bash** `make test-{i}` {}", "x".repeat(i as usize % 90)),
-                )
-            })
-            .collect();
-        let batches = transcript_batches(&lines);
-        assert!(batches.len() > 1 && batches.len() < 40, "{}", batches.len());
-        let mut seen = Vec::new();
-        for (first, last, b) in &batches {
-            let text = b["content"].as_str().unwrap();
-            assert!(text.chars().count() <= MAX_CONTENT);
-            assert!(!text.ends_with('…'), "nothing cut");
-            let got: Vec<&str> = text.lines().collect();
-            assert_eq!(
-                got.first().copied(),
-                Some(lines[(*first - 1) as usize].1.as_str())
-            );
-            assert_eq!(
-                got.last().copied(),
-                Some(lines[(*last - 1) as usize].1.as_str())
-            );
-            seen.extend(got.into_iter().map(str::to_owned));
-        }
-        let all: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
-        assert_eq!(seen, all);
-    }
-
-    #[test]
-    fn a_line_shows_what_the_agent_did_and_cannot_break_out_of_its_code_span() {
-        let line = transcript_line(&serde_json::json!({
-            "type": "tool_call", "name": "Bash", "input": { "command": "echo `id`\nrm -rf x" }
-        }))
-        .unwrap();
-        assert_eq!(line, "↳ **Bash** `echo 'id' rm -rf x`");
-        assert_eq!(
-            transcript_line(&serde_json::json!({ "type": "usage" })),
-            None
-        );
     }
 }
