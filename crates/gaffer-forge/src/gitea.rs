@@ -212,39 +212,48 @@ impl Forge for Gitea {
     async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError> {
         let what = format!("the comments of {}/{}#{number}", self.owner, self.repo);
         let reviews_path = format!("{}/pulls/{number}/reviews", self.repo_path());
-        let reviews = review::list(
+        let reviews = review::list(&self.http, &reviews_path, "limit", &what).await?;
+        // Gitea lists line comments per review, each review's in one answer (that
+        // endpoint ignores paging: asking for a second page gives the same list).
+        let mut all = Vec::new();
+        for r in reviews.iter().filter(|r| {
+            review::review_submitted(r)
+                && r.get("comments_count").and_then(Value::as_u64) != Some(0)
+        }) {
+            let id = r
+                .get("id")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| self.http.decode("a review without an id"))?;
+            let comments =
+                review::list_once(&self.http, &format!("{reviews_path}/{id}/comments"), &what)
+                    .await?;
+            all.extend(review::read_all(
+                &self.http,
+                &comments,
+                PrCommentKind::ReviewComment,
+                PrComment::from_gitea,
+            )?);
+        }
+        let asking: Vec<_> = reviews.into_iter().filter(review::review_asks).collect();
+        all.extend(review::read_all(
             &self.http,
-            &reviews_path,
+            &asking,
+            PrCommentKind::Review,
+            PrComment::from_gitea,
+        )?);
+        let talk = review::list(
+            &self.http,
+            &format!("{}/issues/{number}/comments", self.repo_path()),
             "limit",
             &what,
-            PrCommentKind::Review,
         )
         .await?;
-        // Gitea lists line comments per review.
-        let mut all = Vec::new();
-        for r in &reviews {
-            all.extend(
-                review::list(
-                    &self.http,
-                    &format!("{reviews_path}/{}/comments", r.id),
-                    "limit",
-                    &what,
-                    PrCommentKind::ReviewComment,
-                )
-                .await?,
-            );
-        }
-        all.extend(review::with_text(reviews));
-        all.extend(
-            review::list(
-                &self.http,
-                &format!("{}/issues/{number}/comments", self.repo_path()),
-                "limit",
-                &what,
-                PrCommentKind::Conversation,
-            )
-            .await?,
-        );
+        all.extend(review::read_all(
+            &self.http,
+            &talk,
+            PrCommentKind::Conversation,
+            PrComment::from_gitea,
+        )?);
         Ok(all)
     }
 

@@ -266,33 +266,24 @@ impl Forge for GitHub {
     async fn pr_comments(&self, number: u64) -> Result<Vec<PrComment>, ApiError> {
         let what = format!("the comments of {}/{}#{number}", self.owner, self.repo);
         let pulls = format!("{}/pulls/{number}", self.repo_path());
-        let mut all = review::list(
+        let read = |items: &[Value], kind| {
+            review::read_all(&self.http, items, kind, PrComment::from_github)
+        };
+        let on_lines =
+            review::list(&self.http, &format!("{pulls}/comments"), "per_page", &what).await?;
+        let mut all = read(&on_lines, PrCommentKind::ReviewComment)?;
+        let reviews =
+            review::list(&self.http, &format!("{pulls}/reviews"), "per_page", &what).await?;
+        let asking: Vec<_> = reviews.into_iter().filter(review::review_asks).collect();
+        all.extend(read(&asking, PrCommentKind::Review)?);
+        let talk = review::list(
             &self.http,
-            &format!("{pulls}/comments"),
+            &format!("{}/issues/{number}/comments", self.repo_path()),
             "per_page",
             &what,
-            PrCommentKind::ReviewComment,
         )
         .await?;
-        let reviews = review::list(
-            &self.http,
-            &format!("{pulls}/reviews"),
-            "per_page",
-            &what,
-            PrCommentKind::Review,
-        )
-        .await?;
-        all.extend(review::with_text(reviews));
-        all.extend(
-            review::list(
-                &self.http,
-                &format!("{}/issues/{number}/comments", self.repo_path()),
-                "per_page",
-                &what,
-                PrCommentKind::Conversation,
-            )
-            .await?,
-        );
+        all.extend(read(&talk, PrCommentKind::Conversation)?);
         Ok(all)
     }
 

@@ -16,7 +16,7 @@ use crate::api::{
 use crate::http::{enc, tail, Auth, Http, LOG_TAIL};
 use crate::mergeable::Mergeability;
 use crate::rest::{labelled, names};
-use crate::review::{PrComment, PrCommentKind};
+use crate::review::{LineOf, PrComment, PrCommentKind};
 
 /// A GitLab project.
 #[derive(Debug, Clone)]
@@ -236,6 +236,27 @@ fn mr_from(v: &Value) -> Option<PullRequest> {
         merged: state == "merged",
         mergeable: Mergeability::from_gitlab(v),
         warnings: Vec::new(),
+    })
+}
+
+/// Whether a note's author is a bot: `bot: true` where GitLab says it, or the
+/// user of a project or group access token (`project_{id}_bot_{random}`,
+/// `group_{id}_bot_{random}`; before GitLab 16 `project_{id}_bot{n}`), whom GitLab
+/// makes for each such token and does not mark in a note's author.
+fn is_bot(author: Option<&Value>) -> bool {
+    let Some(a) = author else { return false };
+    if a.get("bot").and_then(Value::as_bool) == Some(true) {
+        return true;
+    }
+    let name = a
+        .get("username")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    ["project_", "group_"].iter().any(|kind| {
+        name.strip_prefix(kind).is_some_and(|rest| {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            digits > 0 && rest[digits..].starts_with("_bot")
+        })
     })
 }
 
@@ -578,19 +599,31 @@ impl GitLab {
         } else {
             PrCommentKind::Conversation
         };
+        // A removed line has `new_line: null` and its `old_line`; an added one the
+        // reverse; an unchanged one both (the new file's counts).
+        let field = |k: &str| position.and_then(|p| p.get(k)).filter(|v| !v.is_null());
+        let (line, line_of) = match (
+            field("new_line").and_then(Value::as_u64),
+            field("old_line").and_then(Value::as_u64),
+        ) {
+            (Some(l), _) => (Some(l), LineOf::NewFile),
+            (None, Some(l)) => (Some(l), LineOf::OldFile),
+            (None, None) => (None, LineOf::NewFile),
+        };
+        let path = match line_of {
+            LineOf::OldFile => field("old_path").or_else(|| field("new_path")),
+            _ => field("new_path").or_else(|| field("old_path")),
+        };
         Ok(PrComment {
             key: format!("{}:{id}", kind.prefix()),
             id,
             kind,
             author: s("/author/username").unwrap_or_default(),
             body: s("/body").unwrap_or_default(),
-            path: position
-                .and_then(|p| p.get("new_path").or_else(|| p.get("old_path")))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            line: position
-                .and_then(|p| p.get("new_line").or_else(|| p.get("old_line")))
-                .and_then(Value::as_u64),
+            path: path.and_then(Value::as_str).map(str::to_owned),
+            line,
+            line_of,
+            bot: is_bot(n.get("author")),
             diff_hunk: None,
             in_reply_to: first.filter(|f| *f != id),
             thread,

@@ -4,8 +4,8 @@
 //!
 //! | sender | signature | event header |
 //! |---|---|---|
-//! | Gitea / Forgejo | `X-Gitea-Signature` / `X-Forgejo-Signature`: hex HMAC-SHA256 of the body | `X-Gitea-Event` / `X-Forgejo-Event` (`issues`, `issue_comment`, …) |
-//! | GitHub | `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>` | `X-GitHub-Event` (`issues`, `issue_comment`, `pull_request_review_comment`, `ping`, …) |
+//! | Gitea / Forgejo | `X-Gitea-Signature` / `X-Forgejo-Signature`: hex HMAC-SHA256 of the body | `X-Gitea-Event` / `X-Forgejo-Event` (`issues`, `issue_comment`, and for a submitted review `pull_request_approved`, `pull_request_rejected` or `pull_request_comment`, …) |
+//! | GitHub | `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>` | `X-GitHub-Event` (`issues`, `issue_comment`, `pull_request_review`, `pull_request_review_comment`, `ping`, …) |
 //! | GitLab | `X-Gitlab-Token`: the shared secret itself | `X-Gitlab-Event` (`Issue Hook`, `Note Hook`, …) and the body's `object_kind` |
 
 use hmac::{Hmac, Mac};
@@ -117,7 +117,8 @@ pub enum HookEvent {
         /// The issue after the change.
         issue: Issue,
     },
-    /// Someone commented on pull request `number` of `owner/repo`.
+    /// Someone commented on pull request `number` of `owner/repo`, or submitted a
+    /// review of it (approving, requesting changes or commenting).
     PullRequestComment {
         /// Repository owner (GitLab: the namespace path).
         owner: String,
@@ -208,7 +209,17 @@ fn gitea_or_github(v: &Value, event: &str, handled: &[&str]) -> Result<HookEvent
                 },
             })
         }
-        "issue_comment" | "pull_request_review_comment" | "pull_request_review"
+        // GitHub: `pull_request_review(_comment)`. Gitea and Forgejo name a review by
+        // its verdict (`HookEventType::Event()`: `pull_request_review_approved` is
+        // sent as `pull_request_approved`, `…_rejected` as `pull_request_rejected`,
+        // `…_comment` as `pull_request_comment`; a conversation comment on a pull
+        // request is `issue_comment`).
+        "issue_comment"
+        | "pull_request_review_comment"
+        | "pull_request_review"
+        | "pull_request_approved"
+        | "pull_request_rejected"
+        | "pull_request_comment"
             if is_pull(v) || v.get("pull_request").is_some() =>
         {
             let (owner, repo) = split_repo(&text(v, "/repository/full_name"))?;

@@ -50,7 +50,7 @@ pub use github::GitHub;
 pub use gitlab::GitLab;
 pub use mergeable::{ConflictStrategy, Mergeability};
 pub use push::{token_from_git_credentials, GitAuth, PushOutcome};
-pub use review::{PrComment, PrCommentKind};
+pub use review::{LineOf, PrComment, PrCommentKind};
 pub use secret::{redact, Secret};
 pub use sync::{Conflict, UpdateOutcome};
 pub use vikunja::{TrackerTask, Vikunja};

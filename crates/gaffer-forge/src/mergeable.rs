@@ -59,25 +59,30 @@ impl Mergeability {
         }
     }
 
-    /// Read a GitLab merge request object: `detailed_merge_status` (`mergeable`,
-    /// `conflict`, `need_rebase` when the project merges by fast-forward, `checking`
-    /// or `unchecked` while GitLab computes it, or what else holds it back: approvals,
-    /// CI, discussions, a draft), with `has_conflicts` and the older `merge_status` for
-    /// instances before 15.6. Only a conflict or `need_rebase` asks gaffer for work;
-    /// the rest waits for people or CI.
+    /// Read a GitLab merge request object. `detailed_merge_status` names only the
+    /// first check that holds the merge request back (`draft_status`,
+    /// `not_approved`, `ci_must_pass`, `discussions_not_resolved`, … come before
+    /// `conflict` and `need_rebase`), so `has_conflicts` is read as well: a draft
+    /// that also conflicts is conflicted. `need_rebase` (the project merges by
+    /// fast-forward and the base moved) is behind. While GitLab computes it
+    /// (`unchecked`, `checking`, `preparing`, `approvals_syncing`) it is unknown, as
+    /// `has_conflicts` may be from before the last push. Without
+    /// `detailed_merge_status` (before GitLab 15.6), `has_conflicts` and
+    /// `merge_status`. Anything else waits for people or CI, not gaffer.
     pub(crate) fn from_gitlab(mr: &Value) -> Self {
         if mr.get("state").and_then(Value::as_str) != Some("opened") {
             return Self::Unknown;
         }
         let s = |k: &str| mr.get(k).and_then(Value::as_str);
+        let conflicts = mr.get("has_conflicts").and_then(Value::as_bool) == Some(true);
         match s("detailed_merge_status") {
-            Some("conflict") => Self::Conflicted,
-            Some("need_rebase") => Self::Behind,
             Some("unchecked" | "checking" | "preparing" | "approvals_syncing") => Self::Unknown,
+            Some("conflict") => Self::Conflicted,
+            Some(_) if conflicts => Self::Conflicted,
+            Some("need_rebase") => Self::Behind,
+            Some("not_open") => Self::Unknown,
             Some(_) => Self::Clean,
-            None if mr.get("has_conflicts").and_then(Value::as_bool) == Some(true) => {
-                Self::Conflicted
-            }
+            None if conflicts => Self::Conflicted,
             None => match s("merge_status") {
                 Some("can_be_merged") => Self::Clean,
                 Some("cannot_be_merged") => Self::Conflicted,
@@ -146,6 +151,56 @@ mod tests {
         assert_eq!(
             Mergeability::from_github(&pr(json!(true), "clean")),
             Mergeability::Clean
+        );
+    }
+
+    #[test]
+    fn gitlab_reads_a_conflict_behind_any_other_blocker() {
+        let mr = |detailed: Option<&str>, conflicts: bool| {
+            let mut v = json!({"state": "opened", "has_conflicts": conflicts,
+                "merge_status": if conflicts { "cannot_be_merged" } else { "can_be_merged" }});
+            if let Some(d) = detailed {
+                v["detailed_merge_status"] = json!(d);
+            }
+            Mergeability::from_gitlab(&v)
+        };
+        use Mergeability::*;
+        for (detailed, conflicts, want) in [
+            (Some("mergeable"), false, Clean),
+            (Some("conflict"), true, Conflicted),
+            // Only the first blocker is named: the conflict is in `has_conflicts`.
+            (Some("draft_status"), true, Conflicted),
+            (Some("not_approved"), true, Conflicted),
+            (Some("ci_must_pass"), true, Conflicted),
+            (Some("discussions_not_resolved"), true, Conflicted),
+            (Some("need_rebase"), false, Behind),
+            (Some("need_rebase"), true, Conflicted),
+            // Blocked by people or CI, not by the base: nothing for gaffer to do.
+            (Some("draft_status"), false, Clean),
+            (Some("ci_must_pass"), false, Clean),
+            (Some("ci_still_running"), false, Clean),
+            (Some("not_approved"), false, Clean),
+            (Some("requested_changes"), false, Clean),
+            // Still computing: `has_conflicts` may be from before the last push.
+            (Some("checking"), true, Unknown),
+            (Some("unchecked"), false, Unknown),
+            (Some("preparing"), false, Unknown),
+            (Some("approvals_syncing"), true, Unknown),
+            // Before GitLab 15.6.
+            (None, true, Conflicted),
+            (None, false, Clean),
+        ] {
+            assert_eq!(mr(detailed, conflicts), want, "{detailed:?} {conflicts}");
+        }
+        assert_eq!(
+            Mergeability::from_gitlab(&json!({"state": "opened", "merge_status": "unchecked"})),
+            Unknown
+        );
+        assert_eq!(
+            Mergeability::from_gitlab(
+                &json!({"state": "merged", "detailed_merge_status": "not_open", "has_conflicts": true})
+            ),
+            Unknown
         );
     }
 

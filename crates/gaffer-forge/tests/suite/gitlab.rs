@@ -428,6 +428,14 @@ async fn a_base_moved_onto_the_same_lines_makes_the_merge_request_conflict() {
             .mergeable,
         Mergeability::Conflicted
     );
+    // A draft names only `draft_status`, its first blocker: the conflict is in
+    // `has_conflicts`.
+    fake.mark_draft(mr.number, true);
+    assert_eq!(
+        forge.pull_request(mr.number).await.unwrap().mergeable,
+        Mergeability::Conflicted,
+        "a conflicting draft is conflicted"
+    );
     fake.merge_mr(mr.number);
     assert_eq!(
         forge.pull_request(mr.number).await.unwrap().mergeable,

@@ -2,7 +2,7 @@
 //! webhook deliveries (signatures and events).
 use gaffer_forge::hooks::{self, HookEvent, HookSender};
 use gaffer_forge::*;
-use gaffer_testkit::forge::{FakeForge, Flavor, HookDelivery};
+use gaffer_testkit::forge::{FakeForge, Flavor, HookDelivery, Verdict};
 use pretty_assertions::assert_eq;
 
 const TOKEN: &str = "tok-intake-5e7a1c";
@@ -320,6 +320,49 @@ async fn a_pull_request_comment_delivery_names_the_pull_request() {
                 number: 3
             }
         );
+    }
+}
+
+#[tokio::test]
+async fn a_submitted_review_delivery_names_the_pull_request_on_each_forge() {
+    for flavor in [Flavor::Gitea, Flavor::GitHub] {
+        let (fake, _remote, _dir, _sha) = super::forge_api::shipped(flavor).await;
+        let forge = super::forge_api::client(&fake, flavor);
+        let (pr, _) = forge
+            .ensure_pr(&super::forge_api::new_pr("gaffer/t-1"))
+            .await
+            .unwrap();
+        for (verdict, gitea_event) in [
+            (Verdict::RequestChanges, "pull_request_rejected"),
+            (Verdict::Approve, "pull_request_approved"),
+            (Verdict::Comment, "pull_request_comment"),
+        ] {
+            let review = fake.add_review(pr.number, "ana", verdict, "Please split this");
+            let d = fake.review_hook(review).unwrap();
+            let event =
+                reader(&d.headers)("x-gitea-event").or(reader(&d.headers)("x-github-event"));
+            let want = match flavor {
+                Flavor::Gitea => gitea_event,
+                Flavor::GitHub => "pull_request_review",
+            };
+            assert_eq!(event.as_deref(), Some(want), "{flavor:?} {verdict:?}");
+            let signed = d.signed(SECRET);
+            assert!(hooks::verify(
+                sender(flavor),
+                &reader(&signed),
+                &d.body,
+                SECRET.as_bytes()
+            ));
+            assert_eq!(
+                hooks::parse(sender(flavor), &reader(&signed), &d.body).unwrap(),
+                HookEvent::PullRequestComment {
+                    owner: "acme".into(),
+                    repo: "app".into(),
+                    number: pr.number
+                },
+                "{flavor:?} {verdict:?}"
+            );
+        }
     }
 }
 

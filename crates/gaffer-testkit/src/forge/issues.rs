@@ -186,7 +186,7 @@ impl FakeForge {
         self.change_issue(number, |i| i.state = "closed".into());
     }
 
-    fn repository_json(&self) -> Value {
+    pub(super) fn repository_json(&self) -> Value {
         let st = &self.state;
         json!({
             "id": 42, "name": st.repo, "full_name": format!("{}/{}", st.owner, st.repo),
@@ -194,7 +194,7 @@ impl FakeForge {
         })
     }
 
-    fn delivery(&self, event: &str, gitea_type: &str, payload: &Value) -> HookDelivery {
+    pub(super) fn delivery(&self, event: &str, gitea_type: &str, payload: &Value) -> HookDelivery {
         let id = uuid::Uuid::new_v4().to_string();
         let headers = match self.state.flavor {
             Flavor::Gitea => vec![

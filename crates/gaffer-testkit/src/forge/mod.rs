@@ -56,7 +56,7 @@ mod vikunja;
 pub use gitlab::{FakeDiscussion, FakeGitLab, FakeMr, FakeNote};
 pub use issues::HookDelivery;
 pub use remote::BareRemote;
-pub use reviews::{FakeReview, FakeReviewComment};
+pub use reviews::{DiffLine, FakeReview, FakeReviewComment, Verdict};
 use routes::handle;
 pub use vikunja::{FakeTask, FakeVikunja};
 

@@ -82,7 +82,7 @@ pub(super) fn html_base(st: &ForgeState) -> String {
     format!("http://{}/{}/{}", addr(st), st.owner, st.repo)
 }
 
-fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
+pub(super) fn pr_json(st: &ForgeState, pr: &FakePr) -> Value {
     let full = format!("{}/{}", st.owner, st.repo);
     // An open PR follows its branch on the attached remote.
     let sha = match head_sha(st, &pr.head) {
@@ -305,7 +305,7 @@ async fn route(
                     json!({
                         "id": c.id, "body": c.body,
                         "html_url": format!("{}/issues/{n}#issuecomment-{}", html_base(st), c.id),
-                        "user": {"login": c.author},
+                        "user": super::reviews::user_json(st.flavor, &c.author),
                         "created_at": "2026-11-30T00:00:00Z",
                     })
                 })

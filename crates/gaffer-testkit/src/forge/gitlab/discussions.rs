@@ -1,7 +1,11 @@
 //! Merge request discussions on the fake GitLab: `GET
 //! /projects/:id/merge_requests/:iid/discussions` (each with its notes; a diff note
-//! has a `position` with `new_path` and `new_line`) and `POST
-//! …/discussions/:discussion_id/notes` (a reply in the thread).
+//! has a `position` with `old_path`/`new_path` and `old_line`/`new_line`, the one
+//! a line is not in `null`: `new_line: null` for a removed line; system notes such
+//! as "added 1 commit" are `system: true`) and `POST
+//! …/discussions/:discussion_id/notes` (a reply in the thread). Authors are
+//! `UserBasic` objects, which do not say whether the user is a bot: a project
+//! access token's user is only told by its username (`project_42_bot_…`).
 
 use std::collections::HashMap;
 
@@ -11,6 +15,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::super::DiffLine;
 use super::routes::{err, missing, paged, user, web, CREATED_AT};
 use super::{next, FakeGitLab, LabState};
 
@@ -23,8 +28,11 @@ pub struct FakeNote {
     pub author: String,
     /// Text.
     pub body: String,
-    /// The file and new line of a diff note.
-    pub position: Option<(String, u64)>,
+    /// The file and line of a diff note.
+    pub position: Option<(String, DiffLine)>,
+    /// A note GitLab writes itself ("added 1 commit", "approved this merge request").
+    #[serde(default)]
+    pub system: bool,
 }
 
 /// A thread on a merge request.
@@ -40,13 +48,44 @@ pub struct FakeDiscussion {
 
 impl FakeGitLab {
     /// `author` opens a discussion on merge request `mr`: on `path` line `line` of
-    /// the diff when given, else in the overview. Returns the note's id.
+    /// the new file when given, else in the overview. Returns the note's id.
     pub fn add_mr_comment(
         &self,
         mr: u64,
         author: &str,
         at: Option<(&str, u64)>,
         body: &str,
+    ) -> u64 {
+        let at = at.map(|(p, l)| (p.to_owned(), DiffLine::New(l)));
+        self.open_discussion(mr, author, at, body, false)
+    }
+
+    /// `author` opens a discussion on `line` of `path` in merge request `mr`'s diff
+    /// (a removed line: `DiffLine::Old`). Returns the note's id.
+    pub fn add_mr_comment_on(
+        &self,
+        mr: u64,
+        author: &str,
+        path: &str,
+        line: DiffLine,
+        body: &str,
+    ) -> u64 {
+        self.open_discussion(mr, author, Some((path.to_owned(), line)), body, false)
+    }
+
+    /// A system note on merge request `mr` (`body`: "added 1 commit", …), credited
+    /// to `author` as GitLab does. Returns the note's id.
+    pub fn add_system_note(&self, mr: u64, author: &str, body: &str) -> u64 {
+        self.open_discussion(mr, author, None, body, true)
+    }
+
+    fn open_discussion(
+        &self,
+        mr: u64,
+        author: &str,
+        position: Option<(String, DiffLine)>,
+        body: &str,
+        system: bool,
     ) -> u64 {
         let id = next(&self.state.next_id);
         self.state.discussions.lock().unwrap().push(FakeDiscussion {
@@ -56,7 +95,8 @@ impl FakeGitLab {
                 id,
                 author: author.into(),
                 body: body.into(),
-                position: at.map(|(p, l)| (p.to_owned(), l)),
+                position,
+                system,
             }],
         });
         id
@@ -70,19 +110,30 @@ impl FakeGitLab {
 
 fn note_json(st: &LabState, mr: u64, n: &FakeNote) -> Value {
     let position = match &n.position {
-        Some((path, line)) => json!({
-            "base_sha": "0".repeat(40), "start_sha": "0".repeat(40), "head_sha": "0".repeat(40),
-            "position_type": "text", "old_path": path, "new_path": path,
-            "old_line": null, "new_line": line,
-        }),
+        Some((path, line)) => {
+            // GitLab keeps a note's line when the branch changes.
+            let (old_line, new_line) = match *line {
+                DiffLine::New(l) | DiffLine::Outdated(l) => (Value::Null, json!(l)),
+                DiffLine::Old(l) => (json!(l), Value::Null),
+            };
+            json!({
+                "base_sha": "0".repeat(40), "start_sha": "0".repeat(40), "head_sha": "0".repeat(40),
+                "position_type": "text", "old_path": path, "new_path": path,
+                "old_line": old_line, "new_line": new_line,
+            })
+        }
         None => Value::Null,
     };
     json!({
         "id": n.id,
-        "type": if n.position.is_some() { json!("DiffNote") } else { json!("DiscussionNote") },
+        "type": match (&n.position, n.system) {
+            (Some(_), _) => json!("DiffNote"),
+            (None, true) => Value::Null,
+            (None, false) => json!("DiscussionNote"),
+        },
         "body": n.body,
         "author": user(&n.author),
-        "created_at": CREATED_AT, "updated_at": CREATED_AT, "system": false,
+        "created_at": CREATED_AT, "updated_at": CREATED_AT, "system": n.system,
         "noteable_type": "MergeRequest", "noteable_iid": mr,
         "resolvable": n.position.is_some(), "resolved": false,
         "position": position,
@@ -133,6 +184,7 @@ pub(super) fn route(
                 author: "gaffer-bot".into(),
                 body: text.into(),
                 position: d.notes[0].position.clone(),
+                system: false,
             };
             d.notes.push(note.clone());
             (StatusCode::CREATED, Json(note_json(st, mr, &note))).into_response()

@@ -54,6 +54,9 @@ pub struct FakeMr {
     pub labels: Vec<String>,
     /// The project the source branch is in (another one for a fork's MR).
     pub source_project_id: u64,
+    /// A draft (see [`FakeGitLab::mark_draft`]).
+    #[serde(default)]
+    pub draft: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -346,8 +349,21 @@ impl FakeGitLab {
             state: "opened".into(),
             labels: Vec::new(),
             source_project_id: PROJECT_ID + 1,
+            draft: false,
         });
         iid
+    }
+
+    /// Mark an MR a draft (or ready), as a person would. A draft's
+    /// `detailed_merge_status` is `draft_status` whatever else holds it back:
+    /// GitLab names only the first failing check, so a conflict then shows only
+    /// in `has_conflicts` and `merge_status`.
+    pub fn mark_draft(&self, iid: u64, draft: bool) {
+        for mr in self.state.mrs.lock().unwrap().iter_mut() {
+            if mr.iid == iid {
+                mr.draft = draft;
+            }
+        }
     }
 
     /// Merge an MR, as a person would.

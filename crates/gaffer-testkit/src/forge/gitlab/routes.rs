@@ -97,13 +97,15 @@ fn mr_json(st: &LabState, mr: &FakeMr) -> Value {
         "target_project_id": PROJECT_ID,
         "author": author(),
         "labels": mr.labels,
-        "draft": false,
-        "work_in_progress": false,
+        "draft": mr.draft,
+        "work_in_progress": mr.draft,
         "merge_status": if open && !conflict { "can_be_merged" } else { "cannot_be_merged" },
-        "detailed_merge_status": match (open, conflict) {
-            (false, _) => "not_open",
-            (true, true) => "conflict",
-            (true, false) => "mergeable",
+        // The first failing check, in GitLab's order.
+        "detailed_merge_status": match (open, mr.draft, conflict) {
+            (false, ..) => "not_open",
+            (true, true, _) => "draft_status",
+            (true, false, true) => "conflict",
+            (true, false, false) => "mergeable",
         },
         "has_conflicts": conflict,
         "sha": sha,
@@ -587,6 +589,7 @@ async fn create_mr(st: &LabState, body: &Value) -> Response {
         state: "opened".into(),
         labels,
         source_project_id: PROJECT_ID,
+        draft: false,
     };
     st.mrs.lock().unwrap().push(mr.clone());
     if std::mem::take(&mut *st.hang_next_create.lock().unwrap()) {
