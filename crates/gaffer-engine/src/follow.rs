@@ -215,9 +215,12 @@ fn shipped_by_a_follower(task: &TaskState) -> bool {
         .is_some_and(Value::is_u64)
 }
 
-/// Whether a comment is a person's: not gaffer's own (its marker, the bot user).
+/// Whether a comment is a person's: not gaffer's own (its marker, the bot user),
+/// nor a bot account's (CI reports, coverage bots: the forge marks them, see
+/// [`PrComment::bot`]).
 fn from_a_person(c: &PrComment, bot_user: Option<&str>) -> bool {
     !c.body.contains(OWN_MARKER)
+        && !c.bot
         && !c.author.is_empty()
         && bot_user.is_none_or(|bot| !c.author.eq_ignore_ascii_case(bot))
 }

@@ -42,11 +42,7 @@ pub(crate) fn review_fix_assignment(detail: &Value) -> String {
         "People reviewing the pull request left these comments. Change the code so that each is answered (or, if one asks for something wrong, leave the code and say why in your answer):\n",
     );
     for (i, c) in comments.iter().enumerate() {
-        let place = match (&c.path, c.line) {
-            (Some(p), Some(l)) => format!(" on `{p}` line {l}"),
-            (Some(p), None) => format!(" on `{p}`"),
-            _ => String::new(),
-        };
+        let place = c.place();
         let kind = match c.kind {
             PrCommentKind::ReviewComment => "review comment",
             PrCommentKind::Review => "review",

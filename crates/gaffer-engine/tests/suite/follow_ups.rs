@@ -5,7 +5,7 @@ use gaffer_core::{ApprovalKind, Decision, Event, Stage, StreamId, TaskId};
 use gaffer_engine::Engine;
 use gaffer_forge::ForgeKind;
 use gaffer_store::Journal;
-use gaffer_testkit::forge::{BareRemote, FakeForge, FakeGitLab, Flavor};
+use gaffer_testkit::forge::{BareRemote, FakeForge, FakeGitLab, Flavor, HookDelivery, Verdict};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -515,10 +515,13 @@ async fn on_gitlab_a_diff_note_is_fixed_pushed_and_answered_in_its_discussion() 
 
 /// A pull-request comment delivered by webhook wakes the follower at once: with an
 /// hour between its own passes, only the wake explains a follow-up within seconds.
-#[tokio::test]
-async fn a_review_comment_webhook_wakes_the_follower_at_once() {
+/// `deliver` adds the comment on the fake forge and gives the delivery it sends.
+async fn a_webhook_wakes_the_follower_at_once(
+    flavor: Flavor,
+    deliver: impl Fn(&FakeForge, u64) -> HookDelivery,
+) {
     const SECRET: &str = "hook-secret-follow-77e2a";
-    let s = shipped_with(Flavor::GitHub, None, 3, |st| {
+    let s = shipped_with(flavor, None, 3, |st| {
         if let Some(f) = st.shipping.get_mut("demo").and_then(|s| s.follow.as_mut()) {
             f.every = Duration::from_secs(3600);
         }
@@ -547,29 +550,29 @@ async fn a_review_comment_webhook_wakes_the_follower_at_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(follow_ups(&s.w.journal, &s.id).await.is_empty());
 
-    s.fake
-        .add_review_comment(s.pr, "ana", "README.md", 7, HUNK, ASK);
-    let d = s.fake.pr_comment_hook(s.pr, ASK);
-    let headers: Vec<(String, String)> = d
-        .signed(SECRET)
-        .into_iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v))
-        .collect();
+    let d = deliver(&s.fake, s.pr);
+    let lower = |headers: Vec<(String, String)>| -> Vec<(String, String)> {
+        headers
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect()
+    };
+    let headers = lower(d.signed(SECRET));
+    let forge = match flavor {
+        Flavor::Gitea => "gitea",
+        Flavor::GitHub => "github",
+    };
     // A delivery without the project's signature wakes nothing.
-    let forged: Vec<(String, String)> = d
-        .signed("another-secret-of-16+")
-        .into_iter()
-        .map(|(k, v)| (k.to_ascii_lowercase(), v))
-        .collect();
+    let forged = lower(d.signed("another-secret-of-16+"));
     assert!(
-        gaffer_app::HookReceiver::receive_hook(&s.w.engine, "github", &forged, &d.body)
+        gaffer_app::HookReceiver::receive_hook(&s.w.engine, forge, &forged, &d.body)
             .await
             .is_err()
     );
-    let answer = gaffer_app::HookReceiver::receive_hook(&s.w.engine, "github", &headers, &d.body)
+    let answer = gaffer_app::HookReceiver::receive_hook(&s.w.engine, forge, &headers, &d.body)
         .await
         .unwrap();
-    assert_eq!(answer.outcome, "woken", "{answer:?}");
+    assert_eq!(answer.outcome, "woken", "{flavor:?}: {answer:?}");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while follow_ups(&s.w.journal, &s.id).await.is_empty() {
         assert!(
@@ -581,4 +584,60 @@ async fn a_review_comment_webhook_wakes_the_follower_at_once() {
     assert_eq!(follow_ups(&s.w.journal, &s.id).await.len(), 1);
     shutdown.cancel();
     follower.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_review_comment_webhook_wakes_the_follower_at_once() {
+    a_webhook_wakes_the_follower_at_once(Flavor::GitHub, |fake, pr| {
+        fake.add_review_comment(pr, "ana", "README.md", 7, HUNK, ASK);
+        fake.pr_comment_hook(pr, ASK)
+    })
+    .await;
+}
+
+/// Gitea and Forgejo send a review that requests changes as `X-Gitea-Event:
+/// pull_request_rejected`, not as a comment event.
+#[tokio::test]
+async fn a_gitea_review_requesting_changes_wakes_the_follower_at_once() {
+    a_webhook_wakes_the_follower_at_once(Flavor::Gitea, |fake, pr| {
+        let review = fake.add_review(pr, "ana", Verdict::RequestChanges, ASK);
+        fake.review_hook(review).unwrap()
+    })
+    .await;
+}
+
+/// What bots say (coverage reports, CI summaries) and an approval's "LGTM" open no
+/// fix round; a person's comment after them does.
+#[tokio::test]
+async fn bots_and_approvals_open_no_fix_round() {
+    for flavor in [Flavor::Gitea, Flavor::GitHub] {
+        let s = shipped_on(flavor, None, 3).await;
+        let bot = match flavor {
+            Flavor::GitHub => "github-actions[bot]",
+            Flavor::Gitea => "gitea-actions",
+        };
+        s.fake.add_pr_comment(
+            s.pr,
+            bot,
+            "Coverage: 81% (+0.4%). Please review the report.",
+        );
+        s.fake
+            .add_review(s.pr, "ana", Verdict::Approve, "LGTM, maybe rename it later");
+        let pass = s.w.engine.follow_once().await.unwrap();
+        assert_eq!(pass.opened, Vec::<String>::new(), "{flavor:?}");
+        assert_eq!(pass.read, 1, "{flavor:?}");
+
+        s.fake.add_pr_comment(s.pr, "bo", ASK);
+        let pass = s.w.engine.follow_once().await.unwrap();
+        assert_eq!(pass.opened, std::slice::from_ref(&s.id.0), "{flavor:?}");
+        let opened = follow_ups(&s.w.journal, &s.id).await;
+        let Event::FollowUpOpened { keys, .. } = &opened[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            keys.len(),
+            1,
+            "{flavor:?}: only the person's comment: {keys:?}"
+        );
+    }
 }
