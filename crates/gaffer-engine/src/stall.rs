@@ -6,7 +6,9 @@
 //! on (it may get unstuck by itself). At most one is pending per session; what is
 //! seen meanwhile is asked about once it is decided. The answer:
 //! - **approve (continue)**: the turn goes on; a note is sent to the agent as the
-//!   decider's message (the `live` path: into the running turn, else the next);
+//!   decider's message (the `live` path: into the running turn, else the next); an
+//!   agent still idle (or a turn still running) a whole `idle` (or `turn`) after the
+//!   answer is asked about again;
 //! - **deny (interrupt)**: the running turn is stopped as `gaffer interrupt` stops
 //!   it (recorded as the decider's `turn_interrupted`), and the note (or, without
 //!   one, what the watchdog saw) becomes the decider's message that starts the next
@@ -199,6 +201,13 @@ impl Watch {
             .note
             .clone()
             .filter(|n| !n.trim().is_empty());
+        if matches!(resolution.outcome, Outcome::Approved | Outcome::Expired) {
+            // Went on: asked again if it stalls again the same way.
+            let trigger = resolution.approval.details["trigger"]
+                .as_str()
+                .unwrap_or("");
+            self.dog.continued(trigger, Instant::now());
+        }
         let app = &self.engine.app;
         let task = self.task.id.as_str();
         match (resolution.outcome, person) {

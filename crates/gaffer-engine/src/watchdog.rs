@@ -6,14 +6,16 @@
 //!
 //! | trigger | seen when | once per |
 //! |---|---|---|
-//! | `idle` | no agent event for `idle` during a turn (time spent waiting for a person's tool approval does not count) | turn |
-//! | `turn` | a turn running longer than `turn` (approval waits not counted) | turn |
+//! | `idle` | no agent event for `idle` during a turn (time spent waiting for a person's tool approval does not count) | turn, and again `idle` after each "continue" |
+//! | `turn` | a turn running longer than `turn` (approval waits not counted) | turn, and again `turn` after each "continue" |
 //! | `repeated_call` | the same tool with the same input `repeated_calls` times in the session | distinct call |
 //! | `repeated_failure` | the same read or search (same tool, same input) failing `repeated_failures` times | distinct call |
 //! | `tokens_without_change` | a writing role's session spent `tokens_without_change` tokens since its last file change (or its start) | file change |
 //!
 //! A call that was already reported under one trigger is not reported again under
-//! the other. Tokens are counted when the agent reports usage: mid-turn for the
+//! the other. A person who answers "continue" to a time trigger ([`Watchdog::continued`])
+//! is asked again if the agent is still idle (or still running) a whole `idle` (or
+//! `turn`) after the answer: a long turn can stall more than once. Tokens are counted when the agent reports usage: mid-turn for the
 //! built-in loop, Codex and ACP agents, at the end of each turn for Claude Code.
 
 use gaffer_agents::AgentEvent;
@@ -37,7 +39,8 @@ pub(crate) struct Watchdog {
     cfg: gaffer_config::Watchdog,
     /// The session's role writes files (the tokens trigger only watches those).
     writes: bool,
-    turn: u32,
+    /// When the turn started, or when a person last said to continue it after it
+    /// ran too long: what the `turn` trigger counts from.
     turn_started: Option<Instant>,
     last_activity: Option<Instant>,
     /// Tool approvals the agent waits on now, and since when the first did.
@@ -53,6 +56,9 @@ pub(crate) struct Watchdog {
     changes: u32,
     /// Sightings already reported (their dedup keys).
     reported: HashSet<String>,
+    /// The time triggers reported and not answered "continue" since, this turn.
+    idle_reported: bool,
+    turn_reported: bool,
 }
 
 impl Watchdog {
@@ -60,7 +66,6 @@ impl Watchdog {
         Self {
             cfg,
             writes,
-            turn: 0,
             turn_started: None,
             last_activity: None,
             waiting: 0,
@@ -72,17 +77,41 @@ impl Watchdog {
             tokens_since_change: 0,
             changes: 0,
             reported: HashSet::new(),
+            idle_reported: false,
+            turn_reported: false,
         }
     }
 
     /// A turn was sent to the agent.
     pub(crate) fn turn_started(&mut self, now: Instant) {
-        self.turn += 1;
         self.turn_started = Some(now);
         self.last_activity = Some(now);
         self.waiting = 0;
         self.waiting_since = None;
         self.waited = Duration::ZERO;
+        self.idle_reported = false;
+        self.turn_reported = false;
+    }
+
+    /// A person answered "continue" at `now` to what `trigger` saw: a time trigger
+    /// may be met again, counted from the answer (the others are once per call or
+    /// per file change, whatever the answer).
+    pub(crate) fn continued(&mut self, trigger: &str, now: Instant) {
+        match trigger {
+            "idle" if self.idle_reported && self.turn_started.is_some() => {
+                self.idle_reported = false;
+                self.last_activity = self.last_activity.max(Some(now));
+            }
+            "turn" if self.turn_reported && self.turn_started.is_some() => {
+                self.turn_reported = false;
+                self.turn_started = Some(now);
+                self.waited = Duration::ZERO;
+                if self.waiting_since.is_some() {
+                    self.waiting_since = Some(now);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The turn ended: the time triggers rest until the next one.
@@ -148,7 +177,7 @@ impl Watchdog {
     /// The first sighting at `now` not reported yet, now reported.
     pub(crate) fn check(&mut self, now: Instant) -> Option<Stall> {
         if let (Some(limit), Some(at)) = (self.cfg.idle, self.idle_due()) {
-            if now >= at && self.report(format!("idle:{}", self.turn)) {
+            if now >= at && !std::mem::replace(&mut self.idle_reported, true) {
                 return Some(Stall {
                     trigger: "idle",
                     seen: format!(
@@ -160,7 +189,7 @@ impl Watchdog {
             }
         }
         if let (Some(limit), Some(at)) = (self.cfg.turn, self.turn_due()) {
-            if now >= at && self.report(format!("turn:{}", self.turn)) {
+            if now >= at && !std::mem::replace(&mut self.turn_reported, true) {
                 return Some(Stall {
                     trigger: "turn",
                     seen: format!("the agent's turn has run longer than {}", human(limit)),
@@ -253,12 +282,8 @@ impl Watchdog {
 
     /// The next moment a time trigger not reported yet is met, if any.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        let idle = self
-            .idle_due()
-            .filter(|_| !self.reported.contains(&format!("idle:{}", self.turn)));
-        let turn = self
-            .turn_due()
-            .filter(|_| !self.reported.contains(&format!("turn:{}", self.turn)));
+        let idle = self.idle_due().filter(|_| !self.idle_reported);
+        let turn = self.turn_due().filter(|_| !self.turn_reported);
         match (idle, turn) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -425,6 +450,33 @@ mod tests {
             w.check(t1 + Duration::from_secs(61)).unwrap().trigger,
             "idle"
         );
+    }
+
+    #[test]
+    fn after_a_continue_the_same_time_trigger_is_met_again_counted_from_the_answer() {
+        let t0 = Instant::now();
+        let mut cfg = cfg();
+        cfg.turn = Some(Duration::from_secs(100));
+        let mut w = Watchdog::new(cfg, true);
+        w.turn_started(t0);
+        let at = |s| t0 + Duration::from_secs(s);
+        assert_eq!(w.check(at(60)).unwrap().trigger, "idle");
+        // Answered "continue" at 90 s: not again before 90 + 60, then once more.
+        w.continued("idle", at(90));
+        assert_eq!(w.deadline(), Some(at(100)), "the turn trigger is due first");
+        assert_eq!(w.check(at(100)).unwrap().trigger, "turn");
+        assert_eq!(w.deadline(), Some(at(150)));
+        assert_eq!(w.check(at(149)), None);
+        assert_eq!(w.check(at(150)).unwrap().trigger, "idle");
+        assert_eq!(w.check(at(1000)), None, "not again before the next answer");
+        // The turn trigger continued at 160 s: met again 100 s later.
+        w.continued("turn", at(160));
+        assert_eq!(w.check(at(259)), None);
+        assert_eq!(w.check(at(260)).unwrap().trigger, "turn");
+        // A continue of another trigger re-arms neither time trigger.
+        w.continued("repeated_call", at(300));
+        assert_eq!(w.check(at(2000)), None);
+        assert_eq!(w.deadline(), None);
     }
 
     #[test]

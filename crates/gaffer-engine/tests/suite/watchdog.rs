@@ -149,7 +149,9 @@ async fn an_idle_agent_raises_one_stall_and_continue_sends_the_note_into_the_tur
 
 #[tokio::test]
 async fn an_overrunning_turn_raises_one_stall_and_the_turn_goes_on_when_continued() {
-    let busy: Vec<Value> = (0..8)
+    // Busy for 3 s; the turn trigger at 2 s, and (continued) again 2 s after the
+    // answer: after the turn has ended.
+    let busy: Vec<Value> = (0..12)
         .flat_map(|i| {
             [
                 json!({ "say": format!("step {i}") }),
@@ -163,7 +165,7 @@ async fn an_overrunning_turn_raises_one_stall_and_the_turn_goes_on_when_continue
         .collect();
     let w = world(
         gaffer_config::Watchdog {
-            turn: Some(Duration::from_millis(800)),
+            turn: Some(Duration::from_secs(2)),
             ..off()
         },
         vec![json!({ "steps": busy })],
@@ -174,7 +176,7 @@ async fn an_overrunning_turn_raises_one_stall_and_the_turn_goes_on_when_continue
     let run = w.spawn(&id);
     let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
     assert_eq!(details["trigger"], "turn");
-    assert!(summary.contains("longer than 800ms"), "{summary}");
+    assert!(summary.contains("longer than 2s"), "{summary}");
     // The turn finishes meanwhile; it waits for the answer, then counts.
     decide_as_ana(&w, &stall, Decision::Approve, None).await;
     assert_eq!(finish(&w, &id, run).await, Stage::Done);
@@ -291,4 +293,69 @@ async fn cancelling_the_task_answers_a_stall_by_withdrawing_it() {
         stalls(&w, &id).await,
         vec![("idle".into(), "withdrawn".into())]
     );
+}
+
+#[tokio::test]
+async fn an_agent_still_idle_after_a_continue_is_reported_again_in_the_same_turn() {
+    let w = world(
+        gaffer_config::Watchdog {
+            idle: Some(Duration::from_secs(1)),
+            ..off()
+        },
+        vec![json!({ "steps": [
+            { "say": "thinking" },
+            { "await_message": null },
+            { "write_file": { "path": "README.md", "content": README_DONE } },
+            { "say": "wrote README.md" },
+        ] })],
+    )
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (first, _, details) = next_approval(&mut events, ApprovalKind::Stall).await;
+    assert_eq!(details["trigger"], "idle");
+    // "Continue" without a note: the agent stays idle in the same turn.
+    decide_as_ana(&w, &first, Decision::Approve, None).await;
+    let (second, _, details) = next_approval(&mut events, ApprovalKind::Stall).await;
+    assert_eq!(details["trigger"], "idle");
+    assert_ne!(first, second);
+    decide_as_ana(
+        &w,
+        &second,
+        Decision::Approve,
+        Some("write the section now"),
+    )
+    .await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Done);
+    assert_eq!(
+        stalls(&w, &id).await,
+        vec![
+            ("idle".into(), "approved".into()),
+            ("idle".into(), "approved".into())
+        ]
+    );
+    // Asked again a whole idle period after the answer, in the one turn.
+    let journal = w
+        .journal
+        .stream_events(&gaffer_core::StreamId(id.0.clone()), 0)
+        .await
+        .unwrap();
+    let when = |f: &dyn Fn(&Event) -> bool| journal.iter().find(|e| f(&e.event)).unwrap().at;
+    let answered = when(
+        &|e| matches!(e, Event::ApprovalDecided { approval_id, .. } if approval_id.0 == first),
+    );
+    let asked = when(
+        &|e| matches!(e, Event::ApprovalRequested { approval_id, .. } if approval_id.0 == second),
+    );
+    assert!(
+        asked - answered >= 1000,
+        "asked again {} ms after the answer",
+        asked - answered
+    );
+    let turns = journal
+        .iter()
+        .filter(|e| matches!(&e.event, Event::AgentActivity { activity, step_id } if activity["type"] == "turn_ended" && step_id.as_str() == "code/1"))
+        .count();
+    assert_eq!(turns, 1, "one turn of the owner");
 }
