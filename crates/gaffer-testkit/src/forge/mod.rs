@@ -12,8 +12,12 @@
 //!   GitHub check runs (`GET …/commits/{ref}/check-runs`) and Actions job logs
 //!   (`GET …/actions/jobs/{id}/logs` → 302 to a plain-text log). A wrong token is 401;
 //!   an unknown repository, issue or branch 404; rate limits are 403/429 with
-//!   `Retry-After` / `X-RateLimit-*`. Pull request reviews, review comments on lines
-//!   of the diff and replies to them (see [`FakeForge::add_review_comment`]). A create's answer can be made to hang
+//!   `Retry-After` / `X-RateLimit-*`. Pull request reviews ([`FakeForge::add_review`]
+//!   with a [`Verdict`]), review comments on lines of the diff, removed lines and
+//!   outdated ones ([`FakeForge::add_review_comment_on`] with a [`DiffLine`]), replies
+//!   to them, users as each forge embeds them (bots included: a GitHub login ending in
+//!   `[bot]`, Gitea's `gitea-actions`), and the webhook a submitted review sends
+//!   ([`FakeForge::review_hook`]). A create's answer can be made to hang
 //!   ([`FakeForge::hang_next_pr_create`]) or be cut off
 //!   ([`FakeForge::cut_next_pr_create_answer`]) after the PR was made.
 //! * Issue intake: the open-issue list (`GET /repos/{o}/{r}/issues` with `state`,

@@ -8,8 +8,11 @@
 //! commit's statuses (`/repository/commits/:sha/statuses`, the jobs of its pipelines
 //! and external statuses), `/pipelines?sha=`, `/pipelines/:id/jobs` and
 //! `/jobs/:id/trace` (plain text); issues (one, or the list by `state`, `labels`
-//! and `assignee_username`) and their notes. An open MR's `detailed_merge_status` and
-//! `has_conflicts` come from the attached remote (`git merge-tree`). Webhook
+//! and `assignee_username`) and their notes; merge request discussions (diff notes on
+//! new or removed lines, system notes, replies). An open MR's `detailed_merge_status`
+//! and `has_conflicts` come from the attached remote (`git merge-tree`); a draft
+//! ([`FakeGitLab::mark_draft`]) says `draft_status`, GitLab's first failing check,
+//! even when it also conflicts. Webhook
 //! deliveries: [`FakeGitLab::issue_hook`], [`FakeGitLab::mr_note_hook`] (signed
 //! with `X-Gitlab-Token`). The token is accepted in
 //! `PRIVATE-TOKEN` or `Authorization: Bearer`; a wrong one is 401 `{"message":"401
