@@ -688,6 +688,33 @@ mod tests {
     }
 
     #[test]
+    fn access_token_users_and_marked_bots_are_bots() {
+        let author = |v: Value| is_bot(Some(&v));
+        for bot in [
+            "project_123_bot_4ffca233d8298ea1",
+            "group_7_bot_0a1b2c3d4e5f6a7b",
+            "project_123_bot",
+            "project_123_bot2",
+        ] {
+            assert!(author(json!({"username": bot})), "{bot}");
+        }
+        assert!(author(json!({"username": "renovate", "bot": true})));
+        for person in [
+            "ana",
+            "project_manager",
+            "project__bot_x",
+            "group_x_bot_1",
+            "my_project_1_bot",
+        ] {
+            assert!(
+                !author(json!({"username": person, "bot": false})),
+                "{person}"
+            );
+        }
+        assert!(!is_bot(None));
+    }
+
+    #[test]
     fn job_states_follow_allow_failure_and_manual_jobs() {
         assert_eq!(job_state("failed", false), CiState::Failure);
         assert_eq!(job_state("failed", true), CiState::Success);
