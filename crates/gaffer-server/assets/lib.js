@@ -168,6 +168,33 @@ export function Fold({ summary, cls, open: initial = false, children }) {
   </div>`;
 }
 
+/** Output whose end matters (a failing command says why last): line by line,
+ *  scrolled to its end when it is taller than its box. */
+export function TailOutput({ text }) {
+  const ref = useRef(null);
+  useEffect(() => { if (ref.current) ref.current.scrollTop = ref.current.scrollHeight; }, [text]);
+  return html`<pre class="out" ref=${ref}>${text}</pre>`;
+}
+
+/** An error: its first line, then what follows (a failing setup command's output,
+ *  whose last lines say why) in an open fold, lines kept. */
+export function ErrorText({ error }) {
+  const text = String(error || "").replace(/\s+$/, "");
+  const nl = text.indexOf("\n");
+  if (nl < 0) return html`<p class="err">${text}</p>`;
+  const output = text.slice(nl + 1);
+  const n = output.split("\n").length;
+  return html`<p class="err">${text.slice(0, nl)}</p>
+    <${Fold} open=${true} cls="error" summary=${`Output · ${n} line${n === 1 ? "" : "s"}`}>${() => html`<${TailOutput} text=${output} />`}</${Fold}>`;
+}
+
+/** An error's first line, with a word that the rest is shown elsewhere. */
+export function headLine(error) {
+  const text = String(error || "").replace(/\s+$/, "");
+  const nl = text.indexOf("\n");
+  return nl < 0 ? text : text.slice(0, nl) + " (the output is shown with the step)";
+}
+
 // ---------- text ----------
 
 /** Text with `code` and **bold** marked, as agents and summaries write it. */

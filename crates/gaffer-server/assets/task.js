@@ -1,6 +1,6 @@
 // One task: what it is and where it stands, what waits for you, its crew's
 // conversation, the changes, and what it cost.
-import { html, api, errorText, actor, channel, ago, badge, clip, firstLine, money, stageName, tokens, useEffect, useRef, useState, useNow, FINAL, RETRYABLE, Diff, throttle } from "./lib.js";
+import { html, api, errorText, actor, channel, ago, badge, clip, firstLine, money, stageName, tokens, useEffect, useRef, useState, useNow, FINAL, RETRYABLE, Diff, ErrorText, throttle } from "./lib.js";
 import { ApprovalCard } from "./approvals.js";
 import { follow, putApproval, useApprovals, useListed } from "./live.js";
 import { newModel, apply, liveSession, Transcript, RawEvents } from "./transcript.js";
@@ -43,7 +43,7 @@ function Outcome({ t }) {
   }
   if (t.stage === "failed" || t.stage === "blocked") {
     return html`<div class="outcome bad" id="outcome" role="status"><strong>${t.stage === "failed" ? "Failed" : "Blocked"}</strong>
-      <p>${o.reason || (typeof t.outcome === "string" ? t.outcome : "No reason was recorded.")}</p>
+      ${o.reason ? html`<${ErrorText} error=${o.reason} />` : html`<p>${typeof t.outcome === "string" ? t.outcome : "No reason was recorded."}</p>`}
       ${o.dependency ? html`<p><a href=${"/tasks/" + encodeURIComponent(o.dependency)} id="blocked-by">Open the task it ran after</a></p>` : null}
       <p class="muted">${o.dependency ? "Retry queues the same request as a new task that does not wait for the one that blocked it (it still waits for the others it ran after)." : "Retry queues the same request as a new task."}</p></div>`;
   }

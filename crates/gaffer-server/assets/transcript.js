@@ -3,7 +3,7 @@
 // the task's event stream; each step keeps a version so only the steps an event
 // touched render again. A new kind of event (a person's message to a running
 // agent, say) is one more case in `apply` and one more entry kind in `Entry`.
-import { html, Component, Data, Diff, DiffLines, Fold, Prose, Text, actor, channel, duration, money, time, tokens, useState } from "./lib.js";
+import { html, Component, Data, Diff, DiffLines, ErrorText, Fold, Prose, TailOutput, Text, actor, headLine, channel, duration, money, time, tokens, useState } from "./lib.js";
 import { ApprovalLine, Plan } from "./approvals.js";
 import { approval as approvalById, putApproval, useApprovals } from "./live.js";
 import { FOLLOW_UP_STEPS, FollowUpCard, ResolveResult, doneAgain, endedText, replyText, syncText } from "./followup.js";
@@ -60,10 +60,11 @@ export function apply(m, e) {
       note(m, e, endedText(ev.reason), "ended");
       break;
     case "task_failed":
-      note(m, e, ["Task failed: ", ev.reason], "failed");
+      // Its first line: a failed step's output is shown with the step.
+      note(m, e, ["Task failed: ", headLine(ev.reason)], "failed");
       break;
     case "task_blocked":
-      note(m, e, ["Task blocked: ", ev.reason], "failed");
+      note(m, e, ["Task blocked: ", headLine(ev.reason)], "failed");
       break;
     case "task_dependency_done":
       note(m, e, [`Task ${ev.dependency}, which this one runs after, is done`], "done");
@@ -424,7 +425,7 @@ function Ruling({ r }) {
 function Result({ s }) {
   const r = s.receipt;
   const kind = String(s.id).split("/")[0];
-  if (s.state === "failed" || s.state === "manual_required") return html`<div class="result bad"><strong>${s.state === "failed" ? "Failed" : "Needs a person"}</strong><p>${s.error}</p></div>`;
+  if (s.state === "failed" || s.state === "manual_required") return html`<div class="result bad"><strong>${s.state === "failed" ? "Failed" : "Needs a person"}</strong><${ErrorText} error=${s.error} /></div>`;
   if (!r || typeof r !== "object") return null;
   switch (kind) {
     case "plan":
@@ -484,7 +485,7 @@ function SystemStep({ s }) {
       text = s.state === "completed"
         ? html`Check ${passed ? "passed" : "failed"}: <code>${r.command}</code> <span class="muted">exit ${r.exit_code ?? "?"}${r.duration_ms !== undefined ? " · " + duration(r.duration_ms) : ""}</span>`
         : html`Running the check${s.input?.command ? html` <code>${s.input.command}</code>` : ""}`;
-      if (r.output_tail) body = html`<${Fold} open=${!passed} cls=${passed ? "" : "error"} summary=${"Output · " + r.output_tail.split("\n").length + " lines"}>${() => html`<pre class="out">${r.output_tail}</pre>`}</${Fold}>`;
+      if (r.output_tail) body = html`<${Fold} open=${!passed} cls=${passed ? "" : "error"} summary=${"Output · " + r.output_tail.split("\n").length + " lines"}>${() => html`<${TailOutput} text=${r.output_tail} />`}</${Fold}>`;
       break;
     }
     case "ship":
@@ -514,7 +515,7 @@ function SystemStep({ s }) {
   return html`<div class=${"sys-step st-" + cls} data-step=${s.id}>
     <span class="icon" aria-hidden="true">${icon}</span>
     <div class="body"><div>${text}</div>
-      ${s.error ? html`<p class="err">${s.error}</p>` : null}
+      ${s.error ? html`<${ErrorText} error=${s.error} />` : null}
       ${body}
       ${s.entries.length ? html`<${Entries} entries=${s.entries} />` : null}
     </div>

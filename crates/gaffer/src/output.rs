@@ -46,6 +46,27 @@ pub fn one_line(text: &str, max: usize) -> String {
     cut(&crate::term::line(&flat), max)
 }
 
+/// An error of several lines as a terminal shows it: its first line (what went
+/// wrong) and its last `tail` lines (where a command's output says why: a failing
+/// setup or check prints its reason last), the lines between counted. Each line is
+/// escaped and cut to `max` columns.
+pub fn error_lines(text: &str, tail: usize, max: usize) -> Vec<String> {
+    let safe = crate::term::text(text.trim_end());
+    let lines: Vec<String> = safe
+        .lines()
+        .map(|l| cut(&l.replace('\t', "    "), max))
+        .collect();
+    if lines.len() <= tail + 2 {
+        return lines;
+    }
+    let mut out = vec![
+        lines[0].clone(),
+        format!("… {} lines left out", lines.len() - 1 - tail),
+    ];
+    out.extend_from_slice(&lines[lines.len() - tail..]);
+    out
+}
+
 /// `text` (already safe to show) cut to `max` columns, marking the cut with `…`.
 pub fn cut(text: &str, max: usize) -> String {
     if text.width() <= max {
@@ -125,6 +146,33 @@ mod tests {
         assert_eq!(one_line("a\n  b\x1b[2Jc", 80), "a b\\x1b[2Jc");
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("日本語です", 5), "日本…");
+    }
+
+    /// A failing setup command's error: the message first, then the output's
+    /// tail, whose last line says why. Flattened or cut to its head (as it was),
+    /// that line was lost.
+    #[test]
+    fn an_error_keeps_its_first_line_and_the_end_of_the_output_line_by_line() {
+        let output: String = (1..=40).map(|i| format!("npm http fetch {i}\n")).collect();
+        let error = format!(
+            "setup command `npm ci` failed (exit code 1); fix it in [projects.web] setup or in the repository, then retry the task. Its output:\n{output}npm ERR! missing: left-pad@1.3.0\n"
+        );
+        let lines = error_lines(&error, 3, 300);
+        assert_eq!(
+            lines,
+            [
+                "setup command `npm ci` failed (exit code 1); fix it in [projects.web] setup or in the repository, then retry the task. Its output:",
+                "… 38 lines left out",
+                "npm http fetch 39",
+                "npm http fetch 40",
+                "npm ERR! missing: left-pad@1.3.0",
+            ]
+        );
+        // Short: every line, escaped.
+        assert_eq!(
+            error_lines("boom\n\x1b[2Jgone", 3, 80),
+            ["boom", "\\x1b[2Jgone"]
+        );
     }
 
     #[test]

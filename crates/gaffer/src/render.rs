@@ -32,8 +32,13 @@ fn block(text: &str, indent: &str, max: usize) -> Vec<String> {
 
 /// `text` under a `label` on its first line, the other lines aligned with it.
 fn labeled(label: &str, text: &str, max: usize) -> Vec<String> {
+    labeled_lines(label, block(text, "", max))
+}
+
+/// `lines` under a `label` on the first, the others aligned with it.
+fn labeled_lines(label: &str, lines: Vec<String>) -> Vec<String> {
     let indent = " ".repeat(label.chars().count());
-    block(text, "", max)
+    lines
         .into_iter()
         .enumerate()
         .map(|(i, l)| format!("{}{l}", if i == 0 { label } else { &indent }))
@@ -522,7 +527,11 @@ fn outcome(o: &Value) -> Vec<String> {
         out.extend(labeled("  note     ", note, 12));
     }
     if let Some(reason) = str_at(o, "/reason") {
-        out.extend(labeled("  reason   ", reason, 20));
+        // A failed step's error ends with its command's output, whose last lines say why.
+        out.extend(labeled_lines(
+            "  reason   ",
+            crate::output::error_lines(reason, 16, 300),
+        ));
     }
     if let Some(by) = o.get("by").filter(|b| b.is_object()) {
         out.push(format!(
@@ -661,6 +670,27 @@ mod tests {
         // Without a challenger: only the plan.
         let plain = approval_body(&plan_approval(json!({ "plan": sub("x") })), None);
         assert_eq!(plain.len(), 3, "{plain:#?}");
+    }
+
+    /// A task failed by its worktree setup: the reason keeps the message and the
+    /// end of the command's output, where it says why (the first 20 lines hid it).
+    #[test]
+    fn a_failed_setup_shows_the_end_of_its_output() {
+        let output: String = (1..=60).map(|i| format!("fetch {i}\n")).collect();
+        let reason = format!("worktree setup failed: setup command `npm ci` failed (exit code 1); fix it in [projects.web] setup or in the repository, then retry the task. Its output:\n{output}npm ERR! missing: left-pad@1.3.0");
+        let lines = outcome(&json!({ "reason": reason }));
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("  reason"))
+            .unwrap();
+        assert!(lines[at].ends_with("Its output:"), "{lines:#?}");
+        assert_eq!(lines[at + 1], "           … 45 lines left out");
+        assert_eq!(lines[at + 16], "           fetch 60");
+        assert_eq!(
+            lines[at + 17],
+            "           npm ERR! missing: left-pad@1.3.0",
+            "{lines:#?}"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod browser;
 mod browser_after;
 mod browser_follow;
 mod browser_schedules;
+mod browser_setup;
 mod browser_steer;
 mod browser_switch;
 mod control;

@@ -499,15 +499,19 @@ impl View {
                     self.settled += Spend::of_receipt(&serde_json::json!({ "usage": usage }));
                 }
                 self.running = Spend::default();
-                self.say(
-                    at,
-                    "✗",
-                    &format!(
-                        "{}: {}",
-                        one_line(step_id.as_str(), 30),
-                        one_line(error, 300)
-                    ),
-                );
+                // Its first line and the end of its output, line by line: a failing
+                // setup or check says why last.
+                let lines = crate::output::error_lines(error, 12, 300);
+                for (i, line) in lines.iter().enumerate() {
+                    match i {
+                        0 => self.say(
+                            at,
+                            "✗",
+                            &format!("{}: {line}", one_line(step_id.as_str(), 30)),
+                        ),
+                        _ => self.say(at, " ", &format!("    {line}")),
+                    }
+                }
             }
             Event::StepManualRequired { step_id, reason } => self.say(
                 at,
@@ -669,7 +673,9 @@ impl View {
                 self.say(at, "■", &crate::follow_up::ended(reason));
             }
             Event::TaskFailed { reason } => {
-                self.say(at, "✗", &format!("failed: {}", one_line(reason, 300)));
+                // The first line: a failed step's output was shown with the step.
+                let head = reason.lines().next().unwrap_or_default();
+                self.say(at, "✗", &format!("failed: {}", one_line(head, 300)));
             }
             Event::TaskBlocked { reason } => {
                 self.say(at, "✗", &format!("blocked: {}", one_line(reason, 300)));
