@@ -10,6 +10,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 
+use super::reviews::user_json;
 use super::routes::{html_base, issue_json};
 use super::{FakeForge, FakeIssue, Flavor, ForgeState};
 
@@ -263,9 +264,9 @@ impl FakeForge {
         let mut payload = json!({
             "action": "created",
             "issue": issue,
-            "comment": {"id": 7001, "body": text, "user": {"login": "reviewer"}},
+            "comment": {"id": 7001, "body": text, "user": user_json(st.flavor, "reviewer")},
             "repository": self.repository_json(),
-            "sender": {"login": "reviewer"},
+            "sender": user_json(st.flavor, "reviewer"),
         });
         if st.flavor == Flavor::Gitea {
             payload["is_pull"] = json!(true);
