@@ -138,8 +138,7 @@ pub fn parse(
     header: &dyn Fn(&str) -> Option<String>,
     body: &[u8],
 ) -> Result<HookEvent, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadInput(format!("the webhook body is not JSON: {e}")))?;
+    let v = payload(header, body)?;
     match sender {
         HookSender::Gitea => {
             let event = header("x-forgejo-event")
@@ -157,6 +156,32 @@ pub fn parse(
         }
         HookSender::GitLab => gitlab(&v),
     }
+}
+
+/// The delivery's JSON. GitHub's and Gitea's hooks may also be set to the form
+/// content type (GitHub's default for a hook made through its API): the JSON is
+/// then the `payload` field of an `application/x-www-form-urlencoded` body. The
+/// signature covers the body as sent, so it was checked before this.
+fn payload(header: &dyn Fn(&str) -> Option<String>, body: &[u8]) -> Result<Value, ApiError> {
+    let form = header("content-type").is_some_and(|t| {
+        t.trim()
+            .to_ascii_lowercase()
+            .starts_with("application/x-www-form-urlencoded")
+    });
+    if !form {
+        return serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadInput(format!("the webhook body is not JSON: {e}")));
+    }
+    let json = form_urlencoded::parse(body)
+        .find(|(k, _)| k == "payload")
+        .map(|(_, v)| v.into_owned())
+        .ok_or_else(|| {
+            ApiError::BadInput(
+                "the webhook's form body has no `payload` field; set the hook's content type to application/json".into(),
+            )
+        })?;
+    serde_json::from_str(&json)
+        .map_err(|e| ApiError::BadInput(format!("the webhook's form `payload` is not JSON: {e}")))
 }
 
 fn text(v: &Value, pointer: &str) -> String {

@@ -395,3 +395,62 @@ fn gitlab_issue_and_note_deliveries_read_like_the_others() {
         }
     );
 }
+
+/// A hook set to the form content type (GitHub's default for a hook made through
+/// its API; Gitea offers it too) sends the same JSON as the `payload` field of an
+/// `application/x-www-form-urlencoded` body: it reads as the JSON one does.
+#[tokio::test]
+async fn a_form_encoded_delivery_reads_as_its_json_payload() {
+    for (flavor, action) in [
+        (Flavor::GitHub, "labeled"),
+        (Flavor::Gitea, "label_updated"),
+    ] {
+        let (_fake, n, d) = delivery(flavor, action).await;
+        let json = String::from_utf8(d.body.clone()).unwrap();
+        let form: String = url_form(&[("payload", &json)]);
+        let mut headers: Vec<(String, String)> = d
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.eq_ignore_ascii_case("content-type"))
+            .cloned()
+            .collect();
+        headers.push((
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+        let event = hooks::parse(sender(flavor), &reader(&headers), form.as_bytes()).unwrap();
+        let HookEvent::Issue { issue, .. } = event else {
+            panic!("{flavor:?}: {event:?}");
+        };
+        assert_eq!((issue.number, issue.title.as_str()), (n, "Add a changelog"));
+        // A form without the field says what to set.
+        let err = hooks::parse(sender(flavor), &reader(&headers), b"x=1").unwrap_err();
+        assert!(
+            err.to_string().contains("no `payload` field")
+                && err.to_string().contains("application/json"),
+            "{err}"
+        );
+    }
+}
+
+/// `application/x-www-form-urlencoded` of `pairs`, as a forge encodes its form body.
+fn url_form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let enc = |s: &str| -> String {
+                s.bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                            (b as char).to_string()
+                        }
+                        b' ' => "+".to_owned(),
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect()
+            };
+            format!("{}={}", enc(k), enc(v))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
