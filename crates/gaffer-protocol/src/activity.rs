@@ -4,6 +4,28 @@
 
 use serde_json::Value;
 
+/// A tool result in one line for a transcript read as it scrolls by (the terminal,
+/// a chat thread): its first line that says something and how many more there are,
+/// or that it gave nothing; `failed:` first when the tool reported an error.
+pub fn tool_output_line(output: &str, is_error: bool) -> String {
+    let lines: Vec<&str> = output.lines().filter(|l| !l.trim().is_empty()).collect();
+    let what = match lines.split_first() {
+        None => "no output".to_owned(),
+        Some((first, [])) => first.trim().to_owned(),
+        Some((first, rest)) => format!(
+            "{} (+{} more line{})",
+            first.trim(),
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" }
+        ),
+    };
+    if is_error {
+        format!("failed: {what}")
+    } else {
+        what
+    }
+}
+
 /// A tool call's input in words: its command, path, pattern, URL or query when it
 /// has one, else its fields as `key value` (never JSON braces).
 pub fn tool_input(input: &Value) -> String {
@@ -33,5 +55,26 @@ pub fn tool_input(input: &Value) -> String {
                 .join(" · "),
         },
         other => plain(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_output_line;
+
+    #[test]
+    fn a_tool_result_reads_as_its_first_line_and_how_much_more() {
+        assert_eq!(tool_output_line("", false), "no output");
+        assert_eq!(tool_output_line("\n  \n", false), "no output");
+        assert_eq!(tool_output_line("  ok  \n", false), "ok");
+        assert_eq!(
+            tool_output_line("\nsrc/a.rs:3: fn a\nsrc/b.rs:9: fn b\n", false),
+            "src/a.rs:3: fn a (+1 more line)"
+        );
+        assert_eq!(
+            tool_output_line("error: no such file\nhint\nmore\n", true),
+            "failed: error: no such file (+2 more lines)"
+        );
+        assert_eq!(tool_output_line("", true), "failed: no output");
     }
 }

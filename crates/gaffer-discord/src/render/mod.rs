@@ -348,6 +348,16 @@ pub fn transcript_line(a: &Value) -> Option<String> {
             code(flat(&a["path"], 200)),
             flat(&a["kind"], 20)
         )),
+        "tool_result" => Some(format!(
+            "  ⎿ `{}`",
+            code(clip(
+                &gaffer_protocol::activity::tool_output_line(
+                    a["output"].as_str().unwrap_or_default(),
+                    a["is_error"].as_bool() == Some(true)
+                ),
+                200
+            ))
+        )),
         "assistant_text" => Some(format!("💬 {}", flat(&a["text"], 800))),
         "rate_limited" => Some(format!("⏸ rate limited until {}", flat(&a["until"], 40))),
         _ => None,
@@ -473,5 +483,12 @@ mod transcript_tests {
             transcript_line(&serde_json::json!({ "type": "usage" })),
             None
         );
+        // A tool's result: one line under its call, in a code span it cannot leave.
+        let result = transcript_line(&serde_json::json!({
+            "type": "tool_result", "call_id": "c1", "is_error": true,
+            "output": "error: `x` not found\nhint: install it\n"
+        }))
+        .unwrap();
+        assert_eq!(result, "  ⎿ `failed: error: 'x' not found (+1 more line)`");
     }
 }
