@@ -3,6 +3,7 @@
 //! at delivery, when the one-tap links are signed.
 
 use gaffer_config::NotifyEvent;
+use gaffer_protocol::words::ApprovalWords;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -60,7 +61,12 @@ impl News {
     /// A one-line title.
     pub fn title(&self) -> String {
         match (&self.approval, self.event.as_str()) {
-            (Some(a), _) => format!("{}: approval needed ({})", self.project, a.kind),
+            // The kind in the words every surface uses ("Looks stuck", not `stall`).
+            (Some(a), _) => format!(
+                "{}: {} — approval needed",
+                self.project,
+                ApprovalWords::of(&a.kind).name
+            ),
             (None, "done") => format!("{}: task done", self.project),
             (None, "failed") => format!("{}: task failed", self.project),
             (None, _) => format!("{}: task blocked", self.project),
@@ -156,25 +162,40 @@ pub fn webhook_body(id: &str, news: &News, person: Option<&str>, shown: &Shown<'
 }
 
 /// ntfy's JSON publish: title, message, a click to the task and, for an
-/// approval with links, Approve / Deny buttons (`view` actions that open the
-/// confirm page: a tap never decides on its own) and Open. Without a server to
-/// open them there is no button and no click; an approval's message then ends
-/// with the commands that decide it.
+/// approval with links, its two answers' buttons in the words every surface uses
+/// (Approve / Deny, Continue / Interrupt for a stall, Raise cap / Stop task for a
+/// budget: `view` actions that open the confirm page, so a tap never decides on
+/// its own) and Open. Without a server to open them there is no button and no
+/// click; an approval's message then ends with the commands that decide it.
 pub fn ntfy_publish(topic: &str, news: &News, shown: &Shown<'_>) -> Value {
+    let words = ApprovalWords::of(news.approval.as_ref().map_or("", |a| a.kind.as_str()));
     let mut actions = Vec::new();
     if let Some(l) = shown.links {
+        actions.push(
+            json!({ "action": "view", "label": words.approve, "url": l.approve, "clear": true }),
+        );
         actions
-            .push(json!({ "action": "view", "label": "Approve", "url": l.approve, "clear": true }));
-        actions.push(json!({ "action": "view", "label": "Deny", "url": l.deny, "clear": true }));
+            .push(json!({ "action": "view", "label": words.deny, "url": l.deny, "clear": true }));
     }
     if let Some(url) = shown.task_url {
         actions.push(json!({ "action": "view", "label": "Open task", "url": url }));
     }
     let mut message = news.text();
     if let (None, Some(c)) = (shown.links, shown.commands) {
+        // What each command does, where it is more than approve or deny.
+        let does = |w: &str| {
+            if words.names_its_answers() {
+                format!("  ({w})")
+            } else {
+                String::new()
+            }
+        };
         message.push_str(&format!(
-            "\n\nTo decide, run:\n{}\nor:\n{}",
-            c.approve, c.deny
+            "\n\nTo decide, run:\n{}{}\nor:\n{}{}",
+            c.approve,
+            does(words.approve),
+            c.deny,
+            does(words.deny)
         ));
     }
     let (tags, priority) = match news.event.as_str() {
@@ -194,4 +215,80 @@ pub fn ntfy_publish(topic: &str, news: &News, shown: &Shown<'_>) -> Value {
         publish["click"] = json!(url);
     }
     publish
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(kind: &str) -> News {
+        News {
+            event: "approval".into(),
+            at: 1,
+            project: "app".into(),
+            task_id: "t-1".into(),
+            request: "make the build faster".into(),
+            approval: Some(ApprovalNews {
+                id: "ap-1".into(),
+                kind: kind.into(),
+                summary: "`owner turn` looks stuck".into(),
+            }),
+            reason: None,
+        }
+    }
+
+    /// A phone said Approve / Deny and "approval needed (stall)" where the page and
+    /// Discord say Continue / Interrupt and Looks stuck.
+    #[test]
+    fn ntfy_buttons_and_title_use_each_kinds_words() {
+        let links = Links {
+            approve: "https://g/link/a".into(),
+            deny: "https://g/link/d".into(),
+            expires_at: 9,
+        };
+        let shown = Shown {
+            task_url: Some("https://g/tasks/t-1"),
+            links: Some(&links),
+            commands: None,
+        };
+        let labels = |kind: &str| {
+            let p = ntfy_publish("topic", &asking(kind), &shown);
+            let labels: Vec<String> = p["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["label"].as_str().unwrap().to_owned())
+                .collect();
+            (labels, p["title"].as_str().unwrap().to_owned())
+        };
+        assert_eq!(
+            labels("stall"),
+            (
+                vec!["Continue".into(), "Interrupt".into(), "Open task".into()],
+                "app: Looks stuck — approval needed".into()
+            )
+        );
+        assert_eq!(labels("budget").0[..2], ["Raise cap", "Stop task"]);
+        assert_eq!(labels("budget").1, "app: Spending cap — approval needed");
+        assert_eq!(labels("tool").0[..2], ["Approve", "Deny"]);
+        // Without links: the commands, each with what it does.
+        let commands = Commands {
+            approve: "gaffer approve ap-1".into(),
+            deny: "gaffer deny ap-1".into(),
+        };
+        let p = ntfy_publish(
+            "topic",
+            &asking("stall"),
+            &Shown {
+                commands: Some(&commands),
+                ..Shown::default()
+            },
+        );
+        assert!(
+            p["message"].as_str().unwrap().ends_with(
+                "To decide, run:\ngaffer approve ap-1  (Continue)\nor:\ngaffer deny ap-1  (Interrupt)"
+            ),
+            "{p}"
+        );
+    }
 }

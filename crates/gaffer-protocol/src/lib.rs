@@ -10,3 +10,4 @@ pub mod activity;
 pub mod api;
 pub mod contracts;
 pub mod receipts;
+pub mod words;

@@ -1,25 +1,12 @@
 // Approvals: the card a person decides on (queue, task page), the line that
 // marks where one was asked in a transcript, and the queue across projects.
-import { html, api, errorText, actor, ago, countdown, money, tokens, shortIds, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
+import { html, api, WORDS, errorText, actor, ago, countdown, money, tokens, shortIds, useNow, useState, useRef, Data, Diff, Text } from "./lib.js";
 import { putApproval, useApprovals, useListed, useNotificationPermission } from "./live.js";
 
-const KIND = {
-  plan: "Plan",
-  tool: "Tool call",
-  ship: "Push & pull request",
-  manual: "Needs a person",
-  escalation: "Escalation",
-  memory: "Project memory",
-  stall: "Looks stuck",
-  budget: "Spending cap",
-};
-
-// What approving and denying do for kinds that name it (`details.choices`), and
-// what a note is for there.
-const CHOICES = {
-  stall: { approve: "Continue", deny: "Interrupt", approved: "Continued", denied: "Interrupted", note: "Message to the agent (optional)" },
-  budget: { approve: "Raise cap", deny: "Stop task", approved: "Cap raised", denied: "Stopped", note: "Raise by, like $5 or 200k (optional)" },
-};
+// Each kind's name and its answers' words (Continue / Interrupt for a stall, Raise
+// cap / Stop task for a budget), served by the server: the same on every surface.
+const KIND = Object.fromEntries(Object.entries(WORDS.kinds || {}).map(([k, w]) => [k, w.name]));
+const CHOICES = WORDS.kinds || {};
 
 const STATE = { approved: "Approved", denied: "Denied", expired: "Expired", withdrawn: "Withdrawn", pending: "Waiting" };
 
@@ -68,8 +55,8 @@ export function ApprovalDetails({ a }) {
   }
   if (a.kind === "memory" && d.memory) parts.push(html`<div class="kv"><span class="muted">Every later task in</span> <code>${d.project}</code> <span class="muted">will be told:</span></div><pre class="out memory">${d.memory}</pre>`);
   if (a.kind === "manual" && d.error) parts.push(html`<pre class="out">${d.error}</pre>`);
-  if (a.kind === "stall" && d.trigger) parts.push(html`<div class="kv"><span class="muted">watchdog</span> <code>${d.trigger}</code>${d.count ? html` <span class="muted">× ${d.count}</span>` : null}</div>`);
-  if (a.kind === "budget" && d.cap) parts.push(html`<div class="kv"><span class="muted">cap</span> <code>${d.cap}</code> <span class="muted">raise without an amount:</span> ${d.unit === "usd" ? money(d.default_raise) : tokens(d.default_raise)}</div>`);
+  if (a.kind === "stall" && d.trigger) parts.push(html`<div class="kv"><span class="muted">The watchdog saw</span> ${WORDS.triggers?.[d.trigger] || d.trigger}${d.count ? html` <span class="muted">× ${d.count}</span>` : null}</div>`);
+  if (a.kind === "budget" && d.cap) parts.push(html`<div class="kv"><span class="muted">Cap on</span> ${WORDS.caps?.[d.cap] || d.cap} <span class="muted">· raise without an amount:</span> ${d.unit === "usd" ? money(d.default_raise) : tokens(d.default_raise)}</div>`);
   if (d.reason && a.kind !== "escalation") parts.push(html`<p class="reason"><${Text} text=${d.reason} /></p>`);
   if (d.diff) parts.push(html`<${Diff} text=${d.diff} />`);
   return parts.length ? html`<div class="details">${parts}</div>` : null;
@@ -87,8 +74,7 @@ function Expiry({ a }) {
 /** Who decided and how, for a settled approval. */
 export function Decision({ a }) {
   const by = a.decided_by ? actor(a.decided_by) : null;
-  const named = CHOICES[a.kind]?.[a.state];
-  const what = named || (a.state === "approved" ? (a.for_task ? "Allowed for this task" : "Approved") : STATE[a.state] || a.state);
+  const what = a.state === "approved" && a.for_task ? "Allowed for this task" : CHOICES[a.kind]?.[a.state] || STATE[a.state] || a.state;
   return html`<div class=${"decision d-" + a.state} role="status">
     <span class="mark" aria-hidden="true">${a.state === "approved" ? "✓" : "✕"}</span>
     <span><strong>${what}</strong>${by ? html` by ${by}` : null}${a.decided_at ? html` <span class="muted">· ${ago(a.decided_at)}</span>` : null}

@@ -10,6 +10,9 @@ export { h, render, Component, Fragment, useState, useEffect, useRef, useMemo, u
 
 const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content || "";
 export const CSRF = meta("csrf-token");
+// What each approval kind is called and what its answers do, watchdog triggers and
+// spending caps in words: `gaffer_protocol::words`, the one source every surface uses.
+export const WORDS = JSON.parse(meta("approval-words") || "{}");
 // Every journal event type: an EventSource hears a named event only with a
 // listener for that name.
 export const EVENT_KINDS = meta("event-kinds").split(" ").filter(Boolean);

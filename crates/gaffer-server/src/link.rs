@@ -26,6 +26,7 @@ use gaffer_app::{AppError, Scope};
 use gaffer_core::{Actor, Decision};
 use gaffer_notify::{Link, LinkError};
 use gaffer_protocol::api;
+use gaffer_protocol::words::ApprovalWords;
 
 const PAGE: &str = include_str!("../assets/link.html");
 
@@ -92,14 +93,6 @@ fn relative(at: i64, now: i64) -> String {
         format!("in {span}")
     } else {
         format!("{span} ago")
-    }
-}
-
-fn verb(approve: bool) -> &'static str {
-    if approve {
-        "Approve"
-    } else {
-        "Deny"
     }
 }
 
@@ -186,7 +179,7 @@ fn facts(link: &Link, a: &api::Approval, request: &str, now: i64) -> String {
         summary = esc(&a.summary),
         project = esc(&a.project),
         request = esc(request),
-        kind = esc(&a.kind),
+        kind = esc(ApprovalWords::of(&a.kind).name),
         asked = relative(a.requested_at, now),
         person = esc(&link.person),
         channel = esc(&link.channel),
@@ -200,6 +193,34 @@ async fn request_of(s: &ServerState, task_id: &str) -> String {
         .await
         .map(|t| t.task.request)
         .unwrap_or_default()
+}
+
+/// The confirm page's title and body: what this link would decide, in the words
+/// of the approval's kind (Continue / Interrupt for a stall, Raise cap / Stop task
+/// for a budget, as on every surface), and the one button that does.
+fn confirm(link: &Link, a: &api::Approval, request: &str, now: i64) -> (String, String) {
+    let words = ApprovalWords::of(&a.kind);
+    let verb = words.verb(link.approve);
+    let title = format!("{verb}? ({})", words.name);
+    let button = format!(
+        "<button type=\"submit\" class=\"{}\">{}</button>",
+        if link.approve { "primary" } else { "deny" },
+        esc(verb)
+    );
+    let body = format!(
+        "<div class=\"card\">{facts}\
+         <form method=\"post\" class=\"form\">\
+         <label for=\"note\">{note}</label>\
+         <textarea id=\"note\" name=\"note\" maxlength=\"4000\"></textarea>\
+         <div class=\"actions\">{button}</div>\
+         </form>\
+         <p class=\"muted\">Nothing is decided until you press {verb}. Opening this page decides nothing.</p>\
+         </div>",
+        facts = facts(link, a, request, now),
+        note = esc(words.note.unwrap_or("Note for the agent (optional)")),
+        verb = esc(verb),
+    );
+    (title, body)
 }
 
 /// The confirm page: what this link would decide, and the one button that does.
@@ -219,24 +240,7 @@ pub async fn confirm_page(State(s): State<ServerState>, Path(token): Path<String
     };
     let now = gaffer_store::now_ms();
     let request = request_of(&s, &a.task_id).await;
-    let title = format!("{} this?", verb(link.approve));
-    let button = if link.approve {
-        "<button type=\"submit\" class=\"primary\">Approve</button>"
-    } else {
-        "<button type=\"submit\" class=\"deny\">Deny</button>"
-    };
-    let body = format!(
-        "<div class=\"card\">{facts}\
-         <form method=\"post\" class=\"form\">\
-         <label for=\"note\">Note for the agent (optional)</label>\
-         <textarea id=\"note\" name=\"note\" maxlength=\"4000\"></textarea>\
-         <div class=\"actions\">{button}</div>\
-         </form>\
-         <p class=\"muted\">Nothing is decided until you press {verb}. Opening this page decides nothing.</p>\
-         </div>",
-        facts = facts(&link, &a, &request, now),
-        verb = verb(link.approve),
-    );
+    let (title, body) = confirm(&link, &a, &request, now);
     page(StatusCode::OK, &title, &body)
 }
 
@@ -256,9 +260,15 @@ pub async fn decide(
     Path(token): Path<String>,
     body: Bytes,
 ) -> Response {
-    let (link, _) = match open(&s, &token).await {
+    let (link, asked) = match open(&s, &token).await {
         Ok(found) => found,
         Err(page) => return page,
+    };
+    let words = ApprovalWords::of(&asked.kind);
+    let done = if link.approve {
+        words.approved
+    } else {
+        words.denied
     };
     let form: LinkDecisionForm = serde_urlencoded::from_bytes(&body).unwrap_or_default();
     let note = form
@@ -279,10 +289,10 @@ pub async fn decide(
     match s.app.decide(&link.approval_id, decision, by, note, scope).await {
         Ok(d) if d.applied => page(
             StatusCode::OK,
-            if link.approve { "Approved" } else { "Denied" },
+            done,
             &format!(
-                "<div class=\"card\"><p class=\"outcome ok\">{} {} as {} via {}. The agent has been told.</p><p class=\"muted\">Project {}.</p></div>",
-                if link.approve { "Approved" } else { "Denied" },
+                "<div class=\"card\"><p class=\"outcome ok\">{}: {} as {} via {}. The agent has been told.</p><p class=\"muted\">Project {}.</p></div>",
+                done,
                 esc(&d.approval.summary),
                 esc(&link.person),
                 esc(&link.channel),
@@ -307,5 +317,51 @@ pub async fn decide(
                 "gaffer could not record the decision; the server log has the details.",
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The confirm page said "Approve this?" / "Deny this?" and "Kind: stall" where
+    /// the page, Discord and ntfy say Continue / Interrupt and Looks stuck.
+    #[test]
+    fn the_confirm_page_says_what_each_kinds_answer_does() {
+        let link = |approve: bool| Link {
+            approval_id: "ap-1".into(),
+            task_id: "t-1".into(),
+            approve,
+            target: "phone".into(),
+            channel: "ntfy".into(),
+            person: "ana".into(),
+            issued_at: 0,
+            expires_at: 60_000,
+        };
+        let asked = |kind: &str| -> api::Approval {
+            serde_json::from_value(json!({
+                "id": "ap-1", "task_id": "t-1", "project_id": "p-1", "project": "app",
+                "step_id": "code/1", "attempt": 1, "kind": kind, "state": "pending",
+                "summary": "`owner turn` looks stuck", "details": {}, "decided_by": null,
+                "note": null, "requested_at": 0, "decided_at": null, "expires_at": null,
+            }))
+            .unwrap()
+        };
+        let (title, body) = confirm(&link(false), &asked("stall"), "make it faster", 0);
+        assert_eq!(title, "Interrupt? (Looks stuck)");
+        assert!(body.contains("<dt>Kind</dt><dd>Looks stuck</dd>"), "{body}");
+        assert!(
+            body.contains("<button type=\"submit\" class=\"deny\">Interrupt</button>"),
+            "{body}"
+        );
+        assert!(body.contains("Message to the agent (optional)"), "{body}");
+        assert!(body.contains("until you press Interrupt"), "{body}");
+        assert!(!body.contains("stall") && !body.contains("Deny"), "{body}");
+        let (title, body) = confirm(&link(true), &asked("budget"), "r", 0);
+        assert_eq!(title, "Raise cap? (Spending cap)");
+        assert!(body.contains(">Raise cap</button>"), "{body}");
+        let (title, _) = confirm(&link(true), &asked("tool"), "r", 0);
+        assert_eq!(title, "Approve? (Tool call)");
     }
 }

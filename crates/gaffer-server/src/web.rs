@@ -75,11 +75,19 @@ fn no_store(mut r: Response) -> Response {
     r
 }
 
-/// The page, with this server's CSRF token and every event type in meta tags.
+/// The page, with this server's CSRF token, every event type and the approvals'
+/// words ([`gaffer_protocol::words`], the same every other surface shows) in meta tags.
 pub async fn page(State(s): State<ServerState>) -> Response {
+    // JSON in a double-quoted attribute: `&` and `"` escaped, `<` for good measure.
+    let words = gaffer_protocol::words::page_json()
+        .to_string()
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
     let html = INDEX
         .replace("{{csrf}}", &s.csrf)
-        .replace("{{event_kinds}}", &gaffer_core::Event::KINDS.join(" "));
+        .replace("{{event_kinds}}", &gaffer_core::Event::KINDS.join(" "))
+        .replace("{{approval_words}}", &words);
     no_store(Html(html).into_response())
 }
 

@@ -198,15 +198,19 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
     out
 }
 
-/// What approving and denying do, for the kinds that say (`details.choices`: a
-/// `stall` continues or interrupts, a `budget` raises or stops), and how else to
-/// answer (`cancel`).
+/// What approving and denying do, for the kinds whose answers have words of their
+/// own (a `stall` continues or interrupts, a `budget` raises the cap or stops: the
+/// words every surface shows), and how else to answer (`details.choices.cancel`).
 pub fn choices(a: &api::Approval) -> Option<(String, String, Option<String>)> {
-    let c = a.details.get("choices")?;
+    let words = gaffer_protocol::words::ApprovalWords::of(&a.kind);
+    if !words.names_its_answers() {
+        return None;
+    }
     Some((
-        one_line(c.get("approve")?.as_str()?, 60),
-        one_line(c.get("deny")?.as_str()?, 60),
-        c.get("cancel")
+        words.approve.to_owned(),
+        words.deny.to_owned(),
+        a.details
+            .pointer("/choices/cancel")
             .and_then(Value::as_str)
             .map(|x| one_line(x, 80)),
     ))
@@ -605,8 +609,8 @@ mod tests {
         assert_eq!(
             choices(&stall),
             Some((
-                "continue".into(),
-                "interrupt the turn".into(),
+                "Continue".into(),
+                "Interrupt".into(),
                 Some("gaffer task cancel t-1".into())
             ))
         );

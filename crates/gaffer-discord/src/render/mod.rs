@@ -8,6 +8,7 @@ pub use notes::{notes, Note};
 
 use gaffer_protocol::api;
 use gaffer_protocol::receipts::PullRequestReceipt;
+use gaffer_protocol::words::ApprovalWords;
 use serde_json::{json, Value};
 
 /// Discord's limit for a message's content, in characters.
@@ -166,7 +167,7 @@ pub fn approval(a: &api::Approval) -> Value {
     let mut text = format!(
         "🙋 **Approval** `{}` · {} · task `{}`\n{}\n",
         a.id,
-        a.kind,
+        ApprovalWords::of(&a.kind).name,
         a.task_id,
         clip(&a.summary, 600)
     );
@@ -182,13 +183,10 @@ pub fn approval(a: &api::Approval) -> Value {
         // What every later task's agents would be told, whole as far as it fits.
         text.push_str(&format!("```\n{}\n```\n", clip(memory, 1500)));
     }
-    // What the buttons do, for kinds that name it: a stall continues or interrupts
-    // (or the task is cancelled with /cancel), a budget raises the cap or stops.
-    let (allow, deny) = match a.kind.as_str() {
-        "stall" => ("Continue", "Interrupt"),
-        "budget" => ("Raise cap", "Stop task"),
-        _ => ("Allow", "Deny"),
-    };
+    // What the buttons do, in the words every surface uses: a stall continues or
+    // interrupts (or the task is cancelled with /cancel), a budget raises the cap or stops.
+    let words = ApprovalWords::of(&a.kind);
+    let (allow, deny) = (words.approve, words.deny);
     if a.state == "pending" {
         match a.kind.as_str() {
             "stall" => text.push_str(&format!("Interrupt sends your `/deny` note to the agent; `/cancel {}` stops the task.\n", a.task_id)),
@@ -271,7 +269,11 @@ mod tests {
         let (budget, text) = labels("budget");
         assert_eq!(budget, ["Raise cap", "Stop task"]);
         assert!(text.contains("$5"), "{text}");
-        assert_eq!(labels("plan").0, ["Allow", "Deny"]);
+        assert_eq!(labels("plan").0, ["Approve", "Deny"]);
+        assert!(
+            text.starts_with("🙋 **Approval** `ap-1` · Spending cap ·"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -152,7 +152,7 @@ async fn ntfy_gets_a_json_publish_with_approve_deny_and_open_buttons() {
     assert_eq!(published.len(), 1, "{:#?}", server.received());
     let p = &published[0];
     assert_eq!(p["topic"], "gaffer-ana");
-    assert_eq!(p["title"], "app: approval needed (tool)");
+    assert_eq!(p["title"], "app: Tool call — approval needed");
     assert!(
         p["message"]
             .as_str()

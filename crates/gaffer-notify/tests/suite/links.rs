@@ -42,7 +42,7 @@ async fn a_one_tap_link_decides_once_and_a_second_use_or_an_expired_link_is_refu
     for _ in 0..2 {
         let (status, html) = page(browser.get(&approve).send().await.unwrap()).await;
         assert_eq!(status, 200, "{html}");
-        assert!(html.contains("Approve this?"), "{html}");
+        assert!(html.contains("Approve? (Tool call)"), "{html}");
         assert!(html.contains("run `cargo publish`"), "{html}");
         assert!(html.contains("make the build faster"), "{html}");
         assert!(html.contains("for ana via ntfy"), "{html}");
@@ -210,7 +210,7 @@ async fn the_confirm_page_is_a_clean_page_at_phone_and_desktop_widths_and_its_bu
             .unwrap();
         let text = shown[0].as_str().unwrap();
         assert!(
-            text.contains("Approve this?") && text.contains(command),
+            text.contains("Approve? (Tool call)") && text.contains(command),
             "{text}"
         );
         assert!(!text.trim_start().starts_with('{'), "raw JSON: {text}");

@@ -1116,6 +1116,21 @@ async fn stall_and_budget_cards_name_their_choices_at_phone_width() {
         .unwrap(),
         json!("Looks stuck")
     );
+    // What the watchdog saw and which cap was reached, in words, not code names.
+    let details = |id: &str| format!("document.querySelector('{} .details').innerText", card(id));
+    let stall_text = b.eval(&details(&stall.id)).await.unwrap();
+    let stall_text = stall_text.as_str().unwrap();
+    assert!(
+        stall_text.contains("The watchdog saw the same call again and again × 5")
+            && !stall_text.contains("repeated_call"),
+        "{stall_text}"
+    );
+    let budget_text = b.eval(&details(&budget.id)).await.unwrap();
+    let budget_text = budget_text.as_str().unwrap();
+    assert!(
+        budget_text.contains("Cap on this task's spending") && !budget_text.contains("task_usd"),
+        "{budget_text}"
+    );
     assert_no_horizontal_scroll(&b, "the stall card at 390px").await;
     assert_no_critical_axe_violations(&b, "the stall card at 390px").await;
     b.eval(&format!(

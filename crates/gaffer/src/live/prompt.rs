@@ -14,6 +14,7 @@ use crate::term;
 use gaffer_app::{App, Scope};
 use gaffer_core::{Decision, Event};
 use gaffer_protocol::api;
+use gaffer_protocol::words::ApprovalWords;
 use gaffer_store::now_ms;
 use std::io::Write;
 use tokio::sync::broadcast::error::RecvError;
@@ -171,7 +172,9 @@ pub async fn ask(
     input.discard_typed();
     loop {
         // No default: Enter alone decides nothing, so neither letter is capitalised.
-        prompt_line(&format!("{} [y/n] ", s.clone().bold().apply_to("Approve?")));
+        // The kind's own word: "Continue?" for a stall, "Raise cap?" for a budget.
+        let ask = format!("{}?", ApprovalWords::of(&approval.kind).approve);
+        prompt_line(&format!("{} [y/n] ", s.clone().bold().apply_to(ask)));
         tokio::select! {
             biased;
             () = cancel.cancelled() => {
