@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use crate::accounting::PriceTable;
 use crate::error::{AgentError, Result};
 use crate::process::{find_executable, AgentProcess, SpawnSpec};
 use crate::redact::Redactor;
@@ -109,6 +110,9 @@ pub struct ClaudeConfig {
     pub extra_args: Vec<String>,
     /// Redactor applied to every event.
     pub redactor: Arc<Redactor>,
+    /// What a model's tokens cost: prices the running turn's spend so far
+    /// ([`AgentEvent::UsageSoFar`]); the turn's own cost is Claude's `total_cost_usd`.
+    pub prices: PriceTable,
 }
 
 /// The Claude Code backend.
@@ -199,8 +203,9 @@ impl ClaudeBackend {
         let (record, cmd_tx, cmd_rx, em, events_rx) =
             driver_channels(record, self.cfg.redactor.clone());
         let rec2 = record.clone();
+        let prices = self.cfg.prices.clone();
         let task = tokio::spawn(async move {
-            drive(proc, cmd_rx, em, rec2, gate, session_id).await;
+            drive(proc, cmd_rx, em, rec2, gate, session_id, prices).await;
         });
         Ok(Box::new(DriverSession {
             record,
@@ -316,11 +321,50 @@ struct State {
     /// `total_cost_usd` when gaffer's last turn ended: Claude reports the session's
     /// running total, so a turn costs the difference.
     session_cost: f64,
+    /// The model calls since Claude's last `result`, by reply id: each one's model
+    /// and latest usage. With `usage`, the running turn's spend so far.
+    calls: BTreeMap<String, (Option<String>, Usage)>,
+    /// The spend so far last reported.
+    so_far: Usage,
+    prices: PriceTable,
     expected: String,
     inputs: HashMap<String, Value>,
     tools: HashMap<String, (String, Value)>,
     last_text: String,
     cancelled: bool,
+}
+
+impl State {
+    /// A model call of the running turn reported its usage: the turn's spend so far
+    /// is reported when it grew. A call's messages repeat its usage, so each call
+    /// counts once, at the latest (greatest) counts it reported.
+    async fn call_made(&mut self, call: crate::stream_json::ModelCall, em: &Emitter) {
+        if !self.in_turn {
+            return;
+        }
+        let (model, usage) = self.calls.entry(call.id).or_default();
+        if call.model.is_some() {
+            *model = call.model;
+        }
+        *usage = Usage {
+            input_tokens: usage.input_tokens.max(call.usage.input_tokens),
+            output_tokens: usage.output_tokens.max(call.usage.output_tokens),
+            cached_input_tokens: usage.cached_input_tokens.max(call.usage.cached_input_tokens),
+            cost_usd: None,
+        };
+        // What Claude's results this turn counted, then the calls since.
+        let mut so_far = self.usage;
+        for (model, usage) in self.calls.values() {
+            so_far += Usage {
+                cost_usd: model.as_deref().and_then(|m| self.prices.cost(m, usage)),
+                ..*usage
+            };
+        }
+        if so_far != self.so_far {
+            self.so_far = so_far;
+            em.emit(AgentEvent::UsageSoFar { usage: so_far }).await;
+        }
+    }
 }
 
 async fn drive(
@@ -330,6 +374,7 @@ async fn drive(
     record: Arc<Mutex<SessionRecord>>,
     gate: Arc<dyn ApprovalGate>,
     expected: String,
+    prices: PriceTable,
 ) {
     let (mut broker, mut decided_rx) = PermissionBroker::<String>::new(gate);
     let mut st = State {
@@ -337,6 +382,9 @@ async fn drive(
         untaken: 0,
         usage: Usage::default(),
         session_cost: 0.0,
+        calls: BTreeMap::new(),
+        so_far: Usage::default(),
+        prices,
         expected,
         inputs: HashMap::new(),
         tools: HashMap::new(),
@@ -369,6 +417,8 @@ async fn drive(
                     st.in_turn = true;
                     st.untaken += 1;
                     st.usage = Usage::default();
+                    st.calls.clear();
+                    st.so_far = Usage::default();
                     st.cancelled = false;
                     st.last_text.clear();
                     let msg = json!({
@@ -522,7 +572,10 @@ async fn handle_line(
                 .await;
             }
         }
-        StreamMessage::Assistant { blocks } => {
+        StreamMessage::Assistant { blocks, call } => {
+            if let Some(call) = call {
+                st.call_made(call, em).await;
+            }
             for block in blocks {
                 match block {
                     AssistantBlock::Text(text) => {
@@ -595,6 +648,9 @@ async fn handle_line(
                 cost_usd: None,
                 ..end.usage
             };
+            // The result counts these calls (and the spend so far reported is replaced
+            // by the turn's `Usage` below).
+            st.calls.clear();
             if let Some(total) = total_cost {
                 st.usage.cost_usd = Some((total - st.session_cost).max(0.0));
             }
@@ -622,6 +678,7 @@ async fn handle_line(
                 TurnStatus::Failed
             };
             st.in_turn = false;
+            st.so_far = Usage::default();
             let usage = std::mem::take(&mut st.usage);
             if let Some(total) = total_cost {
                 st.session_cost = total;

@@ -25,6 +25,9 @@ pub enum StreamMessage {
     Assistant {
         /// The blocks.
         blocks: Vec<AssistantBlock>,
+        /// The model call it came from, when the message says (`message.id` and
+        /// `message.usage`).
+        call: Option<ModelCall>,
     },
     /// A user message gaffer wrote, echoed (`isReplay`, with `--replay-user-messages`)
     /// when Claude takes it into the conversation.
@@ -68,6 +71,21 @@ pub enum StreamMessage {
         /// Its `type` (and `subtype`, when it has one).
         kind: String,
     },
+}
+
+/// One call to the model, as an assistant message reports it. Claude Code writes one
+/// message per content block of a model reply, each with the reply's id and its
+/// usage so far (the same input counts, output growing): the call's usage is the
+/// latest of its id, never their sum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    /// The reply's id (`message.id`).
+    pub id: String,
+    /// The model that answered (`message.model`), when given.
+    pub model: Option<String>,
+    /// Its tokens (cache writes counted as input); no cost (assistant messages
+    /// carry none).
+    pub usage: Usage,
 }
 
 /// A content block of an assistant message.
@@ -164,6 +182,7 @@ pub fn parse_stream_line(line: &str) -> Result<StreamMessage, WireError> {
                 .ok_or_else(|| WireError::shape("assistant message without message.content[]"))?;
             StreamMessage::Assistant {
                 blocks: content.iter().map(assistant_block).collect(),
+                call: model_call(&v),
             }
         }
         "user" if v.get("isReplay").and_then(Value::as_bool) == Some(true) => {
@@ -313,6 +332,18 @@ fn text_of(content: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// The model call of an assistant message, when it names its id and usage.
+fn model_call(v: &Value) -> Option<ModelCall> {
+    let message = v.get("message")?;
+    let id = non_empty(message.get("id"))?;
+    let counts = message.get("usage").filter(|u| u.is_object())?;
+    Some(ModelCall {
+        id,
+        model: non_empty(message.get("model")),
+        usage: usage(counts, None),
+    })
 }
 
 fn usage(v: &Value, cost: Option<f64>) -> Usage {

@@ -378,6 +378,15 @@ pub enum AgentEvent {
         /// Usage.
         usage: Usage,
     },
+    /// What the running turn spent so far, as the agent's model calls report it
+    /// while it runs (Claude Code's assistant messages): provisional, for limits
+    /// that must act mid-turn (spending caps, the watchdog). It stands for the
+    /// turn's spend up to the next [`AgentEvent::Usage`], which replaces it: only
+    /// `Usage` and [`TurnResult::usage`] are the turn's counted spend.
+    UsageSoFar {
+        /// The turn's usage so far (not a delta).
+        usage: Usage,
+    },
     /// Waiting because of a rate limit.
     RateLimited {
         /// RFC 3339 time the wait ends.

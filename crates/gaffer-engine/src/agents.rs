@@ -283,6 +283,7 @@ impl AgentFactory for Backends {
             "claude" => Arc::new(ClaudeBackend::new(ClaudeConfig {
                 bin: self.claude_bin.clone(),
                 redactor,
+                prices: self.prices.clone(),
                 ..ClaudeConfig::default()
             })),
             "codex" => Arc::new(CodexBackend::new(CodexConfig {

@@ -532,3 +532,77 @@ async fn odd_lines_give_typed_errors_or_are_ignored() {
         }
     }
 }
+
+/// An assistant message as Claude Code writes it: one content block of model reply
+/// `id`, with the reply's usage so far.
+fn assistant_line(id: &str, text: &str, usage: serde_json::Value) -> serde_json::Value {
+    json!({"raw": json!({"type": "assistant", "message": {"id": id, "type": "message",
+        "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": text}], "stop_reason": null, "usage": usage},
+        "parent_tool_use_id": null, "session_id": null}).to_string()})
+}
+
+#[tokio::test]
+async fn the_running_turns_spend_is_reported_per_model_call_and_the_result_stays_the_count() {
+    // Reply A comes as two messages (two content blocks) repeating its input counts;
+    // reply B is the second model call.
+    let env = Env::new(&scenario(json!({"turns": [{
+        "steps": [
+            assistant_line("msg_A", "Looking.", json!({"input_tokens": 100, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 1000, "output_tokens": 1})),
+            assistant_line("msg_A", "Still looking.", json!({"input_tokens": 100, "cache_creation_input_tokens": 50, "cache_read_input_tokens": 1000, "output_tokens": 40})),
+            assistant_line("msg_B", "Done.", json!({"input_tokens": 10, "cache_read_input_tokens": 1200, "output_tokens": 30})),
+        ],
+        "result": "Done.",
+        "usage": {"input_tokens": 170, "output_tokens": 71, "cached_input_tokens": 2200},
+        "cost_usd": 0.05
+    }]})));
+    let b = ClaudeBackend::new(ClaudeConfig {
+        bin: Some(fake_bin("fake-claude")),
+        prices: gaffer_agents::accounting::PriceTable::list_prices(),
+        ..Default::default()
+    });
+    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let (events, res) = turn(s.as_mut(), "go").await;
+    let res = res.unwrap();
+    let so_far: Vec<(u64, u64, u64, f64)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::UsageSoFar { usage } => Some((
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_input_tokens,
+                usage.cost_usd.unwrap(),
+            )),
+            _ => None,
+        })
+        .collect();
+    // Sonnet 4.5: $3 in, $15 out, $0.30 cached per million tokens.
+    let usd = |i: f64, o: f64, c: f64| (i * 3.0 + o * 15.0 + c * 0.3) / 1e6;
+    let expected = [
+        (150, 1, 1000, usd(150.0, 1.0, 1000.0)),
+        (150, 40, 1000, usd(150.0, 40.0, 1000.0)),
+        (160, 70, 2200, usd(160.0, 70.0, 2200.0)),
+    ];
+    assert_eq!(so_far.len(), expected.len(), "{so_far:?}");
+    for (got, want) in so_far.iter().zip(expected) {
+        assert_eq!((got.0, got.1, got.2), (want.0, want.1, want.2));
+        assert!((got.3 - want.3).abs() < 1e-12, "{got:?} vs {want:?}");
+    }
+    // What counts is the result's, as before: the turn's one `Usage` and its result.
+    let counted: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage } => Some(*usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counted, vec![res.usage]);
+    assert_eq!(
+        (res.usage.input_tokens, res.usage.output_tokens, res.usage.cached_input_tokens, res.usage.cost_usd),
+        (170, 71, 2200, Some(0.05))
+    );
+    // The spend so far comes before the turn's count, never after it.
+    let last_so_far = events.iter().rposition(|e| matches!(e, AgentEvent::UsageSoFar { .. }));
+    let count = events.iter().position(|e| matches!(e, AgentEvent::Usage { .. }));
+    assert!(last_so_far < count, "{events:?}");
+}

@@ -119,14 +119,16 @@ fn claude_message() -> impl Strategy<Value = (Value, StreamMessage)> {
             json!({"type": "assistant", "session_id": sid, "message": {"role": "assistant",
                 "content": [{"type": "text", "text": t}, {"type": "thinking", "thinking": "hm"}]}}),
             StreamMessage::Assistant {
-                blocks: vec![AssistantBlock::Text(t), AssistantBlock::Other]
+                blocks: vec![AssistantBlock::Text(t), AssistantBlock::Other],
+                call: None,
             },
         )),
         ("toolu_[a-z0-9]{1,8}", "[A-Z][a-z]{1,8}", json_value()).prop_map(|(id, name, input)| (
             json!({"type": "assistant", "message": {"content": [
                 {"type": "tool_use", "id": id, "name": name, "input": input}]}}),
             StreamMessage::Assistant {
-                blocks: vec![AssistantBlock::ToolUse { id, name, input }]
+                blocks: vec![AssistantBlock::ToolUse { id, name, input }],
+                call: None,
             },
         )),
         ("toolu_[a-z0-9]{1,8}", text, any::<bool>()).prop_map(|(id, out, is_error)| (
