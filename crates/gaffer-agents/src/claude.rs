@@ -349,7 +349,9 @@ impl State {
         *usage = Usage {
             input_tokens: usage.input_tokens.max(call.usage.input_tokens),
             output_tokens: usage.output_tokens.max(call.usage.output_tokens),
-            cached_input_tokens: usage.cached_input_tokens.max(call.usage.cached_input_tokens),
+            cached_input_tokens: usage
+                .cached_input_tokens
+                .max(call.usage.cached_input_tokens),
             cost_usd: None,
         };
         // What Claude's results this turn counted, then the calls since.

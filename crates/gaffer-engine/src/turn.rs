@@ -184,6 +184,7 @@ impl Engine {
         } else {
             crate::memory::with_memory(self.project_memory(&project.name), prompt.to_owned())
         };
+        let mut budget = crate::budget::MidTurn::new(self, task, step).await?;
         let gate = Arc::new(Gate::new(self.clone(), task.clone(), step.clone()));
         let (session_id, mut session) = self
             .open_session(task, step, role, &agent, backend.as_ref(), opts, gate, seen)
@@ -204,6 +205,7 @@ impl Engine {
                 session.as_mut(),
                 model_label.as_deref(),
                 &mut watch,
+                &mut budget,
                 masker,
                 prompt,
                 cancel,
@@ -212,6 +214,7 @@ impl Engine {
             )
             .await;
         watch.close("the agent's session ended").await;
+        budget.close("the agent's session ended").await;
         let _ = session.shutdown().await;
         let reason = match &outcome {
             Ok(_) => "turn finished".to_owned(),
@@ -419,6 +422,7 @@ impl Engine {
         session: &mut dyn AgentSession,
         model: Option<&str>,
         watch: &mut crate::stall::Watch,
+        budget: &mut crate::budget::MidTurn,
         masker: Option<crate::masks::SharedMasker>,
         prompt: String,
         cancel: &CancellationToken,
@@ -443,6 +447,7 @@ impl Engine {
                 tries += 1;
             }
             self.within_budget(task, step, &usage).await?;
+            budget.turn_started(&usage);
             let turn_started = std::time::Instant::now();
             session
                 .send_turn(&prompt)
@@ -471,6 +476,10 @@ impl Engine {
                         }
                         continue;
                     }
+                    decided = budget.wake() => {
+                        budget.apply(decided, Some(session)).await?;
+                        continue;
+                    }
                 };
                 let event = match event {
                     None => {
@@ -486,6 +495,7 @@ impl Engine {
                     Some(Ok(ev)) => ev,
                 };
                 watch.observe(&event).await?;
+                budget.observe(&event).await?;
                 match &event {
                     AgentEvent::TurnCompleted { result } => break result.clone(),
                     AgentEvent::SessionStarted {
@@ -505,8 +515,11 @@ impl Engine {
                         message_id,
                         delivery,
                     } => live.reported(message_id, *delivery).await?,
+                    // The spend so far is for the caps and the watchdog; the
+                    // turn's `usage` is what is recorded.
                     AgentEvent::PermissionRequested { .. }
-                    | AgentEvent::PermissionResolved { .. } => {}
+                    | AgentEvent::PermissionResolved { .. }
+                    | AgentEvent::UsageSoFar { .. } => {}
                     other => {
                         match other {
                             AgentEvent::ToolCall { name, .. } if has_effect(name) => {
@@ -549,6 +562,8 @@ impl Engine {
             .await?;
             usage += result.usage;
             watch.turn_ended();
+            // Over a cap during the turn: answered before its result counts.
+            budget.settle(&usage, cancel).await?;
             // The watchdog asked about this turn: the answer comes before its result counts.
             watch.settle(session, &mut live, cancel).await?;
             match result.status {

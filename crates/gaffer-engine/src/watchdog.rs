@@ -13,10 +13,12 @@
 //! | `tokens_without_change` | a writing role's session spent `tokens_without_change` tokens since its last file change (or its start) | file change |
 //!
 //! A call that was already reported under one trigger is not reported again under
-//! the other. A person who answers "continue" to a time trigger ([`Watchdog::continued`])
-//! is asked again if the agent is still idle (or still running) a whole `idle` (or
-//! `turn`) after the answer: a long turn can stall more than once. Tokens are counted when the agent reports usage: mid-turn for the
-//! built-in loop, Codex and ACP agents, at the end of each turn for Claude Code.
+//! the other. A person who answers "continue" to a time trigger
+//! ([`Watchdog::continued`]) is asked again if the agent is still idle (or still
+//! running) a whole `idle` (or `turn`) after the answer: a long turn can stall more
+//! than once. Tokens are counted when the agent reports usage: each model call of
+//! the built-in loop and Claude Code (its spend so far, `UsageSoFar`), each prompt
+//! of an ACP agent, each turn of Codex.
 
 use gaffer_agents::AgentEvent;
 use serde_json::{json, Value};
@@ -53,6 +55,9 @@ pub(crate) struct Watchdog {
     /// Call id → (tool, call key), to match results to calls.
     open_calls: HashMap<String, (String, String)>,
     tokens_since_change: u64,
+    /// Of them, the running turn's spend so far the agent reported
+    /// ([`AgentEvent::UsageSoFar`]), which its next `Usage` replaces.
+    provisional: u64,
     changes: u32,
     /// Sightings already reported (their dedup keys).
     reported: HashSet<String>,
@@ -75,6 +80,7 @@ impl Watchdog {
             failures: HashMap::new(),
             open_calls: HashMap::new(),
             tokens_since_change: 0,
+            provisional: 0,
             changes: 0,
             reported: HashSet::new(),
             idle_reported: false,
@@ -89,6 +95,7 @@ impl Watchdog {
         self.waiting = 0;
         self.waiting_since = None;
         self.waited = Duration::ZERO;
+        self.provisional = 0;
         self.idle_reported = false;
         self.turn_reported = false;
     }
@@ -163,9 +170,16 @@ impl Watchdog {
                 self.tokens_since_change = 0;
                 self.changes += 1;
             }
+            // The spend so far counts as it grows; the turn's `Usage` then adds only
+            // what it did not cover.
+            AgentEvent::UsageSoFar { usage } => {
+                let so_far = tokens(usage);
+                self.tokens_since_change += so_far.saturating_sub(self.provisional);
+                self.provisional = self.provisional.max(so_far);
+            }
             AgentEvent::Usage { usage } => {
                 self.tokens_since_change +=
-                    usage.input_tokens + usage.output_tokens + usage.cached_input_tokens;
+                    tokens(usage).saturating_sub(std::mem::take(&mut self.provisional));
             }
             _ => {}
         }
@@ -289,6 +303,10 @@ impl Watchdog {
             (a, b) => a.or(b),
         }
     }
+}
+
+fn tokens(usage: &gaffer_agents::Usage) -> u64 {
+    usage.input_tokens + usage.output_tokens + usage.cached_input_tokens
 }
 
 /// The dedup key of a call sighting (one report per call, whichever trigger).

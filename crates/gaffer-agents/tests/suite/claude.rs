@@ -561,7 +561,10 @@ async fn the_running_turns_spend_is_reported_per_model_call_and_the_result_stays
         prices: gaffer_agents::accounting::PriceTable::list_prices(),
         ..Default::default()
     });
-    let mut s = b.start(env.opts(Mode::ReadWrite), Arc::new(AllowAll)).await.unwrap();
+    let mut s = b
+        .start(env.opts(Mode::ReadWrite), Arc::new(AllowAll))
+        .await
+        .unwrap();
     let (events, res) = turn(s.as_mut(), "go").await;
     let res = res.unwrap();
     let so_far: Vec<(u64, u64, u64, f64)> = events
@@ -598,11 +601,20 @@ async fn the_running_turns_spend_is_reported_per_model_call_and_the_result_stays
         .collect();
     assert_eq!(counted, vec![res.usage]);
     assert_eq!(
-        (res.usage.input_tokens, res.usage.output_tokens, res.usage.cached_input_tokens, res.usage.cost_usd),
+        (
+            res.usage.input_tokens,
+            res.usage.output_tokens,
+            res.usage.cached_input_tokens,
+            res.usage.cost_usd
+        ),
         (170, 71, 2200, Some(0.05))
     );
     // The spend so far comes before the turn's count, never after it.
-    let last_so_far = events.iter().rposition(|e| matches!(e, AgentEvent::UsageSoFar { .. }));
-    let count = events.iter().position(|e| matches!(e, AgentEvent::Usage { .. }));
+    let last_so_far = events
+        .iter()
+        .rposition(|e| matches!(e, AgentEvent::UsageSoFar { .. }));
+    let count = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Usage { .. }));
     assert!(last_so_far < count, "{events:?}");
 }

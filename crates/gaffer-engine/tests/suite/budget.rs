@@ -170,3 +170,159 @@ async fn the_projects_daily_cap_counts_a_task_older_than_the_newest_hundred() {
     decide_as_ana(&w, &approval, Decision::Deny, Some("enough for today")).await;
     assert_eq!(finish(&w, &old, run).await, Stage::Failed);
 }
+
+/// A world whose owner runs one turn of `steps` that spends `tokens` (its result's
+/// count), under `caps`.
+async fn one_long_turn(
+    caps: gaffer_config::Budget,
+    steps: Vec<serde_json::Value>,
+    tokens: u64,
+) -> World {
+    let w = world(caps).await;
+    w.script(
+        "owner",
+        vec![json!({ "steps": steps, "usage": { "input_tokens": tokens } })],
+    );
+    w
+}
+
+/// The positions in the task's journal of the first event matching `f`.
+async fn position(
+    w: &World,
+    id: &gaffer_core::TaskId,
+    f: impl Fn(&gaffer_core::Event) -> bool,
+) -> Option<i64> {
+    let events = w
+        .journal
+        .stream_events(&gaffer_core::StreamId(id.0.clone()), 0)
+        .await
+        .unwrap();
+    events.iter().find(|e| f(&e.event)).map(|e| e.seq)
+}
+
+fn owners_turn_ended(e: &gaffer_core::Event) -> bool {
+    matches!(e, gaffer_core::Event::AgentActivity { step_id, activity } if step_id.as_str() == "code/1" && activity["type"] == "turn_ended")
+}
+
+#[tokio::test]
+async fn a_cap_crossed_during_one_long_turn_asks_once_while_it_runs_and_a_raise_lets_it_finish() {
+    // Claude reports each model call as the turn goes; the cap falls between the two.
+    let w = one_long_turn(
+        gaffer_config::Budget {
+            task_tokens: Some(1000),
+            ..Default::default()
+        },
+        vec![
+            model_call("msg_1", 600),
+            model_call("msg_2", 600),
+            json!({ "sleep_ms": 1500 }),
+            json!({ "write_file": { "path": "README.md", "content": README_DONE } }),
+            model_call("msg_3", 300),
+        ],
+        1500,
+    )
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (approval, summary, details) = next_approval(&mut events, ApprovalKind::Budget).await;
+    assert_eq!(
+        (
+            details["cap"].as_str(),
+            details["step"].as_str(),
+            details["during_turn"].as_bool()
+        ),
+        (Some("task_tokens"), Some("code/1"), Some(true))
+    );
+    assert_eq!(details["spent"], 1200.0);
+    assert!(summary.contains("during `"), "{summary}");
+    decide_as_ana(&w, &approval, Decision::Approve, Some("raise by 5k")).await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Done);
+    let view = w.view(&id).await;
+    assert_eq!(budgets(&view), vec![("code/1".into(), "approved".into())]);
+    // Asked while the turn ran, not after it.
+    let asked = position(&w, &id, |e| {
+        matches!(
+            e,
+            gaffer_core::Event::ApprovalRequested {
+                kind: ApprovalKind::Budget,
+                ..
+            }
+        )
+    })
+    .await;
+    let ended = position(&w, &id, owners_turn_ended).await;
+    assert!(
+        asked.unwrap() < ended.unwrap(),
+        "asked at {asked:?}, the turn ended at {ended:?}"
+    );
+    // What the step records is the turn's result, as before: not the spend so far.
+    let owner = view.steps.iter().find(|s| s.step_id == "code/1").unwrap();
+    let receipt: serde_json::Value =
+        serde_json::from_str(owner.receipt.as_deref().unwrap()).unwrap();
+    assert_eq!(receipt["usage"]["input_tokens"], 1500, "{receipt}");
+    assert_eq!(receipt["usage"]["output_tokens"], 0, "{receipt}");
+}
+
+#[tokio::test]
+async fn denying_a_cap_crossed_during_a_turn_interrupts_it_and_stops_the_task_keeping_its_work() {
+    let draft = "# demo\n\nA demo project.\n\n## Installation\n";
+    let w = one_long_turn(
+        gaffer_config::Budget {
+            task_tokens: Some(1000),
+            ..Default::default()
+        },
+        vec![
+            json!({ "write_file": { "path": "README.md", "content": draft } }),
+            model_call("msg_1", 1500),
+            // The agent would go on and on: only an interrupt ends this turn.
+            json!({ "await_message": null }),
+            json!({ "write_file": { "path": "README.md", "content": "never" } }),
+        ],
+        1500,
+    )
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (approval, _, details) = next_approval(&mut events, ApprovalKind::Budget).await;
+    assert_eq!(details["during_turn"], true);
+    decide_as_ana(
+        &w,
+        &approval,
+        Decision::Deny,
+        Some("too expensive for a README"),
+    )
+    .await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Failed);
+    let view = w.view(&id).await;
+    assert_eq!(budgets(&view), vec![("code/1".into(), "denied".into())]);
+    let outcome = view.task.outcome.clone().unwrap();
+    assert!(
+        outcome.contains("task_tokens") && outcome.contains("too expensive for a README"),
+        "{outcome}"
+    );
+    // Nothing lost: the turn's spend is the failed step's, the draft stays in the
+    // kept worktree, and the agent never went on.
+    let owner = view.steps.iter().find(|s| s.step_id == "code/1").unwrap();
+    assert_eq!(owner.state, "failed");
+    let receipt: serde_json::Value =
+        serde_json::from_str(owner.receipt.as_deref().unwrap()).unwrap();
+    assert_eq!(receipt["usage"]["input_tokens"], 1500, "{receipt}");
+    let wt = w.dir.path().join("data/worktrees").join(id.as_str());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("README.md")).unwrap(),
+        draft
+    );
+    assert!(
+        position(&w, &id, owners_turn_ended).await.is_some(),
+        "the interrupted turn ended"
+    );
+    assert!(
+        !w.effects()
+            .iter()
+            .any(|l| l.starts_with("fake-claude message")),
+        "nobody's message was sent to the agent: {:?}",
+        w.effects()
+    );
+}

@@ -39,6 +39,17 @@ pub fn plan_answer(titles: &[&str]) -> Value {
     ))
 }
 
+/// A step of a fake Claude Code turn: one model call `id` that spent `tokens`
+/// input tokens, as Claude Code reports it in its assistant message.
+pub fn model_call(id: &str, tokens: u64) -> Value {
+    let message = json!({ "type": "assistant", "message": { "id": id, "type": "message",
+        "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": null,
+        "content": [{ "type": "text", "text": format!("working ({id})") }],
+        "usage": { "input_tokens": tokens, "output_tokens": 0 } },
+        "parent_tool_use_id": null, "session_id": null });
+    json!({ "raw": message.to_string() })
+}
+
 pub fn verdict(v: Value) -> Value {
     say(&format!("My verdict:\n```json\n{v}\n```"))
 }

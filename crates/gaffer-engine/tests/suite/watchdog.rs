@@ -359,3 +359,41 @@ async fn an_agent_still_idle_after_a_continue_is_reported_again_in_the_same_turn
         .count();
     assert_eq!(turns, 1, "one turn of the owner");
 }
+
+#[tokio::test]
+async fn tokens_spent_during_one_long_claude_turn_raise_a_stall_before_it_ends() {
+    let w = world(
+        gaffer_config::Watchdog {
+            tokens_without_change: Some(10_000),
+            ..off()
+        },
+        vec![json!({
+            "steps": [
+                model_call("msg_1", 6_000),
+                model_call("msg_2", 6_000),
+                // Stuck until a person's message arrives.
+                { "await_message": null },
+                { "write_file": { "path": "README.md", "content": README_DONE } },
+                { "say": "wrote README.md" },
+            ],
+            "usage": { "input_tokens": 12_000 },
+        })],
+    )
+    .await;
+    let id = w.task(REQUEST, true).await;
+    let mut events = w.journal.subscribe();
+    let run = w.spawn(&id);
+    let (stall, summary, details) = next_approval(&mut events, ApprovalKind::Stall).await;
+    assert_eq!(details["trigger"], "tokens_without_change");
+    assert!(
+        summary.contains("12,000 tokens without changing a file"),
+        "{summary}"
+    );
+    decide_as_ana(&w, &stall, Decision::Approve, Some("write the section now")).await;
+    assert_eq!(finish(&w, &id, run).await, Stage::Done);
+    // One question: the turn's final count (the same 12,000) is not counted again.
+    assert_eq!(
+        stalls(&w, &id).await,
+        vec![("tokens_without_change".into(), "approved".into())]
+    );
+}

@@ -10,6 +10,13 @@
 //! step fails with what was spent, so the task stops with its worktree, commits and
 //! journal as they are (`gaffer retry` starts over from the same request).
 //!
+//! During a turn too ([`MidTurn`]): whenever the agent reports what the turn spent
+//! (each model call of the built-in loop, Claude Code's assistant messages, ACP
+//! prompts), the turn's spend so far counts, so one long turn (a Claude owner's
+//! whole subtask) cannot run past a cap. The question is asked while the turn goes
+//! on; approved, it goes on raised; denied, the turn is interrupted and the step
+//! fails as above, once the agent has reported the turn's final spend.
+//!
 //! Raises are read back from the journal (approved `budget` approvals of the task),
 //! never kept in memory: a crash loses none and counts none twice. A dollar cap
 //! needs known prices: while some tokens were spent on a model with no price the
@@ -17,9 +24,12 @@
 
 use crate::failure::{fail_spent, Failure};
 use crate::Engine;
-use gaffer_app::Subject;
+use gaffer_app::{ApprovalRequest, Subject};
 use gaffer_core::{ApprovalKind, ApprovalState, Spend, Step, TaskState};
 use serde_json::{json, Value};
+
+mod mid_turn;
+pub(crate) use mid_turn::MidTurn;
 
 /// Approval keys of a step attempt's budget questions: `BUDGET_KEYS + attempt × 1000 + n`,
 /// apart from its tool approvals (`attempt × 1000 + n`) and stall questions.
@@ -99,6 +109,25 @@ impl Cap {
     }
 }
 
+/// A `budget` approval requested for a cap reached.
+pub(crate) struct Asked {
+    pub(crate) approval: String,
+    pub(crate) hit: Reached,
+}
+
+impl Asked {
+    /// Why the step stops when the person said stop (or nobody answered).
+    pub(crate) fn stopped(&self, resolution: &gaffer_app::Resolution) -> String {
+        format!(
+            "stopped at the {} cap ({} spent of {}): {}",
+            self.hit.cap.name(),
+            self.hit.cap.amount(self.hit.spent),
+            self.hit.cap.amount(self.hit.limit),
+            resolution.reason()
+        )
+    }
+}
+
 /// A cap reached.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Reached {
@@ -111,9 +140,16 @@ pub(crate) struct Reached {
 }
 
 impl Reached {
-    pub(crate) fn summary(&self, step: &str) -> String {
+    /// The approval's question; `during`: the step's turn runs now (it goes on while
+    /// asked), else the next one waits.
+    pub(crate) fn summary(&self, step: &str, during: bool) -> String {
+        let when = if during {
+            format!("during `{step}` (its turn goes on until you answer)")
+        } else {
+            format!("before `{step}`")
+        };
         format!(
-            "Spending cap `{}` reached: {} spent {} of {} before `{step}`. Approve to raise this task's cap (by the amount in your note, like {}, else by {}); deny to stop the task (its work is kept).",
+            "Spending cap `{}` reached: {} spent {} of {} {when}. Approve to raise this task's cap (by the amount in your note, like {}, else by {}); deny to stop the task (its work is kept).",
             self.cap.name(),
             self.cap.what(),
             self.cap.amount(self.spent),
@@ -219,68 +255,93 @@ impl Engine {
         step: &Step,
         in_flight: &gaffer_agents::Usage,
     ) -> Result<(), Failure> {
-        let project = self.project(task).await?;
-        let caps = self.settings.budget_for(&project.name);
+        let caps = self.caps(task).await?;
         if !caps.any() {
             return Ok(());
         }
-        let in_flight_spend = serde_json::to_value(in_flight)
-            .map(|u| Spend::of_usage(&u))
-            .unwrap_or_default();
-        loop {
-            let Some((now_task, _)) = self.load(&task.id).await? else {
-                return Ok(());
-            };
-            let spent = task_spend(&now_task) + in_flight_spend;
-            let day = if caps.project_day_tokens.is_some() || caps.project_day_usd.is_some() {
-                self.project_day_spend(&now_task).await? + in_flight_spend
-            } else {
-                Spend::default()
-            };
-            let Some(hit) = reached(&caps, &raises(&now_task), &spent, &day) else {
-                return Ok(());
-            };
-            tracing::info!(task = %task.id, step = %step.id, cap = hit.cap.name(), "spending cap reached; asking a person");
-            let asked = now_task
-                .approvals
-                .values()
-                .filter(|a| a.step_id == step.id && a.kind == ApprovalKind::Budget)
-                .count() as u32;
-            let key = BUDGET_KEYS + step.attempt * 1000 + asked + 1;
-            let details = json!({
-                "cap": hit.cap.name(),
-                "limit": hit.limit,
-                "spent": hit.spent,
-                "default_raise": hit.default_raise,
-                "unit": if hit.cap.usd() { "usd" } else { "tokens" },
-                "step": step.id,
-                "task_spend": spend_json(&spent),
-                "choices": { "approve": "raise this task's cap", "deny": "stop the task" },
-            });
+        while let Some(asked) = self
+            .ask_if_over(task, step, &caps, in_flight, false)
+            .await?
+        {
             let resolution = self
-                .ask(
-                    task,
-                    step,
-                    key,
-                    ApprovalKind::Budget,
-                    hit.summary(&step.name),
-                    details,
-                    Subject::default(),
-                )
-                .await?;
+                .app
+                .wait_for_decision(&asked.approval)
+                .await
+                .map_err(crate::error::EngineError::from)?;
             if !resolution.approved() {
-                return Err(fail_spent(
-                    format!(
-                        "stopped at the {} cap ({} spent of {}): {}",
-                        hit.cap.name(),
-                        hit.cap.amount(hit.spent),
-                        hit.cap.amount(hit.limit),
-                        resolution.reason()
-                    ),
-                    in_flight,
-                ));
+                return Err(fail_spent(asked.stopped(&resolution), in_flight));
             }
         }
+        Ok(())
+    }
+
+    /// The caps of `task`'s project.
+    pub(crate) async fn caps(&self, task: &TaskState) -> Result<gaffer_config::Budget, Failure> {
+        let project = self.project(task).await?;
+        Ok(self.settings.budget_for(&project.name))
+    }
+
+    /// When a cap is reached, with `in_flight` spent by the step's turns and not in a
+    /// receipt yet: one `budget` approval requested (not waited for). `during`: the
+    /// step's turn runs now (else the next is about to start).
+    pub(crate) async fn ask_if_over(
+        &self,
+        task: &TaskState,
+        step: &Step,
+        caps: &gaffer_config::Budget,
+        in_flight: &gaffer_agents::Usage,
+        during: bool,
+    ) -> Result<Option<Asked>, Failure> {
+        let in_flight = serde_json::to_value(in_flight)
+            .map(|u| Spend::of_usage(&u))
+            .unwrap_or_default();
+        let Some((now_task, _)) = self.load(&task.id).await? else {
+            return Ok(None);
+        };
+        let spent = task_spend(&now_task) + in_flight;
+        let day = if caps.project_day_tokens.is_some() || caps.project_day_usd.is_some() {
+            self.project_day_spend(&now_task).await? + in_flight
+        } else {
+            Spend::default()
+        };
+        let Some(hit) = reached(caps, &raises(&now_task), &spent, &day) else {
+            return Ok(None);
+        };
+        tracing::info!(task = %task.id, step = %step.id, cap = hit.cap.name(), during, "spending cap reached; asking a person");
+        let asked = now_task
+            .approvals
+            .values()
+            .filter(|a| a.step_id == step.id && a.kind == ApprovalKind::Budget)
+            .count() as u32;
+        let key = BUDGET_KEYS + step.attempt * 1000 + asked + 1;
+        let details = json!({
+            "cap": hit.cap.name(),
+            "limit": hit.limit,
+            "spent": hit.spent,
+            "default_raise": hit.default_raise,
+            "unit": if hit.cap.usd() { "usd" } else { "tokens" },
+            "step": step.id,
+            "during_turn": during,
+            "task_spend": spend_json(&spent),
+            "choices": { "approve": "raise this task's cap", "deny": "stop the task" },
+        });
+        let approval = self
+            .app
+            .request_approval(ApprovalRequest {
+                task_id: task.id.clone(),
+                step_id: step.id.clone(),
+                attempt: key,
+                kind: ApprovalKind::Budget,
+                summary: hit.summary(&step.name, during),
+                details,
+                subject: Subject::default(),
+            })
+            .await
+            .map_err(crate::error::EngineError::from)?;
+        Ok(Some(Asked {
+            approval: approval.id,
+            hit,
+        }))
     }
 
     /// What the project's tasks spent today (UTC): the receipts of their steps that
@@ -355,9 +416,10 @@ mod tests {
         let hit = reached(&caps, &[], &task, &spend(10, Some(10.0))).unwrap();
         assert_eq!(hit.cap, Cap::ProjectDayUsd);
         assert!(
-            hit.summary("owner").contains("the project's tasks today"),
+            hit.summary("owner", false)
+                .contains("the project's tasks today"),
             "{}",
-            hit.summary("owner")
+            hit.summary("owner", false)
         );
         assert_eq!(
             reached(
