@@ -421,3 +421,71 @@ async fn real_codex_tokens_are_priced_by_model() {
 async fn real_gemini_tokens_are_priced_by_model() {
     tokens_are_priced_by_model(Cli::Gemini).await;
 }
+
+#[tokio::test]
+async fn real_claude_reports_its_spend_while_the_turn_runs() {
+    let spent = |input, output| FakeUsage {
+        input_tokens: input,
+        output_tokens: output,
+        cached_input_tokens: 0,
+    };
+    let script = ModelScript::new().role(
+        "owner",
+        vec![
+            LlmReply {
+                usage: Some(spent(1000, 20)),
+                ..call(
+                    "Write",
+                    json!({"file_path": "hello.txt", "content": "hi\n"}),
+                )
+            },
+            LlmReply {
+                usage: Some(spent(1500, 10)),
+                ..say("I wrote hello.txt.")
+            },
+        ],
+    );
+    let p = one_turn(
+        Cli::Claude,
+        script,
+        Mode::ReadWrite,
+        "write hello.txt",
+        vec![PermissionDecision::allow()],
+    )
+    .await;
+    assert_eq!(p.result.status, TurnStatus::Completed);
+    let so_far: Vec<(usize, u64)> = p
+        .events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            AgentEvent::UsageSoFar { usage } => Some((i, usage.input_tokens)),
+            _ => None,
+        })
+        .collect();
+    // The first model call's spend is known before its tool has run.
+    let tool_ran = p
+        .events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolResult { .. }))
+        .unwrap();
+    assert!(
+        so_far
+            .iter()
+            .any(|&(i, input)| i < tool_ran && input == 1000),
+        "{so_far:?} before event {tool_ran}: {:#?}",
+        p.events
+    );
+    // Each call counted once; what counts is still the result's, reported once.
+    assert_eq!(so_far.last().map(|s| s.1), Some(2500), "{so_far:?}");
+    assert_eq!(p.result.usage.input_tokens, 2500, "{:?}", p.result.usage);
+    let counted: Vec<_> = p
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage } => Some(*usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counted, vec![p.result.usage]);
+}
