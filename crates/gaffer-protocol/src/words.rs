@@ -103,6 +103,17 @@ pub fn stall_trigger(trigger: &str) -> Option<&'static str> {
     })
 }
 
+/// Why a role moved to its fallback agent (an `agent_switched` trigger), in words.
+pub fn switch_trigger(trigger: &str) -> Option<&'static str> {
+    Some(match trigger {
+        "usage_limit" => "usage limit reached",
+        "rate_limited" => "rate-limited",
+        "server_error" => "its provider fails",
+        "cannot_start" => "it cannot start",
+        _ => return None,
+    })
+}
+
 /// Which spending cap a `budget` approval's `details.cap` names, in words.
 pub fn budget_cap(cap: &str) -> Option<&'static str> {
     Some(match cap {
@@ -136,6 +147,7 @@ pub fn page_json() -> Value {
         "kinds": kinds,
         "triggers": named(&["idle", "turn", "repeated_call", "repeated_failure", "tokens_without_change"], stall_trigger),
         "caps": named(&["task_tokens", "task_usd", "project_day_tokens", "project_day_usd"], budget_cap),
+        "switches": named(&["usage_limit", "rate_limited", "server_error", "cannot_start"], switch_trigger),
     })
 }
 

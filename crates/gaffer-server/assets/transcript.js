@@ -3,7 +3,7 @@
 // the task's event stream; each step keeps a version so only the steps an event
 // touched render again. A new kind of event (a person's message to a running
 // agent, say) is one more case in `apply` and one more entry kind in `Entry`.
-import { html, Component, Data, Diff, DiffLines, ErrorText, Fold, Prose, TailOutput, Text, actor, headLine, channel, duration, money, time, tokens, useState } from "./lib.js";
+import { html, Component, Data, Diff, DiffLines, ErrorText, Fold, Prose, TailOutput, Text, actor, headLine, WORDS, channel, duration, money, time, tokens, useState } from "./lib.js";
 import { ApprovalLine, Plan } from "./approvals.js";
 import { approval as approvalById, putApproval, useApprovals } from "./live.js";
 import { FOLLOW_UP_STEPS, FollowUpCard, ResolveResult, doneAgain, endedText, replyText, syncText } from "./followup.js";
@@ -393,13 +393,8 @@ function Message({ entry }) {
   </div>`;
 }
 
-/** Why a role's agent was out, in words (`agent_switched` triggers). */
-const SWITCH_WHY = {
-  usage_limit: "usage limit reached",
-  rate_limited: "rate-limited",
-  server_error: "its provider fails",
-  cannot_start: "it cannot start",
-};
+/** Why a role's agent was out, in words (`agent_switched` triggers), as Discord says it. */
+const SWITCH_WHY = WORDS.switches || {};
 
 /** Re-renders on approval changes by itself, so its step need not. */
 function LiveApprovalLine({ id }) {

@@ -5,6 +5,7 @@ use super::{body, clip, cost, pull_request, stage_mark, INLINE_LIMIT, MAX_CONTEN
 use crate::rest::Attachment;
 use gaffer_protocol::api;
 use gaffer_protocol::receipts::{short_sha, CiReceipt, PullRequestReceipt, RunningPlan};
+use gaffer_protocol::words;
 use serde_json::Value;
 
 /// A message posted once into the thread for something worth reading there.
@@ -103,11 +104,17 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
         } else if s.id.starts_with("arbiter/") {
             let (title, text) = ruling_note(r);
             out.push(with_output(title, &text, "ruling.txt", key, at));
-        } else if s.id.starts_with("check/") {
+        } else if s.id.starts_with("check/") || s.id.starts_with("test-run/") {
+            // The project's check, or the same check run on the tester's new tests.
             let passed = r["passed"].as_bool() == Some(true);
             let cmd = r["command"].as_str().unwrap_or("(none)");
+            let what = if s.id.starts_with("test-run/") {
+                "The tester's tests:"
+            } else {
+                "Check"
+            };
             let title = format!(
-                "{} Check `{}` {}",
+                "{} {what} `{}` {}",
                 if passed { "✅" } else { "❌" },
                 clip(cmd, 200),
                 if passed { "passed" } else { "failed" }
@@ -148,6 +155,7 @@ pub fn notes(detail: &api::TaskDetail) -> Vec<Note> {
             out.push(with_output(title, summary, "fix.txt", key, at));
         }
     }
+    out.extend(detail.switches.iter().map(switch_note));
     out.extend(detail.follow_ups.iter().map(follow_up_note));
     if let Some(reason) = &detail.following_ended {
         out.push(Note {
@@ -247,6 +255,36 @@ fn plan_note(detail: &api::TaskDetail) -> Option<Note> {
         format!("{}#{}", first.id, first.attempt),
         at,
     ))
+}
+
+/// A role moved to its fallback agent: who was out and why, who took over, whether
+/// a person had to allow it, and when the first agent is tried again.
+fn switch_note(w: &api::AgentSwitch) -> Note {
+    let why = words::switch_trigger(&w.trigger).unwrap_or("out");
+    let how = if w.effects {
+        "after a person's approval: the turn had already done something"
+    } else {
+        "running the turn again"
+    };
+    let name = |a: &str| clip(a, 60).replace('`', "'");
+    let mut text = format!(
+        "🔀 `{}`: **{}** is out ({why}); **{}** takes over, {how}. {} is tried again <t:{}:R>.",
+        name(&w.step_id),
+        name(&w.from),
+        name(&w.to),
+        name(&w.from),
+        w.until.max(0) / 1000
+    );
+    let said = w.detail.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !said.is_empty() {
+        text.push_str(&format!("\n> {}", clip(&said, 300)));
+    }
+    Note {
+        key: format!("switch/{}/{}/{}", w.step_id, w.from, w.at),
+        body: body(text),
+        attachment: None,
+        at: w.at,
+    }
 }
 
 /// Why a follow-up opened on the done task: people's review comments on the pull
@@ -468,6 +506,7 @@ fn fix_reason(reason: Option<&str>) -> &'static str {
         Some("check") => "for the failing check",
         Some("arbiter") => "as the arbiter ruled",
         Some("review") => "after the review",
+        Some("tests") => "for the tester's failing tests",
         _ => "",
     }
 }
@@ -503,6 +542,55 @@ mod tests {
     fn step(id: &str, state: &str, receipt: Value) -> Value {
         json!({ "id": id, "name": id, "intent": "idempotent", "state": state, "attempt": 1,
                 "receipt": receipt, "error": null })
+    }
+
+    /// A fallback switch, the tester's failing test run and the fix it asked for
+    /// reach the thread (none of them did; the fix was a bare "🔧 Fix 1").
+    #[test]
+    fn switches_test_runs_and_test_fixes_are_posted_in_words() {
+        let mut d = detail_with(
+            vec![
+                step(
+                    "test-run/1",
+                    "completed",
+                    json!({ "command": "cargo test", "passed": false, "output_tail": "test list::json ... FAILED" }),
+                ),
+                step(
+                    "fix/1",
+                    "completed",
+                    json!({ "reason": "tests", "summary": "made list --json print an array" }),
+                ),
+            ],
+            vec![],
+        );
+        d.switches = vec![api::AgentSwitch {
+            step_id: "code/1".into(),
+            role: "owner".into(),
+            from: "claude".into(),
+            to: "codex".into(),
+            trigger: "usage_limit".into(),
+            detail: "Claude AI usage limit reached|1796212800".into(),
+            until: 1_796_212_800_000,
+            effects: false,
+            at: 11,
+        }];
+        let all = notes(&d);
+        let content = |i: usize| all[i].body["content"].as_str().unwrap().to_owned();
+        assert_eq!(all.len(), 3, "{all:#?}");
+        assert_eq!(
+            content(0),
+            "❌ The tester's tests: `cargo test` failed\n```\ntest list::json ... FAILED\n```"
+        );
+        assert_eq!(
+            content(1),
+            "🔧 Fix 1 for the tester's failing tests\n```\nmade list --json print an array\n```"
+        );
+        assert_eq!(
+            content(2),
+            "🔀 `code/1`: **claude** is out (usage limit reached); **codex** takes over, running the turn again. claude is tried again <t:1796212800:R>.\n> Claude AI usage limit reached|1796212800"
+        );
+        assert_eq!(all[2].key, "switch/code/1/claude/11");
+        assert_eq!(all[2].at, 11);
     }
 
     /// The thread's plan note is the plan that runs: after a challenge, the last

@@ -7,6 +7,51 @@ use serde_json::Value;
 
 /// What a finished step produced, in a few words.
 pub(super) fn receipt_note(receipt: &Value) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let len = |v: &Value| v.as_array().map_or(0, Vec::len);
+    // The challenger's round: agreement, or how many challenges it raised.
+    if let Some(c) = receipt.get("challenges").filter(|c| c.is_object()) {
+        return if c["agreement"] == true {
+            " the challenger agrees with the plan".into()
+        } else {
+            format!(
+                " the challenger raised {}",
+                plural(len(&c["challenges"]), "challenge")
+            )
+        };
+    }
+    // The planner's revision: its size and how it answered.
+    if let Some(r) = receipt.get("revision").filter(|r| r.is_object()) {
+        let answers = r["answers"].as_array().map_or(&[][..], Vec::as_slice);
+        let adopted = answers
+            .iter()
+            .filter(|a| a["decision"] == "adopted")
+            .count();
+        return format!(
+            " plan revised: {}; {} of {} adopted",
+            plural(len(&r["plan"]["subtasks"]), "subtask"),
+            adopted,
+            plural(answers.len(), "challenge")
+        );
+    }
+    // The worktree's setup: what was copied, run and given.
+    if receipt.get("commands").is_some_and(Value::is_array) && receipt.get("copied").is_some() {
+        let mut did = vec![plural(len(&receipt["commands"]), "setup command") + " run"];
+        let copied: Vec<String> = receipt["copied"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|f| one_line(f, 60))
+            .collect();
+        if !copied.is_empty() {
+            did.insert(0, format!("copied {}", copied.join(", ")));
+        }
+        if let Some(port) = receipt["port"].as_u64() {
+            did.push(format!("port {port}"));
+        }
+        return format!(" worktree set up: {}", did.join(", "));
+    }
     if let Some(sha) = receipt["sha"].as_str() {
         return format!(" {}", one_line(&sha[..sha.len().min(10)], 10));
     }
@@ -64,6 +109,37 @@ pub(super) fn activity_line(a: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The live view printed a bare "✓ challenge/1", "✓ revise/1", "✓ setup".
+    #[test]
+    fn challenge_revision_and_setup_say_what_they_did() {
+        assert_eq!(
+            receipt_note(
+                &json!({ "challenges": { "agreement": false, "challenges": [{ "id": "C1" }, { "id": "C2" }] } })
+            ),
+            " the challenger raised 2 challenges"
+        );
+        assert_eq!(
+            receipt_note(&json!({ "challenges": { "agreement": true, "challenges": [] } })),
+            " the challenger agrees with the plan"
+        );
+        assert_eq!(
+            receipt_note(&json!({ "revision": { "plan": { "subtasks": [{}, {}, {}] },
+                "answers": [{ "id": "C1", "decision": "adopted" }, { "id": "C2", "decision": "rejected" }] },
+                "changes": [] })),
+            " plan revised: 3 subtasks; 1 of 2 challenges adopted"
+        );
+        assert_eq!(
+            receipt_note(
+                &json!({ "copied": [".env"], "commands": [{ "command": "npm ci" }], "port": 41234 })
+            ),
+            " worktree set up: copied .env, 1 setup command run, port 41234"
+        );
+        assert_eq!(
+            receipt_note(&json!({ "copied": [], "commands": [], "port": null })),
+            " worktree set up: 0 setup commands run"
+        );
+    }
 
     #[test]
     fn a_tool_call_shows_its_command_or_path_or_fields_never_json() {
