@@ -191,6 +191,7 @@ impl AcpBackend {
             SpawnSpec {
                 opts: &opts,
                 pass_env: &pass,
+                withhold: &[],
                 state_dirs,
                 state_files: Vec::new(),
             },

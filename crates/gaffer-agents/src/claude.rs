@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::accounting::PriceTable;
 use crate::error::{AgentError, Result};
+use crate::local_only;
 use crate::process::{find_executable, AgentProcess, SpawnSpec};
 use crate::redact::Redactor;
 use crate::sandbox;
@@ -163,7 +164,21 @@ impl ClaudeBackend {
                 });
             }
         }
-        let args = claude_args(&opts, &session_id, resume, &self.cfg.extra_args);
+        // A session that must stay local gets the endpoint gaffer checked (gaffer's
+        // own ANTHROPIC_BASE_URL) and nothing that routes elsewhere.
+        let checked_url = opts
+            .local_only
+            .then(|| {
+                env.get("ANTHROPIC_BASE_URL")
+                    .cloned()
+                    .or_else(|| std::env::var("ANTHROPIC_BASE_URL").ok())
+            })
+            .flatten();
+        let mut args = claude_args(&opts, &session_id, resume, &self.cfg.extra_args);
+        if opts.local_only {
+            env.extend(local_only::claude_env(checked_url.as_deref()));
+            args.extend(local_only::claude_args(checked_url.as_deref()));
+        }
         let bin = self.bin()?;
         let mut proc = AgentProcess::spawn(
             AGENT,
@@ -174,6 +189,11 @@ impl ClaudeBackend {
             SpawnSpec {
                 opts: &opts,
                 pass_env: PASSED_ENV,
+                withhold: if opts.local_only {
+                    local_only::CLAUDE_WITHHELD
+                } else {
+                    &[]
+                },
                 state_dirs: vec![claude_config_dir(&env)],
                 state_files: claude_state_files(&env),
             },

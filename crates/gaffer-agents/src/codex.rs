@@ -156,11 +156,19 @@ impl CodexBackend {
             Some(b) => b.clone(),
             None => find_executable("GAFFER_CODEX_BIN", "codex")?,
         };
-        let args = self
-            .cfg
-            .args
-            .clone()
-            .unwrap_or_else(|| vec!["app-server".into()]);
+        // Codex takes `-c` overrides before its subcommand.
+        let overrides = crate::local_only::CODEX_CONFIG
+            .iter()
+            .filter(|_| opts.local_only)
+            .flat_map(|kv| ["-c".to_owned(), kv.to_string()]);
+        let args: Vec<String> = overrides
+            .chain(
+                self.cfg
+                    .args
+                    .clone()
+                    .unwrap_or_else(|| vec!["app-server".into()]),
+            )
+            .collect();
         let mut env = opts.agent_env();
         if let Some(dir) = state::private_dir(
             &opts,
@@ -188,6 +196,7 @@ impl CodexBackend {
             SpawnSpec {
                 opts: &opts,
                 pass_env: &pass,
+                withhold: &[],
                 state_dirs: vec![codex_home(&env)],
                 state_files: Vec::new(),
             },

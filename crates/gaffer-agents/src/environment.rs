@@ -67,6 +67,13 @@ pub fn build_from(
     env
 }
 
+/// Remove from `env` every variable `names` lists (exactly, or under a `PREFIX*`
+/// entry): what a session must not get even when gaffer has it (a role that must stay
+/// local gets no switch to a cloud provider, [`crate::local_only::CLAUDE_WITHHELD`]).
+pub fn withhold(env: &mut BTreeMap<String, String>, names: &[&str]) {
+    env.retain(|k, _| !passes(names, k));
+}
+
 /// Whether `name` is in `pass`, exactly or under a `PREFIX*` entry.
 fn passes(pass: &[&str], name: &str) -> bool {
     pass.iter().any(|p| match p.strip_suffix('*') {
@@ -112,5 +119,21 @@ mod tests {
             names,
             ["ANTHROPIC_BASE_URL", "ANTHROPIC_DEFAULT_HAIKU_MODEL"]
         );
+    }
+
+    #[test]
+    fn withheld_names_and_prefixes_are_removed_whatever_passed_them() {
+        let mut env: BTreeMap<String, String> = [
+            ("AWS_PROFILE", "p"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("CLAUDE_CODE_USE_BEDROCK", "1"),
+            ("CLAUDE_CODE_USE_BEDROCKX", "kept: not the name"),
+            ("PATH", "/usr/bin"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        withhold(&mut env, &["AWS_*", "CLAUDE_CODE_USE_BEDROCK"]);
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(names, ["CLAUDE_CODE_USE_BEDROCKX", "PATH"]);
     }
 }

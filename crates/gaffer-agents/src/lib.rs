@@ -36,6 +36,7 @@ pub mod environment;
 mod error;
 pub mod jsonrpc;
 pub mod llm;
+pub mod local_only;
 pub mod patch;
 mod process;
 pub mod ratelimit;

@@ -91,6 +91,9 @@ pub(crate) struct SpawnSpec<'a> {
     pub(crate) opts: &'a StartOptions,
     /// Names of variables of gaffer's environment the agent needs (its credentials).
     pub(crate) pass_env: &'a [&'a str],
+    /// Names (or `PREFIX*`) the agent must not get even when gaffer has them or the
+    /// session's own variables name them ([`crate::environment::withhold`]).
+    pub(crate) withhold: &'a [&'a str],
     /// Directories the agent keeps its state in; created when missing, so they can be
     /// allowed.
     pub(crate) state_dirs: Vec<PathBuf>,
@@ -180,7 +183,8 @@ impl AgentProcess {
         spec: SpawnSpec<'_>,
     ) -> Result<Self> {
         let opts = spec.opts;
-        let env = crate::environment::build(spec.pass_env, env);
+        let mut env = crate::environment::build(spec.pass_env, env);
+        crate::environment::withhold(&mut env, spec.withhold);
         let mut cmd = ContainedCommand::new(agent, program, cwd);
         cmd.args(args)
             .envs(&env)

@@ -82,6 +82,12 @@ pub struct StartOptions {
     /// another agent can take the role over. The built-in loop honours it; the CLIs
     /// decide themselves (and give up on long waits).
     pub max_retry_wait: Option<std::time::Duration>,
+    /// The session's model must stay local (a role of a `local-only` or `masked`
+    /// project): the backend leaves out every setting of gaffer's that would send the
+    /// agent to another provider, pins its endpoint to the one gaffer checked, and
+    /// turns off the agent's telemetry, error reports and update checks
+    /// ([`crate::local_only`]).
+    pub local_only: bool,
 }
 
 impl StartOptions {

@@ -244,7 +244,7 @@ impl Engine {
             self.roles_of(project),
             agent,
             &self.settings.privacy,
-            &crate::privacy::process_env,
+            &crate::privacy::Process,
         )
     }
 

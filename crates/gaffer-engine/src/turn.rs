@@ -83,7 +83,7 @@ impl Engine {
             &chain,
             self.roles_of(project),
             &self.settings.privacy,
-            &crate::privacy::process_env,
+            &crate::privacy::Process,
         )
     }
 
@@ -102,7 +102,7 @@ impl Engine {
             agent,
             self.roles_of(project),
             &self.settings.privacy,
-            &crate::privacy::process_env,
+            &crate::privacy::Process,
         )
     }
 
@@ -165,6 +165,7 @@ impl Engine {
         // nothing of the project: all it sees of it is the masked prompt.
         // People's messages to it are masked with its step's table, like its prompt.
         let masker = if privacy.masked {
+            opts.local_only = false;
             opts.workspace = self.masked_workspace(&task.id).map_err(fail)?;
             opts.readable = Vec::new();
             let masker = self.masks.of(&task.id, &step.id).ok_or_else(|| {
@@ -270,6 +271,10 @@ impl Engine {
             lock: Some(self.turn_lock(&task.id)),
             // Set by a turn another agent can take over (`session_turn`).
             max_retry_wait: None,
+            // Outside `standard` every agent that sees the project must stay local
+            // (a masked cloud planner is unset again by `session_turn`).
+            local_only: self.settings.privacy.mode(&project.name)
+                != gaffer_config::Privacy::Standard,
         }
     }
 

@@ -618,3 +618,97 @@ async fn the_running_turns_spend_is_reported_per_model_call_and_the_result_stays
         .position(|e| matches!(e, AgentEvent::Usage { .. }));
     assert!(last_so_far < count, "{events:?}");
 }
+
+/// What a session that must stay local is started with: no switch to Bedrock, Vertex
+/// or Foundry and no AWS or Google Cloud credential, even named by its own variables;
+/// Claude Code's telemetry, error reports and update checks off; only the user's
+/// (gaffer's private) settings read, and the checked endpoint pinned over them.
+#[tokio::test]
+async fn a_local_only_session_gets_no_cloud_switch_or_credential_and_no_telemetry() {
+    let cloud = [
+        ("CLAUDE_CODE_USE_BEDROCK", "1"),
+        ("ANTHROPIC_BEDROCK_BASE_URL", "https://bedrock.example"),
+        ("CLAUDE_CODE_USE_VERTEX", "1"),
+        ("ANTHROPIC_VERTEX_PROJECT_ID", "proj"),
+        ("CLOUD_ML_REGION", "us-east5"),
+        ("AWS_SECRET_ACCESS_KEY", "s3cret"),
+        ("AWS_PROFILE", "prod"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/keys/sa.json"),
+    ];
+    let started = |local_only: bool| async move {
+        let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "hi"}]}]})));
+        let mut opts = env.opts(Mode::ReadOnly);
+        opts.env.extend(
+            cloud
+                .iter()
+                .chain(&[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")])
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        opts.local_only = local_only;
+        let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
+        let (_, res) = turn(s.as_mut(), "hello").await;
+        res.unwrap();
+        let line = |what: &str| {
+            env.log()
+                .into_iter()
+                .find(|l| l.starts_with(&format!("fake-claude {what} ")))
+                .unwrap()
+        };
+        let names = line("env");
+        let names: Vec<String> = names
+            .split_once("names=")
+            .unwrap()
+            .1
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        (names, line("spawn"))
+    };
+
+    let (names, spawn) = started(true).await;
+    for (gone, _) in cloud {
+        assert!(
+            !names.iter().any(|n| n == gone),
+            "{gone} reached a local session: {names:?}"
+        );
+    }
+    for kept in [
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+        "DISABLE_AUTOUPDATER",
+    ] {
+        assert!(names.iter().any(|n| n == kept), "{kept} missing: {names:?}");
+    }
+    let args: Vec<String> = serde_json::from_str(spawn.split_once("args=").unwrap().1).unwrap();
+    assert!(
+        args.contains(&"--setting-sources=user".to_owned()),
+        "{args:?}"
+    );
+    let settings = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--settings="))
+        .unwrap_or_else(|| panic!("no --settings in {args:?}"));
+    let pinned: serde_json::Value = serde_json::from_str(settings).unwrap();
+    assert_eq!(pinned["env"]["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+    assert_eq!(pinned["env"]["CLAUDE_CODE_USE_BEDROCK"], "0");
+    assert_eq!(pinned["env"]["CLAUDE_CODE_USE_VERTEX"], "0");
+    assert_eq!(pinned["env"]["CLAUDE_CODE_USE_FOUNDRY"], "0");
+    assert_eq!(
+        pinned["env"]["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"],
+        "1"
+    );
+    assert_eq!(pinned["env"]["DISABLE_TELEMETRY"], "1");
+
+    // A session free to use a cloud (a standard project) keeps what the user set.
+    let (names, spawn) = started(false).await;
+    for (kept, _) in cloud {
+        assert!(
+            names.iter().any(|n| n == kept),
+            "{kept} withheld: {names:?}"
+        );
+    }
+    assert!(!spawn.contains("--setting-sources"), "{spawn}");
+    assert!(!names.iter().any(|n| n == "DISABLE_TELEMETRY"), "{names:?}");
+}

@@ -275,3 +275,32 @@ async fn inside_gaffers_sandbox_codex_runs_without_its_own_and_is_told_why() {
     assert!(start.contains("refused by gaffer's sandbox"), "{start}");
     assert!(start.contains("You run in gaffer's sandbox ("), "{start}");
 }
+
+/// A session that must stay local starts Codex with its analytics, feedback uploads,
+/// update check and OpenTelemetry export turned off by `-c` overrides (which win over
+/// its config.toml); a free one without.
+#[tokio::test]
+async fn a_local_only_session_turns_codexs_analytics_and_telemetry_off() {
+    let spawned = |local_only: bool| async move {
+        let env = Env::new(&scenario(json!({"turns": [{"steps": [{"say": "hi"}]}]})));
+        let mut opts = env.opts(Mode::ReadOnly);
+        opts.local_only = local_only;
+        let mut s = backend().start(opts, Arc::new(AllowAll)).await.unwrap();
+        let (_, r) = turn(s.as_mut(), "go").await;
+        r.unwrap();
+        let spawn = env
+            .log()
+            .into_iter()
+            .find(|l| l.starts_with("fake-codex spawn"))
+            .unwrap();
+        spawn.split_once("args=").unwrap().1.to_owned()
+    };
+    let args = spawned(true).await;
+    assert!(
+        args.starts_with(
+            "-c analytics.enabled=false -c feedback.enabled=false -c check_for_update_on_startup=false -c otel.exporter=\"none\" -c otel.trace_exporter=\"none\" -c otel.metrics_exporter=\"none\" app-server"
+        ),
+        "{args}"
+    );
+    assert_eq!(spawned(false).await, "app-server");
+}

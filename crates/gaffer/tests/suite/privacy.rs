@@ -469,3 +469,185 @@ async fn local_only_refuses_a_cloud_fallback_up_front_from_the_cli_and_the_api()
         "the API stored something"
     );
 }
+
+/// `gaffer doctor`'s privacy line for project `demo`, and its hint.
+fn doctor_privacy(b: &Bench, env: &[(&str, &str)]) -> (String, String, String) {
+    let mut cmd = b.gaffer_std();
+    cmd.envs(env.iter().copied()).args(["doctor", "--json"]);
+    let doctor = json_of(&cmd.output().unwrap());
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "privacy: demo")
+        .cloned()
+        .unwrap_or_else(|| panic!("no privacy check: {doctor}"));
+    let text = |k: &str| check[k].as_str().unwrap_or_default().to_owned();
+    (text("status"), text("detail"), text("hint"))
+}
+
+/// The audit's URLs: what the agents parse as a cloud host is a cloud for doctor and
+/// for `gaffer run` (78, naming why, nothing stored), whatever a naive split would read.
+#[test]
+fn a_cloud_url_dressed_as_loopback_is_refused_by_run_and_doctor() {
+    let b = Bench::new();
+    b.home.write_config(
+        "[projects.demo]\nprivacy = \"local-only\"\n\n[roles]\nplanner = { agent = \"anthropic\" }\nowner = { agent = \"anthropic\" }\nreviewer = { agent = \"anthropic\" }\narbiter = { agent = \"anthropic\" }\n",
+    );
+    for (url, why) in [
+        (
+            "http://evil.example\\@127.0.0.1/",
+            "its host `evil.example` is a name",
+        ),
+        ("http://a@127.0.0.1@evil.example/", "user name or password"),
+        (
+            "http://llm.localhost:8080/",
+            "its host `llm.localhost` is a name",
+        ),
+    ] {
+        let env = [
+            ("ANTHROPIC_BASE_URL", url),
+            ("ANTHROPIC_API_KEY", "sk-test"),
+        ];
+        let (status, detail, hint) = doctor_privacy(&b, &env);
+        assert_eq!(status, "fail", "{url}: {detail}");
+        assert!(
+            detail.starts_with("local-only: planner anthropic (cloud, REFUSED)"),
+            "{url}: {detail}"
+        );
+        assert!(hint.contains(why), "{url}: {hint}");
+        let out = b
+            .gaffer_std()
+            .envs(env)
+            .args(["run", REQUEST, "--repo"])
+            .arg(&b.repo)
+            .args(["--yes", "--json"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{url}: {err}");
+        assert!(err.contains(why), "{url}: {err}");
+        let tasks = json_of(
+            &b.gaffer_std()
+                .args(["task", "list", "--json"])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(tasks, json!([]), "{url}: a task was stored");
+    }
+    // The same agent on plain loopback complies.
+    let (status, detail, _) = doctor_privacy(&b, &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")]);
+    assert_eq!(status, "ok", "{detail}");
+    assert!(detail.contains("planner anthropic (local)"), "{detail}");
+}
+
+/// Codex goes where its `config.toml` says: a cloud provider there is refused naming
+/// it, though `OPENAI_BASE_URL` is on loopback; a provider declared on loopback is local.
+#[test]
+fn codexs_provider_in_its_config_decides_where_it_runs() {
+    let b = Bench::new();
+    b.home.write_config(
+        "[projects.demo]\nprivacy = \"local-only\"\n\n[roles]\nplanner = { agent = \"codex\" }\nowner = { agent = \"codex\" }\nreviewer = { agent = \"codex\" }\narbiter = { agent = \"codex\" }\n",
+    );
+    let codex_home = b.home.dir.path().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let write = |toml: &str| std::fs::write(codex_home.join("config.toml"), toml).unwrap();
+    let env = [("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")];
+    write("model_provider = \"azure\"\n[model_providers.azure]\nbase_url = \"https://corp.openai.azure.com/openai\"\n");
+    let (status, detail, hint) = doctor_privacy(&b, &env);
+    assert_eq!(status, "fail", "{detail}");
+    assert!(
+        detail.contains("planner codex (cloud, REFUSED)"),
+        "{detail}"
+    );
+    assert!(
+        hint.contains("[model_providers.azure] base_url in Codex's config.toml"),
+        "{hint}"
+    );
+    write("model_provider = \"llama\"\n[model_providers.llama]\nbase_url = \"http://127.0.0.1:8080/v1\"\n");
+    let (status, detail, _) = doctor_privacy(&b, &[]);
+    assert_eq!(status, "ok", "{detail}");
+    assert!(detail.contains("planner codex (local)"), "{detail}");
+}
+
+/// A local-only task's Claude Code never gets gaffer's switch to Bedrock nor its AWS
+/// credentials, and runs with its telemetry off and only its private settings; a
+/// standard project's gets them, and doctor counts the switch there as a cloud.
+#[test]
+fn a_local_only_claude_runs_without_the_bedrock_switch_aws_keys_or_telemetry() {
+    let b = Bench::new();
+    b.script_all();
+    let bedrock = [
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+        ("CLAUDE_CODE_USE_BEDROCK", "1"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-s3cret"),
+    ];
+    let run = |b: &Bench| {
+        let _ = std::fs::remove_file(b.log());
+        let out = b
+            .gaffer_std()
+            .envs(bedrock)
+            .args(["run", REQUEST, "--repo"])
+            .arg(&b.repo)
+            .args(["--yes", "--json"])
+            .output()
+            .unwrap();
+        success_json(&out);
+        let log = std::fs::read_to_string(b.log()).unwrap();
+        let lines = |what: &str| -> Vec<String> {
+            log.lines()
+                .filter(|l| l.starts_with(&format!("fake-claude {what} ")))
+                .map(str::to_owned)
+                .collect()
+        };
+        (lines("env"), lines("spawn"))
+    };
+    let has = |line: &str, name: &str| {
+        line.split_once("names=")
+            .unwrap()
+            .1
+            .split(',')
+            .any(|n| n == name)
+    };
+
+    b.home
+        .write_config("[projects.demo]\nprivacy = \"local-only\"\n");
+    let (status, detail, _) = doctor_privacy(&b, &bedrock);
+    assert_eq!(
+        status, "ok",
+        "withheld, the switch does not count: {detail}"
+    );
+    let (envs, spawns) = run(&b);
+    assert!(envs.len() >= 3, "{envs:?}");
+    for line in &envs {
+        assert!(!has(line, "CLAUDE_CODE_USE_BEDROCK"), "{line}");
+        assert!(!has(line, "AWS_SECRET_ACCESS_KEY"), "{line}");
+        assert!(has(line, "DISABLE_TELEMETRY"), "{line}");
+        assert!(
+            has(line, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"),
+            "{line}"
+        );
+    }
+    assert!(
+        spawns.iter().all(|s| s.contains("--setting-sources=user")),
+        "{spawns:?}"
+    );
+
+    b.home
+        .write_config("[projects.demo]\nprivacy = \"standard\"\n");
+    let (status, detail, _) = doctor_privacy(&b, &bedrock);
+    assert_eq!(status, "ok", "{detail}");
+    assert!(
+        detail.contains("planner claude (cloud)"),
+        "Bedrock is a cloud: {detail}"
+    );
+    let (envs, spawns) = run(&b);
+    assert!(
+        envs.iter().all(|l| has(l, "CLAUDE_CODE_USE_BEDROCK")),
+        "{envs:?}"
+    );
+    assert!(
+        spawns.iter().all(|s| !s.contains("--setting-sources")),
+        "{spawns:?}"
+    );
+}

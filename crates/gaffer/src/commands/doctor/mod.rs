@@ -192,7 +192,7 @@ fn privacy_checks(config: &gaffer_config::Config) -> Vec<Check> {
                 roles,
                 None,
                 &settings,
-                &gaffer_engine::privacy::process_env,
+                &gaffer_engine::privacy::Process,
             );
             let mode = settings.mode(project);
             let roles: Vec<String> = applied

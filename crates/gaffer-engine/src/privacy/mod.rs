@@ -14,10 +14,12 @@ use gaffer_config::{Network, Privacy, Roles};
 use gaffer_core::Role;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+
+mod endpoint;
+pub use endpoint::{endpoint, url_is_local, url_locality, Endpoint, Process, Surroundings};
 
 /// The masked planner's instructions: what the placeholders are.
-pub const MASKED_NOTE: &str = include_str!("../prompts/masked.md");
+pub const MASKED_NOTE: &str = include_str!("../../prompts/masked.md");
 
 /// What the engine needs to know about privacy: each project's mode, the networks that
 /// count as local, the ACP agents declared local.
@@ -52,123 +54,6 @@ impl PrivacySettings {
     }
 }
 
-/// Where an agent's model runs, as far as gaffer can know.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The base URL, when gaffer knows it.
-    pub url: Option<String>,
-    /// On loopback, a private network, or an ACP agent declared local.
-    pub local: bool,
-    /// Where the answer comes from (`OPENAI_BASE_URL`, "declared local", ...).
-    pub source: String,
-}
-
-impl Endpoint {
-    /// How a message names it: the URL, or what gaffer knows instead.
-    pub fn describe(&self) -> String {
-        match &self.url {
-            Some(u) => format!("{u} (from {})", self.source),
-            None => self.source.clone(),
-        }
-    }
-}
-
-/// The endpoint of `agent` given gaffer's environment (`env`): the built-in agent's and
-/// each CLI's base URL variable; an agent whose endpoint gaffer cannot know counts as
-/// cloud.
-pub fn endpoint(
-    agent: &str,
-    settings: &PrivacySettings,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Endpoint {
-    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let from_var = |name: &str, default: Option<&str>, unknown: &str| match var(name) {
-        Some(url) => Endpoint {
-            local: url_is_local(&url, &settings.private_networks),
-            url: Some(url),
-            source: name.to_owned(),
-        },
-        None => match default {
-            Some(url) => Endpoint {
-                local: url_is_local(url, &settings.private_networks),
-                url: Some(url.to_owned()),
-                source: format!("the default; {name} is not set"),
-            },
-            None => Endpoint {
-                url: None,
-                local: false,
-                source: unknown.to_owned(),
-            },
-        },
-    };
-    match agent {
-        "openai" => from_var("OPENAI_BASE_URL", Some("https://api.openai.com/v1"), ""),
-        "anthropic" => from_var("ANTHROPIC_BASE_URL", Some("https://api.anthropic.com"), ""),
-        "claude" => from_var(
-            "ANTHROPIC_BASE_URL",
-            None,
-            "Claude Code's own endpoint (ANTHROPIC_BASE_URL is not set), counted as cloud",
-        ),
-        "codex" => from_var(
-            "OPENAI_BASE_URL",
-            None,
-            "Codex's own provider (OPENAI_BASE_URL is not set), counted as cloud",
-        ),
-        "gemini" => from_var(
-            "GOOGLE_GEMINI_BASE_URL",
-            None,
-            "Gemini CLI's own endpoint (GOOGLE_GEMINI_BASE_URL is not set), counted as cloud",
-        ),
-        other => match other.strip_prefix("acp:") {
-            Some(name) if settings.local_acp.contains(name) => Endpoint {
-                url: None,
-                local: true,
-                source: format!("declared local in [agents.acp.{name}]"),
-            },
-            Some(name) => Endpoint {
-                url: None,
-                local: false,
-                source: format!(
-                    "the ACP agent's own endpoint ([agents.acp.{name}] is not declared local = true), counted as cloud"
-                ),
-            },
-            None => Endpoint {
-                url: None,
-                local: false,
-                source: "an unknown agent, counted as cloud".into(),
-            },
-        },
-    }
-}
-
-/// Whether a base URL's host is loopback (`localhost`, 127.0.0.0/8, ::1) or in one of
-/// `networks`. A host name other than `localhost` is never local: what it resolves to
-/// can change after the check.
-pub fn url_is_local(url: &str, networks: &[Network]) -> bool {
-    let Some(host) = url_host(url) else {
-        return false;
-    };
-    let host = host.to_ascii_lowercase();
-    if host == "localhost" || host.ends_with(".localhost") {
-        return true;
-    }
-    match host.parse::<IpAddr>() {
-        Ok(ip) => ip.is_loopback() || networks.iter().any(|n| n.contains(ip)),
-        Err(_) => false,
-    }
-}
-
-/// The host of `scheme://[user@]host[:port]/…` (brackets of an IPv6 host removed).
-fn url_host(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if let Some(v6) = host_port.strip_prefix('[') {
-        return v6.split_once(']').map(|(h, _)| h);
-    }
-    Some(host_port.split(':').next().unwrap_or(host_port)).filter(|h| !h.is_empty())
-}
-
 /// Agents gaffer runs in-process with only the tools it gives them: the ones that can
 /// play a cloud role in a masked project (with no tool on any file).
 const BUILT_IN: [&str; 2] = ["openai", "anthropic"];
@@ -200,6 +85,7 @@ impl RolePrivacy {
             "agent": self.agent,
             "endpoint": self.endpoint.url,
             "endpoint_source": self.endpoint.source,
+            "endpoint_not_local": self.endpoint.not_local,
             "local": self.endpoint.local,
             "masked": self.masked,
             "complies": self.refusal.is_none(),
@@ -215,9 +101,11 @@ pub fn role_privacy(
     agent: &str,
     roles: &Roles,
     settings: &PrivacySettings,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &dyn Surroundings,
 ) -> RolePrivacy {
-    let endpoint = endpoint(agent, settings, env);
+    // Outside `standard`, every CLI role must stay local (a masked cloud planner is a
+    // built-in agent, which reads no switch): gaffer withholds the provider switches.
+    let endpoint = endpoint(agent, settings, env, mode != Privacy::Standard);
     let mut masked = false;
     let where_ = format!(
         "role {role} of project {project} runs agent {agent}, whose model is at {}",
@@ -266,7 +154,7 @@ pub fn turn_privacy(
     chain: &[&str],
     roles: &Roles,
     settings: &PrivacySettings,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &dyn Surroundings,
 ) -> RolePrivacy {
     let mut each = chain
         .iter()
@@ -286,7 +174,7 @@ pub fn project_privacy(
     roles: &Roles,
     agent: Option<&str>,
     settings: &PrivacySettings,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &dyn Surroundings,
 ) -> Vec<RolePrivacy> {
     let mode = settings.mode(project);
     let mut all: Vec<RolePrivacy> = roles
@@ -328,7 +216,7 @@ pub struct Admission {
 impl gaffer_app::TaskAdmission for Admission {
     fn admit(&self, project: &str, agent: Option<&str>) -> Result<(), String> {
         let roles = self.project_roles.get(project).unwrap_or(&self.roles);
-        match project_privacy(project, roles, agent, &self.settings, &process_env)
+        match project_privacy(project, roles, agent, &self.settings, &Process)
             .into_iter()
             .find_map(|r| r.refusal)
         {
@@ -336,11 +224,6 @@ impl gaffer_app::TaskAdmission for Admission {
             None => Ok(()),
         }
     }
-}
-
-/// The process environment, where the agents' base URLs come from.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
 }
 
 /// The role an agent step plays, for recording what privacy applied to it.
@@ -387,46 +270,23 @@ mod tests {
     }
 
     #[test]
-    fn loopback_private_networks_and_localhost_are_local_names_and_public_addresses_are_not() {
-        let nets = [Network::parse("10.0.0.0/8").unwrap()];
-        for url in [
-            "http://127.0.0.1:8080/v1",
-            "http://localhost:11434",
-            "http://[::1]:8000/v1",
-            "http://10.1.2.3:8000/v1",
-            "https://user:pw@10.0.0.9/v1",
-        ] {
-            assert!(url_is_local(url, &nets), "{url}");
-        }
-        for url in [
-            "https://api.openai.com/v1",
-            "http://192.168.1.5:8000",
-            "http://127.0.0.1.example.com/v1",
-            "http://llm.internal:8000",
-            "not a url",
-        ] {
-            assert!(!url_is_local(url, &nets), "{url}");
-        }
-    }
-
-    #[test]
     fn endpoints_come_from_each_agents_variable_and_unknown_ones_are_cloud() {
         let s = PrivacySettings {
             local_acp: ["llama".to_string()].into(),
             ..Default::default()
         };
         let e = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")]);
-        assert!(endpoint("openai", &s, &e).local);
-        assert!(endpoint("codex", &s, &e).local);
-        assert!(!endpoint("claude", &s, &e).local);
-        assert!(!endpoint("anthropic", &s, &e).local);
+        assert!(endpoint("openai", &s, &e, true).local);
+        assert!(endpoint("codex", &s, &e, true).local);
+        assert!(!endpoint("claude", &s, &e, true).local);
+        assert!(!endpoint("anthropic", &s, &e, true).local);
         assert_eq!(
-            endpoint("anthropic", &s, &e).url.as_deref(),
+            endpoint("anthropic", &s, &e, true).url.as_deref(),
             Some("https://api.anthropic.com")
         );
-        assert!(endpoint("acp:llama", &s, &e).local);
-        assert!(!endpoint("acp:other", &s, &e).local);
-        assert!(!endpoint("gemini", &s, &env(&[])).local);
+        assert!(endpoint("acp:llama", &s, &e, true).local);
+        assert!(!endpoint("acp:other", &s, &e, true).local);
+        assert!(!endpoint("gemini", &s, &env(&[]), true).local);
     }
 
     #[test]
