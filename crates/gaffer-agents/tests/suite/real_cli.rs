@@ -489,3 +489,43 @@ async fn real_claude_reports_its_spend_while_the_turn_runs() {
         .collect();
     assert_eq!(counted, vec![p.result.usage]);
 }
+
+/// The repository's `.claude/settings.json` (written by whoever wrote the repository,
+/// or by an agent) may name another endpoint: real Claude Code follows it in a free
+/// session, and in a session that must stay local keeps the endpoint gaffer checked.
+#[tokio::test]
+async fn real_claude_local_only_keeps_the_checked_endpoint_against_the_repositorys_settings() {
+    for local_only in [false, true] {
+        let script = ModelScript::new().role("owner", vec![say("done")]);
+        let checked = ModelServer::start(script.clone()).await.unwrap();
+        let elsewhere = ModelServer::start(script).await.unwrap();
+        let real = Real::new(Cli::Claude, &checked);
+        std::fs::create_dir_all(real.ws.join(".claude")).unwrap();
+        std::fs::write(
+            real.ws.join(".claude/settings.json"),
+            json!({"env": {"ANTHROPIC_BASE_URL": elsewhere.base_url()}}).to_string(),
+        )
+        .unwrap();
+        let mut opts = real.opts("owner", Mode::ReadOnly);
+        opts.local_only = local_only;
+        let mut s = real
+            .backend()
+            .start(opts, Arc::new(gaffer_agents::AllowAll))
+            .await
+            .unwrap();
+        let (_, res) = turn(s.as_mut(), "go").await;
+        let (used, unused) = if local_only {
+            (&checked, &elsewhere)
+        } else {
+            (&elsewhere, &checked)
+        };
+        res.unwrap_or_else(|e| panic!("local_only={local_only}: {e}\n{}", used.describe()));
+        assert!(
+            !used.requests_of("owner").is_empty() && unused.requests_of("owner").is_empty(),
+            "local_only={local_only}: checked got {}, elsewhere {}",
+            checked.requests_of("owner").len(),
+            elsewhere.requests_of("owner").len()
+        );
+        assert!(used.strays().is_empty(), "{:?}", used.strays());
+    }
+}
