@@ -168,9 +168,12 @@ pub fn approval_body(a: &api::Approval, worktree: Option<&str>) -> Vec<String> {
                     format!("{} tokens", count(n.round() as u64))
                 }
             };
+            // The cap in words ("this task's spending"), as on every surface.
+            let cap = str_at(d, "/cap").unwrap_or("?");
             out.push(format!(
                 "cap      {}: {} spent of {}",
-                one_line(str_at(d, "/cap").unwrap_or("?"), 40),
+                gaffer_protocol::words::budget_cap(cap)
+                    .map_or_else(|| one_line(cap, 40), str::to_owned),
                 amount("/spent"),
                 amount("/limit")
             ));
@@ -622,7 +625,7 @@ mod tests {
         assert_eq!(
             approval_body(&budget, None),
             vec![
-                "cap      task_usd: $2.04 spent of $2.00".to_owned(),
+                "cap      this task's spending: $2.04 spent of $2.00".to_owned(),
                 "raise    by the amount in the note (like $5), else by $2.00".to_owned(),
             ]
         );
