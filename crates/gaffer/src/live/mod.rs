@@ -609,7 +609,10 @@ impl View {
                     if self.bar.is_none() || activity["type"] != "assistant_text" {
                         self.say(at, " ", &line);
                     }
-                    self.activity = line;
+                    // The spinner keeps naming the call while its result scrolls by.
+                    if activity["type"] != "tool_result" {
+                        self.activity = line;
+                    }
                 }
             }
             Event::ApprovalDecided {

@@ -2,7 +2,7 @@
 //! words: never raw JSON.
 
 use crate::output::one_line;
-use gaffer_protocol::activity::tool_input;
+use gaffer_protocol::activity::{tool_input, tool_output_line};
 use serde_json::Value;
 
 /// What a finished step produced, in a few words.
@@ -88,6 +88,16 @@ pub(super) fn activity_line(a: &Value) -> Option<String> {
             one_line(a["name"].as_str().unwrap_or("tool"), 30),
             one_line(&tool_input(&a["input"]), 100)
         )),
+        "tool_result" => Some(format!(
+            "  ⎿ {}",
+            one_line(
+                &tool_output_line(
+                    a["output"].as_str().unwrap_or_default(),
+                    a["is_error"].as_bool() == Some(true)
+                ),
+                100
+            )
+        )),
         "file_change" => Some(format!(
             "✎ {} ({})",
             one_line(a["path"].as_str().unwrap_or("?"), 100),
@@ -139,6 +149,23 @@ mod tests {
             receipt_note(&json!({ "copied": [], "commands": [], "port": null })),
             " worktree set up: 0 setup commands run"
         );
+    }
+
+    #[test]
+    fn a_tool_result_is_one_line_under_its_call() {
+        let line = |output: &str, is_error: bool| {
+            activity_line(&json!({"type": "tool_result", "call_id": "c1", "output": output, "is_error": is_error}))
+                .unwrap()
+        };
+        assert_eq!(line("3 passed\n", false), "  ⎿ 3 passed");
+        assert_eq!(
+            line(
+                "error[E0425]: cannot find value `x`\n --> src/a.rs:3:5\n",
+                true
+            ),
+            "  ⎿ failed: error[E0425]: cannot find value `x` (+1 more line)"
+        );
+        assert_eq!(line("", false), "  ⎿ no output");
     }
 
     #[test]
