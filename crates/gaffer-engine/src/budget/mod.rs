@@ -149,11 +149,11 @@ impl Reached {
             format!("before `{step}`")
         };
         format!(
-            "Spending cap `{}` reached: {} spent {} of {} {when}. Approve to raise this task's cap (by the amount in your note, like {}, else by {}); deny to stop the task (its work is kept).",
-            self.cap.name(),
+            "Spending cap reached: {} spent {} of {} {when} (`{}` in [budget]). Raise the cap to go on (by the amount in your note, like {}, else by {}), or stop the task (its work is kept).",
             self.cap.what(),
             self.cap.amount(self.spent),
             self.cap.amount(self.limit),
+            self.cap.name(),
             if self.cap.usd() { "\"$5\"" } else { "\"200k\"" },
             self.cap.amount(self.default_raise),
         )
@@ -415,11 +415,10 @@ mod tests {
         assert_eq!(reached(&caps, &[], &task, &spend(10, Some(9.99))), None);
         let hit = reached(&caps, &[], &task, &spend(10, Some(10.0))).unwrap();
         assert_eq!(hit.cap, Cap::ProjectDayUsd);
-        assert!(
-            hit.summary("owner", false)
-                .contains("the project's tasks today"),
-            "{}",
-            hit.summary("owner", false)
+        // In words a person reads on a phone; the config key only to find it.
+        assert_eq!(
+            hit.summary("owner", false),
+            "Spending cap reached: the project's tasks today (UTC) spent $10.00 of $10.00 before `owner` (`project_day_usd` in [budget]). Raise the cap to go on (by the amount in your note, like \"$5\", else by $10.00), or stop the task (its work is kept)."
         );
         assert_eq!(
             reached(

@@ -1075,7 +1075,7 @@ async fn stall_and_budget_cards_name_their_choices_at_phone_width() {
         .ask(
             "review/1",
             ApprovalKind::Budget,
-            "Spending cap `task_usd` reached: this task spent $2.0400 of $2.00 before `review round 1`. Approve to raise this task's cap (by the amount in your note, like \"$5\", else by $2.00); deny to stop the task (its work is kept).",
+            "Spending cap reached: this task spent $2.0400 of $2.00 before `review round 1` (`task_usd` in [budget]). Raise the cap to go on (by the amount in your note, like \"$5\", else by $2.00), or stop the task (its work is kept).",
             json!({"cap": "task_usd", "unit": "usd", "spent": 2.04, "limit": 2.0, "default_raise": 2.0, "step": "review/1",
                    "choices": {"approve": "raise this task's cap", "deny": "stop the task"}}),
             None,
