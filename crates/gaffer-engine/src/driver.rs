@@ -573,11 +573,8 @@ impl Engine {
                 if let (Some(role), Value::Object(fields)) =
                     (crate::privacy::step_role(kind), &mut receipt)
                 {
-                    if !fields.contains_key("privacy") {
-                        let project = self.project(task).await?;
-                        let applied = self.role_privacy(task, &project.name, role);
-                        fields.insert("privacy".into(), applied.to_json());
-                    }
+                    let applied = self.applied_privacy(task, id, role, fields.get("privacy"));
+                    fields.insert("privacy".into(), applied.await?);
                 }
                 let step_id = id.clone();
                 let done = Event::StepCompleted { step_id, receipt };

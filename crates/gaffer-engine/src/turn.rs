@@ -106,6 +106,39 @@ impl Engine {
         )
     }
 
+    /// What privacy applied to `step`'s turn of `role`, as recorded with it: that of the
+    /// agent that played it (a fallback that took the turn over is recorded as itself),
+    /// the last session of the role the step started; with what the step itself said
+    /// of its prompt (`step_said`: the plan step's masking and placeholders).
+    pub(crate) async fn applied_privacy(
+        &self,
+        task: &TaskState,
+        step: &StepId,
+        role: Role,
+        step_said: Option<&Value>,
+    ) -> Result<Value, crate::EngineError> {
+        let project = self.project(task).await?;
+        let now = self.load(&task.id).await?.map(|(t, _)| t);
+        let ran = now.as_ref().and_then(|t| {
+            t.sessions
+                .values()
+                .filter(|s| s.role == role && s.step_id.as_ref() == Some(step))
+                .max_by_key(|s| (s.started_at, s.id.clone()))
+                .map(|s| s.agent.clone())
+        });
+        let mut applied = match ran {
+            Some(agent) => self.agent_privacy(&project.name, role, &agent),
+            None => self.role_privacy(task, &project.name, role),
+        }
+        .to_json();
+        for said in ["masked", "placeholders"] {
+            if let Some(v) = step_said.and_then(|p| p.get(said)) {
+                applied[said] = v.clone();
+            }
+        }
+        Ok(applied)
+    }
+
     /// One agent session for one step: start `who`, send the prompt, stream events
     /// into the journal, retry once if the answer breaks its contract, stop. What
     /// shows the agent is out, and whether a tool that may have done something ran,

@@ -232,7 +232,7 @@ pub fn step_role(kind: crate::StepKind) -> Option<Role> {
     Some(match kind {
         K::Plan | K::Revise(_) => Role::Planner,
         K::Challenge(_) => Role::Challenger,
-        K::Code(_) | K::Fix(_) => Role::Owner,
+        K::Code(_) | K::Fix(_) | K::Resolve(_) => Role::Owner,
         K::Test(_) => Role::Tester,
         K::Review(_) => Role::Reviewer,
         K::Arbiter(_) => Role::Arbiter,

@@ -207,6 +207,13 @@ async fn a_conflict_from_a_moved_base_is_resolved_by_the_owner_checked_and_pushe
         assert_eq!(sync["strategy"], strategy.name());
         assert_eq!(sync["base_sha"], base);
         assert_eq!(receipt(&view, "resolve/1")["outcome"], "updated");
+        // The owner's conflict turn records the privacy that applied, as every turn.
+        let privacy = &receipt(&view, "resolve/1")["privacy"];
+        assert_eq!(
+            (privacy["role"].as_str(), privacy["mode"].as_str()),
+            (Some("owner"), Some("standard")),
+            "{privacy}"
+        );
         assert_eq!(receipt(&view, "check/2")["passed"], true);
         // The push went through the ship approval rules (the task's auto-approval).
         assert!(view

@@ -127,6 +127,13 @@ async fn a_usage_limit_or_a_long_rate_limit_moves_the_owner_to_codex_and_the_tur
         assert_eq!(writes(&w, "README.md"), 1);
         // Nobody was asked: the failed turn did nothing.
         assert!(t.approvals.values().all(|a| a.kind != ApprovalKind::Manual));
+        // The step records the privacy of the agent that played it, not the first of
+        // the chain.
+        let receipt = t.steps[&gaffer_core::StepId::from("code/1")]
+            .receipt
+            .clone()
+            .unwrap();
+        assert_eq!(receipt["privacy"]["agent"], "codex", "{trigger}: {receipt}");
     }
 }
 
