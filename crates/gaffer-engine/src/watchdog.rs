@@ -226,7 +226,7 @@ impl Watchdog {
                     trigger: "repeated_failure",
                     seen: format!(
                         "the agent's {tool} {} failed the same way {n} times: {error}",
-                        crate::prompts::head(input, 200)
+                        input_words(input)
                     ),
                     facts: json!({ "tool": tool, "input": input, "count": n, "error": error }),
                 });
@@ -247,7 +247,7 @@ impl Watchdog {
                     trigger: "repeated_call",
                     seen: format!(
                         "the agent called {tool} with the same input {n} times: {}",
-                        crate::prompts::head(input, 200)
+                        input_words(input)
                     ),
                     facts: json!({ "tool": tool, "input": input, "count": n }),
                 });
@@ -321,6 +321,15 @@ fn call_key(tool: &str, input: &Value) -> String {
 
 fn split_key(key: &str) -> (&str, &str) {
     key.split_once('\u{0}').unwrap_or((key, ""))
+}
+
+/// A call's input as a person reads it in the stall's question (its command or
+/// path, else its fields; never JSON braces), at most 200 characters.
+fn input_words(input: &str) -> String {
+    let words = serde_json::from_str::<Value>(input)
+        .map(|v| gaffer_protocol::activity::tool_input(&v))
+        .unwrap_or_else(|_| input.to_owned());
+    crate::prompts::head(&words, 200)
 }
 
 /// Whether a call only reads or searches: by the tool's name (Claude Code's `Read`,
@@ -573,7 +582,10 @@ mod tests {
         assert_eq!(triggers(&seen), vec![(4, "repeated_call")]);
         assert_eq!(seen[0].1.facts["count"], 3);
         assert_eq!(seen[0].1.facts["tool"], "Bash");
-        assert!(seen[0].1.seen.contains("ls -la"), "{}", seen[0].1.seen);
+        assert_eq!(
+            seen[0].1.seen,
+            "the agent called Bash with the same input 3 times: ls -la"
+        );
     }
 
     #[test]

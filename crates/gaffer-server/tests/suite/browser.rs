@@ -1065,7 +1065,7 @@ async fn stall_and_budget_cards_name_their_choices_at_phone_width() {
         .ask(
             "code/1",
             ApprovalKind::Stall,
-            "`owner turn, subtask 1` looks stuck: the agent called Bash with the same input 5 times: {\"command\":\"cargo test --workspace -- list::json\"}. Continue, interrupt the turn, or cancel the task?",
+            "`owner turn, subtask 1` looks stuck: the agent called Bash with the same input 5 times: cargo test --workspace -- list::json. Continue, interrupt the turn, or cancel the task?",
             json!({"trigger": "repeated_call", "count": 5, "tool": "Bash", "seen": "the agent called Bash with the same input 5 times", "step": "code/1",
                    "choices": {"approve": "continue", "deny": "interrupt the turn", "cancel": format!("gaffer task cancel {}", s.task)}}),
             None,
