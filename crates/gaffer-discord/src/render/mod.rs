@@ -323,25 +323,14 @@ mod tests {
 /// One transcript line for an agent activity (`None`: not shown, like usage).
 /// Backticks in what the agent wrote are replaced so it cannot close the code span.
 pub fn transcript_line(a: &Value) -> Option<String> {
-    let flat = |v: &Value, max: usize| {
-        let text: String = v
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        clip(&text, max)
-    };
+    let flat = |v: &Value, max: usize| flat(v.as_str().unwrap_or_default(), max);
     let code = |s: String| s.replace('`', "'");
     match a["type"].as_str()? {
         "tool_call" => Some(format!(
             "↳ **{}** `{}`",
             code(flat(&a["name"], 40)),
-            code(clip(
-                &gaffer_protocol::activity::tool_input(&a["input"])
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
+            code(self::flat(
+                &gaffer_protocol::activity::tool_input(&a["input"]),
                 300
             ))
         )),
@@ -366,11 +355,15 @@ pub fn transcript_line(a: &Value) -> Option<String> {
     }
 }
 
+/// `s` on one line (every run of whitespace one space), cut to `max` characters.
+fn flat(s: &str, max: usize) -> String {
+    clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), max)
+}
+
 /// The transcript line for a person steering the agent from elsewhere (the page, the
 /// CLI, the API): their message, or the turn they stopped. A reply in the thread is
 /// already there in its author's own words, so it is not repeated.
 pub fn steer_line(e: &gaffer_core::Event) -> Option<String> {
-    let flat = |s: &str, max: usize| clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), max);
     match e {
         gaffer_core::Event::MessageSent { text, by, .. } if by.via != "discord" => Some(format!(
             "✉ **{}** ({}) to the agent: {}",

@@ -59,7 +59,7 @@ async fn deliver(
         .await
 }
 
-async fn task_ids(w: &World) -> Vec<String> {
+pub(super) async fn task_ids(w: &World) -> Vec<String> {
     w.app
         .tasks(&TaskQuery::default())
         .await

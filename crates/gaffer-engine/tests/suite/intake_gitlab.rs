@@ -1,8 +1,9 @@
 //! Issue intake from GitLab through the real engine: `Issue Hook` deliveries checked
 //! by the project's webhook token (`X-Gitlab-Token`), polling of the fake GitLab's v4
 //! issues, one task per issue, and the merge request that closes it.
+use super::intake::task_ids;
 use super::support::*;
-use gaffer_app::{HookReceiver, TaskQuery};
+use gaffer_app::HookReceiver;
 use gaffer_core::{Actor, Stage, TaskId};
 use gaffer_engine::{Engine, Intake};
 use gaffer_forge::{ForgeKind, Secret};
@@ -45,16 +46,6 @@ async fn deliver(engine: &Engine, d: &HookDelivery, token: &str) -> Option<HookA
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
         .collect();
     engine.receive_hook("gitlab", &headers, &d.body).await.ok()
-}
-
-async fn task_ids(w: &World) -> Vec<String> {
-    w.app
-        .tasks(&TaskQuery::default())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.id)
-        .collect()
 }
 
 #[tokio::test]
